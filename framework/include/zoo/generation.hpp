@@ -1,0 +1,42 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "zoo/model.hpp"
+
+namespace zoo {
+
+struct SamplingOptions {
+  float temperature = 0.0f;  // 0: greedy
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;        // 1: off
+  std::uint64_t seed = 0;
+};
+
+// Picks the next token from one row of logits. Greedy ties go to the lower index.
+class Sampler {
+ public:
+  explicit Sampler(SamplingOptions options);
+  std::int64_t next(std::span<const float> logits);
+
+ private:
+  SamplingOptions options_;
+  std::uint64_t state_;
+  std::vector<std::pair<float, std::int64_t>> scratch_;
+};
+
+struct GenerationOptions {
+  int max_new_tokens = 16;
+  SamplingOptions sampling;
+  std::optional<std::int64_t> eos_token_id;  // stop after emitting it
+};
+
+// Prefills the prompt in a fresh session, then decodes one token at a time. `on_token` (optional)
+// sees each new id as it is produced.
+std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const GenerationOptions& options,
+                                   const std::function<void(std::int64_t)>& on_token = {});
+
+}  // namespace zoo

@@ -1,0 +1,99 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "zoo/diagnostic_hook.hpp"
+#include "zoo/load_plan.hpp"
+#include "zoo/request.hpp"
+#include "zoo/tensor.hpp"
+#include "zoo/weight_source.hpp"
+
+namespace zoo {
+
+// What a plugin is asked to build: the model's configuration (a HF config.json object, or the part
+// of one another plugin hands over), where its weights come from, and where it runs.
+struct ModelArgs {
+  nlohmann::json config;
+  std::shared_ptr<const WeightSource> weights;
+  Device device;
+  DType dtype = DType::F32;         // compute dtype
+  std::int64_t max_context = 4096;  // KV-cache capacity per session
+};
+
+struct ModelInfo {
+  std::string plugin;
+  std::string model_type;
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t num_layers = 0;
+  std::string summary;  // one line for humans
+};
+
+// Which outputs a forward step should return. Default: logits at the last position.
+struct OutputRequest {
+  bool hidden = false;         // final normed hidden state (the head's input)
+  bool logits = true;
+  bool all_positions = false;  // else only the last position of this step
+};
+
+// One forward step of a Session: new token ids, optional embedding rows that replace the embedding
+// at chosen positions of this step (float32 host rows, [positions.size(), hidden]).
+struct ForwardStep {
+  std::span<const std::int64_t> ids;
+  std::span<const std::int64_t> override_positions;
+  std::span<const float> override_rows;
+  OutputRequest outputs;
+};
+
+// A request turned into what a first forward step needs.
+struct Prompt {
+  std::vector<std::int64_t> ids;
+  std::vector<std::int64_t> override_positions;
+  std::vector<float> override_rows;  // [override_positions.size(), hidden]
+
+  ForwardStep step(OutputRequest outputs = {}) const {
+    return {ids, override_positions, override_rows, outputs};
+  }
+};
+
+// Host float32 results: [rows, hidden] and [rows, vocab]; empty when not asked for.
+struct ForwardResult {
+  HostTensor hidden;
+  HostTensor logits;
+};
+
+// One sequence and its KV cache. Not thread-safe; must not outlive the Model that made it.
+class Session {
+ public:
+  virtual ~Session() = default;
+  virtual ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook = nullptr) = 0;
+  virtual std::int64_t position() const = 0;  // tokens already in the cache
+  virtual void reset() = 0;
+};
+
+// Progress of long work (loading): done and total bytes.
+using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual ModelInfo info() const = 0;
+  // The tensors the model will read, named as in weight_source().
+  virtual std::vector<TensorRequirement> requirements() const = 0;
+  // The source the requirement names resolve against (a plugin may wrap what it was given).
+  virtual const WeightSource& weight_source() const = 0;
+  // Reads the weights; call after the load plan is clean.
+  virtual void load(const ProgressFn& progress = {}) = 0;
+  virtual std::unique_ptr<Session> new_session() = 0;
+  // Turns a request into a prompt. The default takes input_ids and rejects any other field with
+  // an InputError naming the request file and the field.
+  virtual Prompt prepare(const Request& request) const;
+};
+
+}  // namespace zoo

@@ -1,0 +1,44 @@
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "zoo/tensor.hpp"
+#include "zoo/weight_source.hpp"
+
+namespace zoo {
+
+// The `validation:` section of a model YAML. Paths are resolved relative to the YAML file.
+struct ValidationSpec {
+  std::filesystem::path request;
+  std::filesystem::path golden;
+  std::optional<std::vector<std::string>> points;  // default: the golden's tensor names
+  YAML::Node gates;  // parsed by parse_gates() (compare.hpp), which reports its own positions
+};
+
+// A model YAML (docs/configs.md). Unknown keys, wrong types and missing files are InputErrors
+// "FILE:LINE:COL: what is wrong".
+struct ModelSpec {
+  std::filesystem::path file;
+  std::optional<std::string> plugin;  // else picked by config.json model_type/architectures
+  std::filesystem::path checkpoint;
+  Device device;
+  DType dtype = DType::F32;
+  std::int64_t max_context = 4096;
+  std::vector<std::filesystem::path> plugin_paths;
+  std::vector<AliasRule> aliases;
+  std::optional<ValidationSpec> validation;
+};
+
+ModelSpec load_model_spec(const std::filesystem::path& yaml_file);
+
+// Reads a checkpoint's config.json (directory) or the config.json beside a file. InputError on
+// a missing or malformed file.
+nlohmann::json load_hf_config(const std::filesystem::path& checkpoint);
+
+}  // namespace zoo

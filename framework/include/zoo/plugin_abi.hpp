@@ -1,0 +1,39 @@
+#pragma once
+// The boundary between the host and a plugin shared object.
+//
+// Every plugin exports two symbols with BOOST_DLL_ALIAS:
+//   zoo_plugin_descriptor: `const ZooPluginDescriptor* ()`, plain C data the host reads first;
+//   zoo_plugin_create:     `zoo::PluginCreateFn`, called only after the ABI version matched.
+// Use ZOO_DEFINE_PLUGIN from this header rather than writing them by hand.
+#include <cstdint>
+#include <memory>
+
+#include <boost/dll/alias.hpp>
+
+#include "zoo/host.hpp"
+#include "zoo/model.hpp"
+
+// Bumped on any change to ZooPluginDescriptor, ModelArgs, Model, Session, Host or the create
+// signature.
+#define ZOO_PLUGIN_ABI_VERSION 1u
+
+extern "C" {
+struct ZooPluginDescriptor {
+  std::uint32_t abi_version;
+  const char* name;
+  const char* version;
+  const char* const* model_types;    // nullptr-terminated, HF config.json "model_type"
+  const char* const* architectures;  // nullptr-terminated, HF config.json "architectures"
+};
+}
+
+namespace zoo {
+using PluginDescriptorFn = const ZooPluginDescriptor*();
+using PluginCreateFn = std::unique_ptr<Model>(const ModelArgs& args, Host& host);
+}  // namespace zoo
+
+// In exactly one .cpp of a plugin:
+//   ZOO_DEFINE_PLUGIN(my_descriptor_fn, my_create_fn)
+#define ZOO_DEFINE_PLUGIN(descriptor_fn, create_fn)             \
+  BOOST_DLL_ALIAS(descriptor_fn, zoo_plugin_descriptor)         \
+  BOOST_DLL_ALIAS(create_fn, zoo_plugin_create)

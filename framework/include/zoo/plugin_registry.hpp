@@ -1,0 +1,61 @@
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zoo/host.hpp"
+
+namespace zoo {
+
+struct PluginInfo {
+  std::string name;
+  std::string version;
+  std::vector<std::string> model_types;
+  std::vector<std::string> architectures;
+  std::filesystem::path path;
+};
+
+// Discovers plugin shared objects and builds models through them. It is the Host plugins see.
+// Libraries stay loaded while the registry or any model made through it lives (models hold a
+// reference to their library), and are never unloaded before that.
+class PluginRegistry : public Host {
+ public:
+  PluginRegistry();
+  ~PluginRegistry() override;
+
+  // Search order: explicit dirs (--plugin-dir, YAML plugins.paths), then ZOO_PLUGIN_PATH
+  // (colon-separated), then the default directory beside the executable (build and install trees).
+  // Scans `*.so` files; a directory that does not exist is skipped. Files that fail to load are
+  // recorded in problems() rather than thrown, so one bad plugin does not hide the others.
+  void discover(const std::vector<std::filesystem::path>& extra_dirs);
+  // Loads exactly this file as a plugin; throws InputError naming the file: not a shared object,
+  // a directory, a missing symbol, an ABI mismatch, or a plugin whose model type is claimed already.
+  const PluginInfo& load(const std::filesystem::path& file);
+
+  const std::vector<PluginInfo>& plugins() const;
+  const std::vector<std::string>& problems() const;  // one line each: "path: what is wrong"
+
+  // Plugin name first, then model_type, then architecture. Throws InputError
+  // "no plugin serves 'X' (available: a, b)".
+  const PluginInfo& resolve(std::string_view plugin_or_type) const;
+  // Picks the plugin for a HF config.json object by model_type, then architectures.
+  const PluginInfo& resolve_config(const nlohmann::json& config, std::string_view label) const;
+
+  std::shared_ptr<Model> create_model(std::string_view plugin_or_type, const ModelArgs& args) override;
+  void log(LogLevel level, std::string_view message) override;
+  void set_verbose(bool verbose) { verbose_ = verbose; }
+
+  // The default plugin directory beside the running executable.
+  static std::filesystem::path default_plugin_dir();
+
+ private:
+  struct Loaded;
+  std::vector<std::shared_ptr<Loaded>> loaded_;
+  std::vector<PluginInfo> infos_;
+  std::vector<std::string> problems_;
+  bool verbose_ = false;
+};
+
+}  // namespace zoo

@@ -1,0 +1,49 @@
+#pragma once
+// CPU reference ops in float32. Every tensor is contiguous row-major. These are what the CPU
+// backend of a model runs, and what CUDA ops are tested against.
+#include <cstdint>
+#include <span>
+
+namespace zoo::kernels::cpu {
+
+// y[m, n] = x[m, k] @ w[n, k]^T  (w laid out like a torch Linear weight). Multithreaded and
+// cache-blocked. When `accumulate` is set, adds into y instead of overwriting it.
+void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
+            bool accumulate = false);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w. Normalizes in float32 (accumulating in
+// float64 is not what transformers does; we follow it: float32 sum of squares).
+void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps);
+
+// Rotary embedding, half-split layout (rotate_half), in place on x[tokens, heads, head_dim] where
+// token t sits at sequence position positions[t]. inv_freq[i] = theta^(-2i/head_dim).
+void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
+                     const std::int64_t* positions, float theta);
+
+// Causal grouped-query attention for `tokens` new queries at positions start..start+tokens-1 over
+// a cache holding keys/values for positions 0..start+tokens-1.
+//   q:   [tokens, q_heads, head_dim]
+//   k,v: [cache_len >= start+tokens, kv_heads, head_dim]
+//   out: [tokens, q_heads, head_dim]
+// Scores scaled by `scale`, float32 softmax. q_heads must be a multiple of kv_heads; query head h
+// reads kv head h / (q_heads / kv_heads).
+void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
+                          std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
+                          float scale);
+
+// out = silu(gate) * up, elementwise over n values.
+void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);
+
+// y += x over n values.
+void add_inplace(float* y, const float* x, std::int64_t n);
+
+// Index of the largest value; ties go to the lower index.
+std::int64_t argmax(std::span<const float> values);
+
+// out = log_softmax(x) over one row of n values (float64 accumulation of the sum).
+void log_softmax(const float* x, float* out, std::int64_t n);
+
+// Indices of the k largest values, descending; ties to the lower index.
+void top_k(std::span<const float> values, int k, std::int64_t* indices);
+
+}  // namespace zoo::kernels::cpu

@@ -1,0 +1,99 @@
+#include "zoo/kernels/thread_pool.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace zoo::kernels {
+namespace {
+thread_local bool t_inside_pool = false;
+
+int default_thread_count() {
+  if (const char* env = std::getenv("ZOO_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  const int n = threads > 0 ? threads : default_thread_count();
+  for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+ThreadPool& ThreadPool::global() {
+  static ThreadPool pool;
+  return pool;
+}
+
+void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
+                              const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<std::int64_t>(1, grain);
+  if (workers_.empty() || t_inside_pool || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // A few chunks per thread balance uneven work without much scheduling overhead.
+  const std::int64_t chunks = std::min<std::int64_t>((n + grain - 1) / grain, 4 * size());
+  const std::int64_t chunk = (n + chunks - 1) / chunks;
+  std::unique_lock lock(mutex_);
+  job_ = &fn;
+  n_ = n;
+  chunk_ = chunk;
+  next_ = 0;
+  pending_ = (n + chunk - 1) / chunk;
+  ++generation_;
+  lock.unlock();
+  wake_.notify_all();
+
+  t_inside_pool = true;
+  for (;;) {
+    lock.lock();
+    if (next_ >= n_) break;
+    const std::int64_t begin = next_;
+    next_ = std::min(n_, next_ + chunk_);
+    const std::int64_t end = next_;
+    lock.unlock();
+    fn(begin, end);
+    lock.lock();
+    --pending_;
+    lock.unlock();
+  }
+  t_inside_pool = false;
+  done_.wait(lock, [this] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::worker_loop() {
+  t_inside_pool = true;
+  std::uint64_t seen = 0;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr && next_ < n_); });
+    if (stop_) return;
+    while (job_ != nullptr && next_ < n_) {
+      const std::int64_t begin = next_;
+      next_ = std::min(n_, next_ + chunk_);
+      const std::int64_t end = next_;
+      const auto* job = job_;
+      lock.unlock();
+      (*job)(begin, end);
+      lock.lock();
+      if (--pending_ == 0) done_.notify_all();
+    }
+    seen = generation_;
+  }
+}
+
+}  // namespace zoo::kernels
