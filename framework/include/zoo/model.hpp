@@ -94,6 +94,10 @@ class Model {
   // Turns a request into a prompt. The default takes input_ids and rejects any other field with
   // an InputError naming the request file and the field.
   virtual Prompt prepare(const Request& request) const;
+  // Tap points this model adds to `zoo trace`'s default selection (globs), beyond the standard ones.
+  virtual std::vector<std::string> extra_trace_points() const { return {}; }
+  // Backend facts for benchmarks and diagnostics (e.g. peak device memory), free-form.
+  virtual nlohmann::json runtime_stats() const { return nlohmann::json::object(); }
 };
 
 }  // namespace zoo

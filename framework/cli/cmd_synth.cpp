@@ -1,0 +1,184 @@
+// `zoo synth`: a random checkpoint at a config's real shapes, for speed and memory work where real
+// weights cannot be downloaded. The tensor list comes from the plugin serving the config (its
+// requirements, under their stored names), so the framework needs no model knowledge.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "commands.hpp"
+#include "zoo/error.hpp"
+#include "zoo/safetensors.hpp"
+
+namespace zoo::cli {
+namespace {
+
+// A source with no tensors: lets a plugin declare its requirements before any checkpoint exists.
+class EmptyWeightSource : public WeightSource {
+ public:
+  std::vector<std::string> names() const override { return {}; }
+  std::optional<TensorInfo> info(std::string_view) const override { return std::nullopt; }
+  TensorView view(std::string_view name) const override {
+    throw InputError(fmt::format("{} not found in an empty weight source", name));
+  }
+  std::string describe() const override { return "an empty weight source"; }
+};
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Fills values [begin, end) of a tensor with N(mean, std) in `dtype`; the stream depends only on the
+// seed, the tensor index and the position, so the result is the same for any thread count.
+void fill_normal(HostTensor& tensor, std::int64_t begin, std::int64_t end, float mean, float stddev,
+                 std::uint64_t seed) {
+  for (std::int64_t i = begin; i < end; i += 2) {
+    std::uint64_t state = seed ^ (static_cast<std::uint64_t>(i) * 0xd1342543de82ef95ull);
+    const double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const float pair[2] = {mean + stddev * static_cast<float>(r * std::cos(2 * M_PI * u2)),
+                           mean + stddev * static_cast<float>(r * std::sin(2 * M_PI * u2))};
+    for (int j = 0; j < 2 && i + j < end; ++j) {
+      const auto at = static_cast<std::size_t>(i + j);
+      switch (tensor.dtype()) {
+        case DType::BF16: tensor.as<std::uint16_t>()[at] = f32_to_bf16(pair[j]); break;
+        case DType::F16: tensor.as<std::uint16_t>()[at] = f32_to_f16(pair[j]); break;
+        default: tensor.as<float>()[at] = pair[j]; break;
+      }
+    }
+  }
+}
+
+struct SynthOptions {
+  std::string config, out, dtype = "bf16", plugin;
+  std::vector<std::string> plugin_dirs;
+  std::uint64_t seed = 0;
+  double shard_gb = 5.0;
+  float stddev = 0.02f;
+  bool quiet = false;
+};
+
+int synth(const SynthOptions& options) {
+  const auto dtype = dtype_from_config_name(options.dtype);
+  if (!dtype || !is_floating(*dtype) || *dtype == DType::F64)
+    throw InputError(fmt::format("--dtype: '{}' is not one of bf16, f16, f32", options.dtype));
+  nlohmann::json config;
+  {
+    std::ifstream in(options.config);
+    if (!in) throw InputError(fmt::format("{}: cannot read", options.config));
+    try {
+      config = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: not valid JSON: {}", options.config, e.what()));
+    }
+  }
+  if (!config.is_object()) throw InputError(fmt::format("{}: not a JSON object", options.config));
+
+  PluginRegistry registry;
+  registry.discover({options.plugin_dirs.begin(), options.plugin_dirs.end()});
+  ModelArgs args;
+  args.config = config;
+  args.weights = std::make_shared<EmptyWeightSource>();
+  const std::string plugin = options.plugin.empty() ? registry.resolve_config(config, options.config).name : options.plugin;
+  auto model = registry.create_model(plugin, args);
+
+  struct Planned {
+    std::string stored;
+    Shape shape;
+    bool is_norm;
+  };
+  std::vector<Planned> tensors;
+  std::size_t total = 0;
+  for (const auto& req : model->requirements()) {
+    if (req.optional) continue;
+    tensors.push_back({model->weight_source().stored_name(req.name), req.shape, req.shape.size() == 1});
+    total += static_cast<std::size_t>(numel(req.shape)) * dtype_size(*dtype);
+  }
+  const std::filesystem::path out = options.out;
+  std::filesystem::create_directories(out);
+  {
+    std::ofstream cfg(out / "config.json");
+    cfg << config.dump(2) << "\n";
+    if (!cfg) throw InputError(fmt::format("{}: cannot write", (out / "config.json").string()));
+  }
+
+  // Group tensors into shards of about shard_gb; one shard is built in memory, written, freed.
+  const auto shard_limit = static_cast<std::size_t>(options.shard_gb * 1e9);
+  std::vector<std::vector<std::size_t>> shards(1);
+  std::size_t in_shard = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto bytes = static_cast<std::size_t>(numel(tensors[i].shape)) * dtype_size(*dtype);
+    if (in_shard > 0 && in_shard + bytes > shard_limit) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back(i);
+    in_shard += bytes;
+  }
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  nlohmann::json weight_map = nlohmann::json::object();
+  std::size_t done = 0;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const std::string file = shards.size() == 1 ? "model.safetensors"
+                                                : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    std::vector<HostTensor> owned;
+    for (auto i : shards[s]) owned.emplace_back(*dtype, tensors[i].shape);
+    for (std::size_t j = 0; j < owned.size(); ++j) {
+      const auto& t = tensors[shards[s][j]];
+      const std::int64_t n = owned[j].numel();
+      const std::int64_t chunk = std::max<std::int64_t>(1 << 16, (n / threads + 1) & ~std::int64_t{1});
+      std::vector<std::thread> pool;
+      const std::uint64_t seed = options.seed * 0x9e3779b97f4a7c15ull + shards[s][j] + 1;
+      for (std::int64_t b = 0; b < n; b += chunk)
+        pool.emplace_back([&, b] {
+          fill_normal(owned[j], b, std::min(n, b + chunk), t.is_norm ? 1.0f : 0.0f,
+                      t.is_norm ? 0.05f : options.stddev, seed);
+        });
+      for (auto& th : pool) th.join();
+    }
+    std::vector<std::pair<std::string, TensorView>> views;
+    for (std::size_t j = 0; j < owned.size(); ++j) {
+      views.emplace_back(tensors[shards[s][j]].stored, owned[j].view());
+      weight_map[tensors[shards[s][j]].stored] = file;
+      done += owned[j].nbytes();
+    }
+    write_safetensors(out / file, views, {{"format", "pt"}, {"producer", "zoo synth"}});
+    if (!options.quiet)
+      fmt::print(stderr, "synth: wrote {} ({} tensors), {:.2f} / {:.2f} GB\n", (out / file).string(), views.size(),
+                 static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9);
+  }
+  if (shards.size() > 1) {
+    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    std::ofstream idx(out / "model.safetensors.index.json");
+    idx << index.dump(2) << "\n";
+  }
+  if (!options.quiet) fmt::print(stderr, "synth: {} tensors, {:.2f} GB in {}\n", tensors.size(), total / 1e9, out.string());
+  return 0;
+}
+
+}  // namespace
+
+void add_synth_command(CLI::App& app, Action& run) {
+  auto options = std::make_shared<SynthOptions>();
+  auto* cmd = app.add_subcommand("synth", "Write a random checkpoint at a config.json's real shapes");
+  cmd->add_option("--config", options->config, "HF config.json")->required();
+  cmd->add_option("--out", options->out, "Output directory")->required();
+  cmd->add_option("--dtype", options->dtype, "bf16 (default), f16 or f32");
+  cmd->add_option("--seed", options->seed, "Random seed");
+  cmd->add_option("--shard-gb", options->shard_gb, "Shard size in GB (default 5)")->check(CLI::Range(0.001, 1000.0));
+  cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)");
+  cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)");
+  cmd->add_option("--plugin-dir", options->plugin_dirs, "Extra plugin directory (repeatable)");
+  cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
+  cmd->callback([&run, options] { run = [options] { return synth(*options); }; });
+}
+
+}  // namespace zoo::cli

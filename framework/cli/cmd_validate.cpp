@@ -1,0 +1,62 @@
+#include <fmt/format.h>
+
+#include <memory>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "run_helpers.hpp"
+#include "zoo/compare.hpp"
+#include "zoo/error.hpp"
+#include "zoo/safetensors.hpp"
+
+namespace zoo::cli {
+
+void add_validate_command(CLI::App& app, Action& run) {
+  struct Options {
+    ModelOptions model;
+    std::string out;
+    bool json = false, quiet = false;
+  };
+  auto options = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("validate", "Run the YAML's validation request and gate it against its golden");
+  add_model_options(*cmd, options->model);
+  cmd->add_option("--out", options->out, "Also keep the trace here");
+  cmd->add_flag("--json", options->json, "Print JSON");
+  cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
+  cmd->callback([&run, options] {
+    run = [options] {
+      PluginRegistry registry;
+      auto opened = open_from_options(options->model, registry);
+      if (!opened.spec.validation)
+        throw InputError(fmt::format("{}: no `validation:` section", opened.spec.file.string()));
+      const auto& validation = *opened.spec.validation;
+      const auto gates = parse_gates(validation.gates, opened.spec.file.string());
+      // Trace exactly what the golden holds (or the YAML's points), so nothing is left unchecked.
+      std::vector<std::string> points;
+      if (validation.points) {
+        points = *validation.points;
+      } else {
+        for (const auto& entry : SafetensorsFile::open(validation.golden)->entries()) points.push_back(entry.name);
+      }
+      load_model(opened, !options->quiet && !options->json);
+      auto recorder = trace_request(opened, validation.request, PointSelection(points));
+      std::filesystem::path out = options->out;
+      std::filesystem::path temp;
+      if (out.empty()) {
+        temp = std::filesystem::temp_directory_path() / fmt::format("zoo-validate-{}.safetensors", ::getpid());
+        out = temp;
+      }
+      recorder.write(out, trace_metadata(opened));
+      const auto report = compare_traces(validation.golden, out, gates);
+      if (!temp.empty()) std::filesystem::remove(temp);
+      if (options->json)
+        fmt::print("{}\n", report.to_json().dump(2));
+      else
+        fmt::print("{}{}\n", report.table(), report.passed() ? "VALIDATION PASSED" : "VALIDATION FAILED");
+      return report.passed() ? 0 : 1;
+    };
+  });
+}
+
+}  // namespace zoo::cli

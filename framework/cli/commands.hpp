@@ -1,0 +1,43 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "zoo/runtime.hpp"
+
+namespace zoo::cli {
+
+// Options every model-running command shares.
+struct ModelOptions {
+  std::string config;
+  std::vector<std::string> plugin_dirs;
+  std::string device;  // empty: from the YAML
+  std::string dtype;
+  long long max_context = 0;
+
+  SpecOverrides overrides() const;
+};
+
+void add_model_options(CLI::App& command, ModelOptions& options);
+
+// Each command registers itself and sets `run` to its action; main() runs the chosen one and turns
+// exceptions into exit codes (InputError 2, ValidationError 1).
+using Action = std::function<int()>;
+
+void add_plugins_command(CLI::App& app, Action& run);
+void add_inspect_command(CLI::App& app, Action& run);
+void add_plan_command(CLI::App& app, Action& run);
+void add_trace_command(CLI::App& app, Action& run);
+void add_generate_command(CLI::App& app, Action& run);
+void add_compare_command(CLI::App& app, Action& run);
+void add_validate_command(CLI::App& app, Action& run);
+void add_bench_command(CLI::App& app, Action& run);
+void add_synth_command(CLI::App& app, Action& run);
+
+// Loads the model YAML, opens the model through plugins, checks the plan.
+OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry);
+
+}  // namespace zoo::cli

@@ -1,0 +1,31 @@
+#include "run_helpers.hpp"
+
+#include "zoo/request.hpp"
+
+namespace zoo::cli {
+
+TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& request_file,
+                            const PointSelection& selection) {
+  const Request request = load_request(request_file);
+  const Prompt prompt = opened.model->prepare(request);
+  TraceRecorder recorder(selection);
+  if (recorder.wants("input_ids")) {
+    const auto ids = HostTensor::from_i64({static_cast<std::int64_t>(prompt.ids.size())}, prompt.ids);
+    recorder.record("input_ids", ids.view());
+  }
+  auto session = opened.model->new_session();
+  session->forward(prompt.step(), &recorder);
+  return recorder;
+}
+
+std::map<std::string, std::string> trace_metadata(const OpenedModel& opened) {
+  const auto info = opened.model->info();
+  return {{"producer", "zoo"},
+          {"plugin", info.plugin},
+          {"model_type", info.model_type},
+          {"config", opened.spec.file.string()},
+          {"device", opened.spec.device.str()},
+          {"dtype", std::string(dtype_name(opened.spec.dtype))}};
+}
+
+}  // namespace zoo::cli

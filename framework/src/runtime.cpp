@@ -1,0 +1,89 @@
+#include "zoo/runtime.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <unistd.h>
+
+#include "zoo/error.hpp"
+
+namespace zoo {
+
+OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverrides& overrides) {
+  if (overrides.device) {
+    const bool dtype_was_default = spec.dtype == (spec.device.is_cpu() ? DType::F32 : DType::BF16);
+    spec.device = *overrides.device;
+    if (dtype_was_default) spec.dtype = spec.device.is_cpu() ? DType::F32 : DType::BF16;
+  }
+  if (overrides.dtype) spec.dtype = *overrides.dtype;
+  if (overrides.max_context) spec.max_context = *overrides.max_context;
+
+  std::vector<std::filesystem::path> dirs = overrides.plugin_dirs;
+  dirs.insert(dirs.end(), spec.plugin_paths.begin(), spec.plugin_paths.end());
+  registry.discover(dirs);
+
+  OpenedModel opened;
+  opened.config = load_hf_config(spec.checkpoint);
+  std::shared_ptr<const WeightSource> weights = open_checkpoint(spec.checkpoint);
+  if (!spec.aliases.empty()) weights = std::make_shared<AliasWeightSource>(weights, spec.aliases);
+  opened.weights = weights;
+
+  ModelArgs args;
+  args.config = opened.config;
+  args.weights = weights;
+  args.device = spec.device;
+  args.dtype = spec.dtype;
+  args.max_context = spec.max_context;
+  const std::string label = (spec.checkpoint / "config.json").string();
+  const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(opened.config, label).name;
+  opened.model = registry.create_model(plugin, args);
+  opened.plan = make_load_plan(opened.model->requirements(), opened.model->weight_source());
+  opened.spec = std::move(spec);
+  return opened;
+}
+
+namespace {
+
+// One progress line, redrawn in place on a terminal and printed at most every few seconds otherwise.
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO) != 0) {}
+
+  void update(std::size_t done, std::size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool finished = done >= total;
+    if (!finished && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::seconds(5))) return;
+    last_ = now;
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    const double gb = static_cast<double>(done) / 1e9;
+    const double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
+    fmt::print(stderr, "{}{}: {:5.1f}%  {:.2f} / {:.2f} GB  {:.2f} GB/s{}", tty_ ? "\r" : "", label_, pct, gb,
+               static_cast<double>(total) / 1e9, seconds > 0 ? gb / seconds : 0.0, tty_ && !finished ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+void load_model(OpenedModel& opened, bool progress) {
+  if (!opened.plan.ok()) {
+    throw ValidationError(fmt::format("{}: load plan has {} problem(s); run `zoo plan {}` for the table",
+                                      opened.spec.file.string(), opened.plan.problem_count(),
+                                      opened.spec.file.string()));
+  }
+  if (!progress) {
+    opened.model->load();
+    return;
+  }
+  ProgressLine line("loading " + opened.model->info().plugin + " weights");
+  opened.model->load([&](std::size_t done, std::size_t total) { line.update(done, total); });
+}
+
+}  // namespace zoo
