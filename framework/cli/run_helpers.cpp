@@ -10,7 +10,8 @@ TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& re
   const Prompt prompt = opened.model->prepare(request);
   TraceRecorder recorder(selection);
   if (recorder.wants("input_ids")) {
-    const auto ids = HostTensor::from_i64({static_cast<std::int64_t>(prompt.ids.size())}, prompt.ids);
+    // The request's ids, as the golden holds them (a model may rewrite placeholder ids in its prompt).
+    const auto ids = HostTensor::from_i64({static_cast<std::int64_t>(request.input_ids.size())}, request.input_ids);
     recorder.record("input_ids", ids.view());
   }
   auto session = opened.model->new_session();
