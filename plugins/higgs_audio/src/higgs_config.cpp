@@ -1,0 +1,57 @@
+#include "higgs_config.hpp"
+
+#include <fmt/format.h>
+
+#include "zoo/error.hpp"
+
+namespace zoo::higgs {
+namespace {
+
+std::int64_t positive_int(const nlohmann::json& object, const char* key, const std::string& where) {
+  if (!object.contains(key)) throw InputError(fmt::format("{}: missing field '{}'", where, key));
+  const auto& value = object.at(key);
+  if (!value.is_number_integer() || value.get<std::int64_t>() <= 0)
+    throw InputError(fmt::format("{}: field '{}' must be a positive integer", where, key));
+  return value.get<std::int64_t>();
+}
+
+}  // namespace
+
+HiggsConfig HiggsConfig::parse(const nlohmann::json& config, const std::string& label) {
+  if (!config.is_object()) throw InputError(fmt::format("{}: config is not a JSON object", label));
+  HiggsConfig c;
+  if (!config.contains("text_config") || !config.at("text_config").is_object())
+    throw InputError(fmt::format("{}: missing object 'text_config'", label));
+  c.text_config = config.at("text_config");
+  // The released config stores rope_theta: null with the value under rope_parameters.
+  if (c.text_config.contains("rope_theta") && c.text_config.at("rope_theta").is_null()) c.text_config.erase("rope_theta");
+  if (!c.text_config.contains("model_type")) c.text_config["model_type"] = "qwen3";
+  // The text head is the text embedding: Higgs ties it, whatever text_config says.
+  c.text_config["tie_word_embeddings"] = true;
+  c.hidden_size = positive_int(c.text_config, "hidden_size", label + " text_config");
+
+  if (!config.contains("audio_encoder_config") || !config.at("audio_encoder_config").is_object())
+    throw InputError(fmt::format("{}: missing object 'audio_encoder_config'", label));
+  const auto& audio = config.at("audio_encoder_config");
+  const std::string where = label + " audio_encoder_config";
+  c.num_codebooks = positive_int(audio, "num_codebooks", where);
+  c.codebook_size = positive_int(audio, "vocab_size", where);
+  if (c.codebook_size < 3)
+    throw InputError(fmt::format("{}: vocab_size {} leaves no codes besides BOC and EOC", where, c.codebook_size));
+  if (audio.contains("out_dim") && !audio.at("out_dim").is_null()) {
+    const auto out_dim = positive_int(audio, "out_dim", where);
+    if (out_dim != c.hidden_size)
+      throw InputError(fmt::format("{}: out_dim {} differs from text_config.hidden_size {} (the audio table is tied to "
+                                   "the hidden size)", where, out_dim, c.hidden_size));
+  }
+  if (audio.contains("use_delay_pattern") && audio.at("use_delay_pattern").is_boolean())
+    c.use_delay_pattern = audio.at("use_delay_pattern").get<bool>();
+  if (config.contains("audio_token_id")) {
+    if (!config.at("audio_token_id").is_number_integer())
+      throw InputError(fmt::format("{}: field 'audio_token_id' must be an integer", label));
+    c.audio_token_id = config.at("audio_token_id").get<std::int64_t>();
+  }
+  return c;
+}
+
+}  // namespace zoo::higgs

@@ -1,0 +1,185 @@
+// Higgs Audio v3 as a Zoo model: the text body is the qwen3 plugin's model, fed through an alias
+// WeightSource over this checkpoint (nothing copied); this plugin adds audio-slot embeddings and the
+// tied multi-codebook audio head.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "delay_pattern.hpp"
+#include "higgs_config.hpp"
+#include "zoo/error.hpp"
+#include "zoo/kernels/cpu_ops.hpp"
+#include "zoo/plugin_abi.hpp"
+
+namespace zoo::higgs {
+namespace {
+
+namespace ops = zoo::kernels::cpu;
+
+std::shared_ptr<const WeightSource> backbone_view(std::shared_ptr<const WeightSource> checkpoint) {
+  return std::make_shared<AliasWeightSource>(
+      std::move(checkpoint),
+      std::vector<AliasRule>{AliasRule::exact("model.embed_tokens.weight", kTextEmbedding),
+                             AliasRule::exact("model.norm.weight", kBodyNorm),
+                             AliasRule::with_prefix("model.layers.", kBodyPrefix)});
+}
+
+// The audio table, widened to float32 once: it serves both as slot embedding and as head.
+struct AudioTable {
+  HostTensor weights;  // [K * V, H]
+  std::int64_t K = 0, V = 0, H = 0;
+
+  // sum_c E[code_c + c * V]
+  void embed_slot(const std::vector<std::int64_t>& codes, float* out) const {
+    std::fill(out, out + H, 0.0f);
+    for (std::int64_t c = 0; c < K; ++c) ops::add_inplace(out, weights.as<float>() + (codes[c] + c * V) * H, H);
+  }
+};
+
+class HiggsSession : public Session {
+ public:
+  HiggsSession(std::unique_ptr<Session> body, const AudioTable& table) : body_(std::move(body)), table_(table) {}
+
+  std::int64_t position() const override { return body_->position(); }
+  void reset() override { body_->reset(); }
+
+  // Returns the audio logits [K, V] at the last position as `logits`; text logits are not produced.
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+    ForwardStep body_step = step;
+    body_step.outputs = {.hidden = true, .logits = false, .all_positions = false};
+    ForwardResult body = body_->forward(body_step, hook);
+    ForwardResult result;
+    HostTensor logits(DType::F32, {table_.K, table_.V});
+    ops::linear(body.hidden.as<float>(), table_.weights.as<float>(), logits.as<float>(), 1, table_.K * table_.V,
+                table_.H);
+    if (hook && hook->wants("audio_logits")) hook->record("audio_logits", logits.view());
+    if (hook && hook->wants("audio_argmax")) {
+      HostTensor argmax(DType::I64, {table_.K});
+      for (std::int64_t c = 0; c < table_.K; ++c)
+        argmax.as<std::int64_t>()[c] = ops::argmax({logits.as<float>() + c * table_.V, static_cast<std::size_t>(table_.V)});
+      hook->record("audio_argmax", argmax.view());
+    }
+    if (step.outputs.hidden) result.hidden = std::move(body.hidden);
+    if (step.outputs.logits) result.logits = std::move(logits);
+    return result;
+  }
+
+ private:
+  std::unique_ptr<Session> body_;
+  const AudioTable& table_;
+};
+
+class HiggsModel : public Model {
+ public:
+  HiggsModel(const ModelArgs& args, Host& host)
+      : config_(HiggsConfig::parse(args.config, "higgs_audio config")), checkpoint_(args.weights) {
+    if (!checkpoint_) throw InputError("higgs_audio: no weight source given");
+    for (const auto& name : checkpoint_->names())
+      if (name.starts_with(kUntiedHeadPrefix))
+        throw InputError(fmt::format("{}: holds untied head tensor '{}'; only the tied audio head is supported",
+                                     checkpoint_->describe(), name));
+    weights_ = backbone_view(checkpoint_);
+    ModelArgs body_args = args;
+    body_args.config = config_.text_config;
+    body_args.weights = weights_;
+    body_ = host.create_model("qwen3", body_args);
+    table_.K = config_.num_codebooks;
+    table_.V = config_.codebook_size;
+    table_.H = config_.hidden_size;
+  }
+
+  ModelInfo info() const override {
+    auto body = body_->info();
+    return {"higgs_audio", "higgs_multimodal_qwen3", body.vocab_size, body.hidden_size, body.num_layers,
+            fmt::format("higgs audio v3: {} codebooks x {} codes, body {}", config_.num_codebooks,
+                        config_.codebook_size, body.summary)};
+  }
+
+  std::vector<TensorRequirement> requirements() const override {
+    auto reqs = body_->requirements();
+    reqs.push_back({kAudioTable, {table_.K * table_.V, table_.H}, {DType::BF16, DType::F16, DType::F32}, false});
+    return reqs;
+  }
+
+  const WeightSource& weight_source() const override { return *weights_; }
+
+  void load(const ProgressFn& progress) override {
+    body_->load(progress);
+    table_.weights = to_f32_tensor(weights_->view(kAudioTable));
+  }
+
+  std::unique_ptr<Session> new_session() override {
+    return std::make_unique<HiggsSession>(body_->new_session(), table_);
+  }
+
+  std::vector<std::string> extra_trace_points() const override { return {"audio_logits", "audio_argmax"}; }
+  nlohmann::json runtime_stats() const override { return body_->runtime_stats(); }
+
+  // input_ids equal to audio_token_id are audio slots, filled in order by the rows of audio_codes
+  // (already in delay-pattern layout); each slot's embedding is sum_c E[code_c + c*V].
+  Prompt prepare(const Request& request) const override {
+    const std::string file = request.file.string();
+    for (const auto& [key, value] : request.fields.items())
+      if (key != "audio_codes") throw InputError(fmt::format("{}: unknown field '{}' (expected input_ids, audio_codes)", file, key));
+    std::vector<std::vector<std::int64_t>> rows;
+    if (request.fields.contains("audio_codes")) {
+      const auto& codes = request.fields.at("audio_codes");
+      if (!codes.is_array()) throw InputError(fmt::format("{}: audio_codes must be an array of rows", file));
+      for (std::size_t r = 0; r < codes.size(); ++r) {
+        const auto& row = codes[r];
+        if (!row.is_array() || static_cast<std::int64_t>(row.size()) != table_.K)
+          throw InputError(fmt::format("{}: audio_codes[{}] must be an array of {} codes (one per codebook)", file, r, table_.K));
+        std::vector<std::int64_t> parsed;
+        for (std::size_t c = 0; c < row.size(); ++c) {
+          if (!row[c].is_number_integer())
+            throw InputError(fmt::format("{}: audio_codes[{}][{}] is not an integer", file, r, c));
+          const auto code = row[c].get<std::int64_t>();
+          if (code < 0 || code >= table_.V)
+            throw InputError(fmt::format("{}: audio_codes[{}][{}] = {} is outside [0, {})", file, r, c, code, table_.V));
+          parsed.push_back(code);
+        }
+        rows.push_back(std::move(parsed));
+      }
+    }
+    Prompt prompt;
+    prompt.ids = request.input_ids;
+    std::size_t next = 0;
+    for (std::size_t t = 0; t < prompt.ids.size(); ++t) {
+      if (prompt.ids[t] != config_.audio_token_id) continue;
+      if (next >= rows.size())
+        throw InputError(fmt::format("{}: input_ids has more audio slots (id {}) than audio_codes rows ({})", file,
+                                     config_.audio_token_id, rows.size()));
+      prompt.ids[t] = 0;  // any valid id: the override replaces its embedding
+      prompt.override_positions.push_back(static_cast<std::int64_t>(t));
+      prompt.override_rows.resize(prompt.override_rows.size() + static_cast<std::size_t>(table_.H));
+      if (table_.weights.empty()) throw std::logic_error("higgs_audio: prepare() before load()");
+      table_.embed_slot(rows[next++], prompt.override_rows.data() + prompt.override_rows.size() - table_.H);
+    }
+    if (next != rows.size())
+      throw InputError(fmt::format("{}: {} audio_codes rows but only {} audio slots (id {}) in input_ids", file,
+                                   rows.size(), next, config_.audio_token_id));
+    return prompt;
+  }
+
+ private:
+  HiggsConfig config_;
+  std::shared_ptr<const WeightSource> checkpoint_;
+  std::shared_ptr<const WeightSource> weights_;
+  std::shared_ptr<Model> body_;
+  AudioTable table_;
+};
+
+const ZooPluginDescriptor* descriptor() {
+  static const char* const model_types[] = {"higgs_multimodal_qwen3", nullptr};
+  static const char* const architectures[] = {"HiggsMultimodalQwen3ForConditionalGeneration", nullptr};
+  static const ZooPluginDescriptor d{ZOO_PLUGIN_ABI_VERSION, "higgs_audio", "0.1.0", model_types, architectures};
+  return &d;
+}
+
+std::unique_ptr<Model> create(const ModelArgs& args, Host& host) { return std::make_unique<HiggsModel>(args, host); }
+
+}  // namespace
+
+ZOO_DEFINE_PLUGIN(descriptor, create)
+
+}  // namespace zoo::higgs
