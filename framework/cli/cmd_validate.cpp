@@ -37,7 +37,8 @@ void add_validate_command(CLI::App& app, Action& run) {
       if (validation.points) {
         points = *validation.points;
       } else {
-        for (const auto& entry : SafetensorsFile::open(validation.golden)->entries()) points.push_back(entry.name);
+        const auto golden = SafetensorsFile::open(validation.golden);
+        for (const auto& entry : golden->entries()) points.push_back(entry.name);
       }
       load_model(opened, !options->quiet && !options->json);
       auto recorder = trace_request(opened, validation.request, PointSelection(points));
