@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace zoo::kernels {
@@ -44,11 +45,30 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
     fn(0, n);
     return;
   }
+  // An exception must not escape on a worker (std::terminate) nor leave this call with chunks
+  // still pending: every chunk runs through this wrapper, the first exception is kept and
+  // rethrown here once all chunks have finished.
+  std::exception_ptr error;
+  const std::function<void(std::int64_t, std::int64_t)> guarded = [&](std::int64_t begin, std::int64_t end) {
+    try {
+      fn(begin, end);
+    } catch (...) {
+      std::lock_guard error_lock(mutex_);
+      if (!error) error = std::current_exception();
+    }
+  };
   // A few chunks per thread balance uneven work without much scheduling overhead.
   const std::int64_t chunks = std::min<std::int64_t>((n + grain - 1) / grain, 4 * size());
   const std::int64_t chunk = (n + chunks - 1) / chunks;
   std::unique_lock lock(mutex_);
-  job_ = &fn;
+  if (job_ != nullptr) {
+    // Another thread outside the pool is running a loop on it: there is a single job slot, so
+    // this caller does its loop alone rather than clobbering that one.
+    lock.unlock();
+    fn(0, n);
+    return;
+  }
+  job_ = &guarded;
   n_ = n;
   chunk_ = chunk;
   next_ = 0;
@@ -65,7 +85,7 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
     next_ = std::min(n_, next_ + chunk_);
     const std::int64_t end = next_;
     lock.unlock();
-    fn(begin, end);
+    guarded(begin, end);
     lock.lock();
     --pending_;
     lock.unlock();
@@ -73,6 +93,8 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   t_inside_pool = false;
   done_.wait(lock, [this] { return pending_ == 0; });
   job_ = nullptr;
+  lock.unlock();
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::worker_loop() {

@@ -1,0 +1,68 @@
+// Causal grouped-query attention, one (query head, token) pair at a time:
+//   s_j = (q . k_j) * scale for j <= position;  p = softmax(s) in float32;  out = sum_j p_j v_j
+// like transformers' eager path (scores scaled after the dot product, softmax in float32).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "simd_cpu.hpp"
+#include "zoo/kernels/cpu_ops.hpp"
+#include "zoo/kernels/thread_pool.hpp"
+
+namespace zoo::kernels::cpu {
+
+void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
+                          std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
+                          float scale) {
+  if (kv_heads <= 0 || q_heads <= 0 || q_heads % kv_heads != 0) {
+    throw std::invalid_argument("attention_causal_gqa: q_heads (" + std::to_string(q_heads) +
+                                ") must be a positive multiple of kv_heads (" + std::to_string(kv_heads) + ")");
+  }
+  if (start < 0) throw std::invalid_argument("attention_causal_gqa: start must be >= 0");
+  if (tokens <= 0 || head_dim <= 0) return;
+  const std::int64_t group = q_heads / kv_heads;
+  const std::int64_t context = start + tokens;
+  // Items are ordered head-major so that a chunk walks consecutive tokens of one head and reuses
+  // that head's keys and values from cache.
+  const std::int64_t items = q_heads * tokens;
+  const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 15) / (context * head_dim));
+  ThreadPool::global().parallel_for(items, grain, [&](std::int64_t begin, std::int64_t end) {
+    thread_local detail::AlignedBuffer score_buffer, acc_buffer;
+    float* scores = score_buffer.get(static_cast<std::size_t>(context));
+    float* acc = acc_buffer.get(static_cast<std::size_t>(head_dim));
+    for (std::int64_t item = begin; item < end; ++item) {
+      const std::int64_t h = item / tokens, t = item % tokens;
+      const std::int64_t g = h / group;
+      const std::int64_t length = start + t + 1;  // causal: keys at positions 0..start+t
+      const float* qv = q + (t * q_heads + h) * head_dim;
+
+      float max_score = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < length; ++j) {
+        const float s = detail::dot(qv, k + (j * kv_heads + g) * head_dim, head_dim) * scale;
+        scores[j] = s;
+        max_score = std::max(max_score, s);
+      }
+      // Subtracting the max keeps exp() in range however large the scores are.
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < length; ++j) {
+        const float e = std::exp(scores[j] - max_score);
+        scores[j] = e;
+        sum += e;
+      }
+      const float inv_sum = 1.0f / sum;
+
+      std::fill(acc, acc + head_dim, 0.0f);
+      for (std::int64_t j = 0; j < length; ++j) {
+        const float p = scores[j] * inv_sum;
+        const float* vv = v + (j * kv_heads + g) * head_dim;
+        for (std::int64_t d = 0; d < head_dim; ++d) acc[d] += p * vv[d];
+      }
+      std::copy(acc, acc + head_dim, out + (t * q_heads + h) * head_dim);
+    }
+  });
+}
+
+}  // namespace zoo::kernels::cpu

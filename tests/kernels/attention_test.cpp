@@ -1,0 +1,130 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "kernel_test_util.hpp"
+#include "zoo/kernels/cpu_ops.hpp"
+
+namespace {
+using zoo::kernels::test::Mismatches;
+using zoo::kernels::test::normal_vector;
+
+struct AttentionCase {
+  std::int64_t tokens, start, q_heads, kv_heads, head_dim;
+  float scale;
+  float stddev = 1.0f;  // of q and k
+};
+
+void check_attention(const AttentionCase& c, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::int64_t context = c.start + c.tokens;
+  const std::int64_t cache_len = context + 3;
+  const std::int64_t d = c.head_dim;
+  const auto q = normal_vector(rng, c.tokens * c.q_heads * d, c.stddev);
+  auto k = normal_vector(rng, cache_len * c.kv_heads * d, c.stddev);
+  auto v = normal_vector(rng, cache_len * c.kv_heads * d);
+  // Cache rows past the context must never be read: NaN there would poison the output.
+  std::fill(k.begin() + context * c.kv_heads * d, k.end(), std::numeric_limits<float>::quiet_NaN());
+  std::fill(v.begin() + context * c.kv_heads * d, v.end(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> out(q.size(), -7.0f);
+  zoo::kernels::cpu::attention_causal_gqa(q.data(), k.data(), v.data(), out.data(), c.tokens, c.start, c.q_heads,
+                                          c.kv_heads, d, c.scale);
+
+  const std::int64_t group = c.q_heads / c.kv_heads;
+  Mismatches bad;
+  std::vector<double> scores, want(static_cast<std::size_t>(d));
+  for (std::int64_t t = 0; t < c.tokens; ++t) {
+    for (std::int64_t h = 0; h < c.q_heads; ++h) {
+      const std::int64_t g = h / group, length = c.start + t + 1;
+      const float* qv = q.data() + (t * c.q_heads + h) * d;
+      scores.assign(static_cast<std::size_t>(length), 0.0);
+      double max_score = -INFINITY, max_abs_dot = 0.0, max_abs_v = 0.0;
+      for (std::int64_t j = 0; j < length; ++j) {
+        const float* kv = k.data() + (j * c.kv_heads + g) * d;
+        double s = 0.0, abs_sum = 0.0;
+        for (std::int64_t i = 0; i < d; ++i) {
+          s += static_cast<double>(qv[i]) * kv[i];
+          abs_sum += std::abs(static_cast<double>(qv[i]) * kv[i]);
+        }
+        scores[j] = s * c.scale;
+        max_score = std::max(max_score, scores[j]);
+        max_abs_dot = std::max(max_abs_dot, abs_sum * c.scale);
+        for (std::int64_t i = 0; i < d; ++i) max_abs_v = std::max(max_abs_v, std::abs(double{v[(j * c.kv_heads + g) * d + i]}));
+      }
+      double sum = 0.0;
+      for (auto& s : scores) sum += (s = std::exp(s - max_score));
+      std::fill(want.begin(), want.end(), 0.0);
+      for (std::int64_t j = 0; j < length; ++j) {
+        for (std::int64_t i = 0; i < d; ++i) want[i] += scores[j] / sum * v[(j * c.kv_heads + g) * d + i];
+      }
+      // Worst-case float32 error: each score is off by at most score_err = d * 2^-24 * sum|q k| *
+      // scale; softmax moves at most 2 * score_err of probability mass; the exp/sum/weighted sum
+      // over `length` terms add (length + 8) * 2^-22. All relative to the largest |v|.
+      const double score_err = d * 0x1p-24 * max_abs_dot;
+      const double tol = max_abs_v * (2.0 * score_err + (length + 8) * 0x1p-22);
+      for (std::int64_t i = 0; i < d; ++i) {
+        const std::int64_t idx = (t * c.q_heads + h) * d + i;
+        bad.check(idx, out[idx], want[i], tol);
+      }
+    }
+  }
+  std::ostringstream what;
+  what << "tokens=" << c.tokens << " start=" << c.start << " q_heads=" << c.q_heads << " kv_heads=" << c.kv_heads
+       << " head_dim=" << d << " scale=" << c.scale << " stddev=" << c.stddev << ": " << bad;
+  INFO(what.str());
+  CHECK(bad.count == 0);
+}
+}  // namespace
+
+TEST_CASE("attention_causal_gqa matches a double loop", "[kernels][attention]") {
+  struct Heads {
+    std::int64_t q, kv;
+  };
+  std::uint32_t seed = 500;
+  for (Heads heads : {Heads{2, 2}, Heads{4, 2}, Heads{8, 2}, Heads{4, 1}}) {  // GQA ratios 1, 2, 4, 4
+    for (std::int64_t head_dim : {16, 20, 64, 128}) {
+      for (std::int64_t tokens : {1, 5, 33}) {
+        for (std::int64_t start : {0, 7, 100}) {
+          const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+          check_attention({tokens, start, heads.q, heads.kv, head_dim, scale}, ++seed);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("attention_causal_gqa is stable for large scores", "[kernels][attention]") {
+  // Scores in the thousands: exp() without the max subtracted would overflow to inf and NaN.
+  std::uint32_t seed = 600;
+  for (std::int64_t tokens : {1, 9}) {
+    check_attention({tokens, 20, 4, 2, 64, 1.0f, 8.0f}, ++seed);
+  }
+}
+
+TEST_CASE("attention_causal_gqa spreads a long prefill over the threads", "[kernels][attention]") {
+  check_attention({200, 0, 8, 2, 64, 0.125f}, 700);
+}
+
+TEST_CASE("attention_causal_gqa: the first token attends only to itself", "[kernels][attention]") {
+  // With start = 0 the first query sees one key, so its output is exactly that value row,
+  // whatever q and k hold.
+  std::mt19937 rng(800);
+  const std::int64_t d = 32;
+  const auto q = normal_vector(rng, 2 * 4 * d, 5.0f);
+  const auto k = normal_vector(rng, 2 * 2 * d, 5.0f);
+  const auto v = normal_vector(rng, 2 * 2 * d);
+  std::vector<float> out(q.size());
+  zoo::kernels::cpu::attention_causal_gqa(q.data(), k.data(), v.data(), out.data(), 2, 0, 4, 2, d, 0.3f);
+  for (std::int64_t h = 0; h < 4; ++h) {
+    for (std::int64_t i = 0; i < d; ++i) CHECK(out[h * d + i] == v[(h / 2) * d + i]);
+  }
+  CHECK_THROWS_AS(zoo::kernels::cpu::attention_causal_gqa(q.data(), k.data(), v.data(), out.data(), 1, 0, 3, 2, d,
+                                                          0.3f),
+                  std::invalid_argument);
+}

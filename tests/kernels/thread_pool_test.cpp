@@ -1,0 +1,98 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "zoo/kernels/thread_pool.hpp"
+
+using zoo::kernels::ThreadPool;
+
+namespace {
+// Runs parallel_for and checks every index in [0, n) is visited exactly once, in chunks of at
+// least `grain` items (except the last).
+void check_cover(ThreadPool& pool, std::int64_t n, std::int64_t grain) {
+  std::vector<std::atomic<int>> hits(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)));
+  std::atomic<bool> empty_chunk{false};
+  pool.parallel_for(n, grain, [&](std::int64_t begin, std::int64_t end) {
+    if (begin >= end) empty_chunk = true;
+    for (std::int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+  });
+  INFO("threads=" << pool.size() << " n=" << n << " grain=" << grain);
+  CHECK_FALSE(empty_chunk);
+  std::int64_t wrong = 0;
+  for (auto& h : hits) wrong += h.load() != 1;
+  CHECK(wrong == 0);
+}
+}  // namespace
+
+TEST_CASE("ThreadPool::parallel_for covers every index exactly once", "[kernels][thread_pool]") {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    CHECK(pool.size() == threads);
+    for (std::int64_t n : {0, 1, 2, 7, 100, 1001, 100000}) {
+      for (std::int64_t grain : {0, 1, 3, 64, 200000}) check_cover(pool, n, grain);
+    }
+  }
+}
+
+TEST_CASE("ThreadPool uses several threads and runs nested loops serially", "[kernels][thread_pool]") {
+  ThreadPool pool(4);
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  std::atomic<std::int64_t> inner_total{0};
+  pool.parallel_for(64, 1, [&](std::int64_t begin, std::int64_t end) {
+    {
+      std::lock_guard lock(mutex);
+      ids.insert(std::this_thread::get_id());
+    }
+    for (std::int64_t i = begin; i < end; ++i) {
+      // Nested call: must not deadlock waiting for workers that are busy with the outer loop.
+      pool.parallel_for(10, 1, [&](std::int64_t b, std::int64_t e) { inner_total += e - b; });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2) * (end - begin));
+  });
+  CHECK(inner_total == 64 * 10);
+  CHECK(ids.size() > 1);
+}
+
+TEST_CASE("ThreadPool propagates exceptions and stays usable", "[kernels][thread_pool]") {
+  ThreadPool pool(3);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<std::int64_t> done{0};
+    // Throw from a chunk in the middle, which may run on a worker or on the caller.
+    CHECK_THROWS_AS(pool.parallel_for(1000, 10,
+                                      [&](std::int64_t begin, std::int64_t end) {
+                                        if (begin <= 500 && 500 < end) throw std::runtime_error("boom");
+                                        done += end - begin;
+                                      }),
+                    std::runtime_error);
+    CHECK(done.load() < 1000);
+    check_cover(pool, 1000, 10);
+  }
+}
+
+TEST_CASE("ThreadPool serves several outside threads at once", "[kernels][thread_pool]") {
+  ThreadPool pool(2);
+  std::atomic<std::int64_t> failures{0};
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 4; ++c) {
+    callers.emplace_back([&] {
+      for (int round = 0; round < 200; ++round) {
+        std::vector<std::atomic<int>> hits(257);
+        pool.parallel_for(257, 4, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+        });
+        for (auto& h : hits) failures += h.load() != 1;
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  CHECK(failures == 0);
+}
