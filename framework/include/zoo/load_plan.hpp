@@ -21,6 +21,7 @@ struct TensorRequirement {
 struct PlanEntry {
   enum class Status { Ok, Missing, OptionalMissing, ShapeMismatch, DTypeMismatch };
   TensorRequirement requirement;
+  std::string stored_name;  // what the source resolves the name to; set even when missing
   std::optional<TensorInfo> found;
   Status status = Status::Ok;
 };
