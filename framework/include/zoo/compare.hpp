@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -15,7 +16,8 @@ namespace zoo {
 // Metrics of one actual tensor against its golden (float64 accumulation).
 struct TensorMetrics {
   std::string name;
-  Shape shape;
+  Shape shape;         // the golden's
+  Shape actual_shape;  // differs from `shape` only when shape_match is false
   bool shape_match = true;
   bool integer = false;           // integer tensors compare exactly
   std::int64_t mismatches = 0;    // integer tensors: differing elements
@@ -30,7 +32,9 @@ struct TensorMetrics {
   bool has_rows = false;
   std::int64_t rows = 0;
   std::int64_t argmax_matches = 0;
+  std::int64_t first_argmax_mismatch = -1;  // row index, -1 when every row matches
   double max_regret = 0.0;    // nats of log-softmax: golden_max - golden[actual_argmax]
+  double mean_regret = 0.0;
   int topk = 0;
   double min_topk_overlap = 0.0;  // smallest per-row overlap of top-k sets (ties to lower index)
 };
@@ -48,40 +52,65 @@ struct Gate {
   bool exact = false;         // bitwise/elementwise equality (integer tensors)
   std::optional<TopK> topk;
   std::string group;  // label from the YAML ("semantic", "strict"), for reports
+
+  // Whether the gate needs per-row logit metrics (argmax, regret, top-k) of the tensors it matches.
+  bool wants_rows() const { return argmax_exact || max_regret.has_value() || topk.has_value(); }
 };
 
 struct GateResult {
-  std::string tensor;
+  std::string tensor;      // the gate's pattern when it matched no tensor at all
   std::string gate_group;
-  std::string check;  // "cosine >= 0.99999"
+  std::string check;  // "cosine >= 0.99999", "present" (missing from actual), "matches a tensor"
   double value = 0.0;
   bool passed = true;
 };
 
+// Tensor order everywhere in a report is the forward order: the actual trace's record order (Zoo
+// writes taps as the forward pass produces them), then golden-only names, with `layer.N.` indices
+// sorted numerically (layer.2 before layer.10), so the first failing tensor is where drift starts.
 struct CompareReport {
-  std::vector<TensorMetrics> tensors;      // golden order
+  std::vector<TensorMetrics> tensors;      // forward order (above)
   std::vector<std::string> only_golden;    // in golden, not in actual
   std::vector<std::string> only_actual;
-  std::vector<GateResult> gate_results;
+  std::vector<GateResult> gate_results;  // grouped by tensor, forward order; pattern failures last
+  std::vector<std::string> order;          // every golden name considered, forward order
+  // Every gate result passed and every compared shape matched.
   bool passed() const;
-  // First tensor (golden order) with a failed gate, and the one with the lowest cosine.
+  // First tensor (forward order) with a failed gate or a shape mismatch, and the float tensor with
+  // the lowest cosine (NaN counts as lowest).
   std::optional<std::string> first_failure() const;
   std::optional<std::string> worst_tensor() const;
   std::string table() const;
   nlohmann::json to_json() const;
 };
 
+// Per-row logit metrics are computed for floating tensors of rank >= 1 (rows over the last dim) when
+// `logit_metrics`, `topk > 0`, or the name ends with "logits". Host views of any dtype.
 TensorMetrics compare_tensors(const std::string& name, const TensorView& golden, const TensorView& actual,
-                              int topk = 0);
+                              int topk = 0, bool logit_metrics = false);
+
+// Smallest per-row overlap of the top-k index sets (ties to the lower index); shapes must match.
+std::int64_t min_topk_overlap(const TensorView& golden, const TensorView& actual, int k);
 
 // `gates:` YAML: either a list of {tensor: GLOB, cosine: x, ...} or a map of group -> list. Unknown
-// keys are InputErrors with `label:line:col`.
+// keys, wrong types, and gates that check nothing are InputErrors with `label:line:col`. A null or
+// absent node gives no gates.
 std::vector<Gate> parse_gates(const YAML::Node& node, const std::string& label);
+// A YAML file holding the gates alone, under `gates:`, or a model config's `validation.gates`.
+// InputError when it holds no gate.
 std::vector<Gate> load_gates(const std::filesystem::path& yaml_file);
 
-// Compares every tensor of golden present in actual (restricted to `only` when non-empty) and
-// applies gates. A gate whose pattern matches a golden tensor missing from actual fails.
+// Named host tensors in file (or record) order: a trace in memory.
+using NamedTensors = std::vector<std::pair<std::string, TensorView>>;
+
+// compare_traces on tensors already in memory (e.g. a TraceRecorder's, without writing a file).
+CompareReport compare_trace_tensors(const NamedTensors& golden, const NamedTensors& actual,
+                                    const std::vector<Gate>& gates, const std::vector<std::string>& only = {});
+
+// Compares every tensor of golden present in actual (restricted to golden names matching a glob of
+// `only` when non-empty) and applies gates. A gate whose pattern matches a golden tensor missing
+// from actual fails, and so does a gate whose pattern matches no golden tensor at all.
 CompareReport compare_traces(const std::filesystem::path& golden, const std::filesystem::path& actual,
-                             const std::vector<Gate>& gates);
+                             const std::vector<Gate>& gates, const std::vector<std::string>& only = {});
 
 }  // namespace zoo

@@ -11,7 +11,8 @@ namespace zoo {
 
 // A DiagnosticHook that keeps copies of the selected tap points, in the order they were recorded,
 // and writes them as one safetensors trace. Recording a name twice appends rows along dim 0 (so a
-// prefill followed by decode steps yields sequence-major tensors).
+// prefill followed by decode steps yields sequence-major tensors); a second record whose dtype or
+// trailing dims differ throws std::invalid_argument (a model bug, not user input).
 class TraceRecorder : public DiagnosticHook {
  public:
   explicit TraceRecorder(PointSelection selection);
@@ -28,8 +29,10 @@ class TraceRecorder : public DiagnosticHook {
   std::vector<std::pair<std::string, HostTensor>> tensors_;
 };
 
-// The default selection of `zoo trace`: input_ids, embed, layer.*.output, final_norm, logits and
-// every point a model adds beyond the layer stages (listed by Model-specific docs).
+// The default selection of `zoo trace`: "input_ids,embed,layer.*.output,final_norm,logits". The
+// framework names no model: a model with outputs of its own (Higgs: audio_logits, audio_argmax)
+// documents them, and the caller appends them with the overload below (globs, comma-joined).
 std::string default_trace_points();
+std::string default_trace_points(const std::vector<std::string>& extra_points);
 
 }  // namespace zoo

@@ -1,0 +1,201 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+
+#include "zoo/error.hpp"
+#include "zoo/generation.hpp"
+
+using namespace zoo;
+
+namespace {
+
+constexpr std::int64_t kVocab = 16;
+
+// The rule the fake model follows: the favourite next token depends on the last token and its
+// position, so a wrong position or a wrong fed-back token changes the output.
+std::int64_t favourite(std::int64_t last, std::int64_t position) { return (3 * last + position + 1) % kVocab; }
+
+// A Session whose logits peak at favourite(last id, its position), recording every call.
+class FakeSession : public Session {
+ public:
+  struct Call {
+    std::vector<std::int64_t> ids;
+    std::int64_t position_before;
+    OutputRequest outputs;
+  };
+  std::vector<Call> calls;
+  int resets = 0;
+
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* /*hook*/ = nullptr) override {
+    calls.push_back({{step.ids.begin(), step.ids.end()}, position_, step.outputs});
+    position_ += static_cast<std::int64_t>(step.ids.size());
+    const std::int64_t peak = favourite(step.ids.back(), position_ - 1);
+    std::vector<float> logits(kVocab);
+    for (std::int64_t j = 0; j < kVocab; ++j) logits[j] = -static_cast<float>(std::abs(j - peak));
+    ForwardResult result;
+    result.logits = HostTensor::from_f32({1, kVocab}, logits);
+    return result;
+  }
+  std::int64_t position() const override { return position_; }
+  void reset() override {
+    ++resets;
+    position_ = 0;
+  }
+
+ private:
+  std::int64_t position_ = 0;
+};
+
+std::vector<std::int64_t> expected_greedy(const std::vector<std::int64_t>& prompt, int n) {
+  std::vector<std::int64_t> out;
+  std::int64_t last = prompt.back(), pos = static_cast<std::int64_t>(prompt.size()) - 1;
+  for (int i = 0; i < n; ++i) {
+    last = favourite(last, pos++);
+    out.push_back(last);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> draws(SamplingOptions options, const std::vector<float>& logits, int n) {
+  Sampler sampler(options);
+  std::vector<std::int64_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(sampler.next(logits));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("generate: greedy follows the model and keeps KV positions straight", "[generation]") {
+  FakeSession session;
+  session.forward(ForwardStep{std::vector<std::int64_t>{9, 9}, {}, {}, {}});  // stale state to reset
+  session.calls.clear();
+  Prompt prompt;
+  prompt.ids = {4, 7, 1};
+  std::vector<std::int64_t> streamed;
+  GenerationOptions options;
+  options.max_new_tokens = 6;
+  const auto out = generate(session, prompt, options, [&](std::int64_t t) { streamed.push_back(t); });
+
+  CHECK(out == expected_greedy(prompt.ids, 6));
+  CHECK(streamed == out);
+  CHECK(session.resets == 1);
+  // Prefill once, then one step per new token except the last (no wasted forward).
+  REQUIRE(session.calls.size() == 6);
+  CHECK(session.calls[0].ids == prompt.ids);
+  CHECK(session.calls[0].position_before == 0);
+  for (std::size_t i = 1; i < session.calls.size(); ++i) {
+    CHECK(session.calls[i].ids == std::vector<std::int64_t>{out[i - 1]});
+    CHECK(session.calls[i].position_before == 3 + static_cast<std::int64_t>(i) - 1);
+  }
+  for (const auto& call : session.calls) {
+    CHECK(call.outputs.logits);
+    CHECK_FALSE(call.outputs.all_positions);
+  }
+  CHECK(session.position() == 3 + 6 - 1);
+}
+
+TEST_CASE("generate: stops after emitting eos, and on max_new_tokens", "[generation]") {
+  Prompt prompt;
+  prompt.ids = {2};
+  const auto full = expected_greedy(prompt.ids, 8);
+  GenerationOptions options;
+  options.max_new_tokens = 8;
+  options.eos_token_id = full[3];
+  REQUIRE(std::find(full.begin(), full.begin() + 3, full[3]) == full.begin() + 3);  // first hit is index 3
+  FakeSession session;
+  const auto out = generate(session, prompt, options);
+  CHECK(out == std::vector<std::int64_t>(full.begin(), full.begin() + 4));
+  CHECK(session.calls.size() == 4);
+
+  options.eos_token_id.reset();
+  options.max_new_tokens = 0;
+  FakeSession idle;
+  CHECK(generate(idle, prompt, options).empty());
+  CHECK(idle.calls.empty());
+  CHECK_THROWS(generate(idle, Prompt{}, GenerationOptions{}));
+}
+
+TEST_CASE("Sampler: greedy ties go to the lower index and NaN never wins", "[generation]") {
+  Sampler greedy(SamplingOptions{});
+  CHECK(greedy.next(std::vector<float>{1, 5, 5, 2}) == 1);
+  CHECK(greedy.next(std::vector<float>{NAN, 0, 3, 3}) == 2);
+  CHECK(greedy.next(std::vector<float>{-INFINITY, -INFINITY}) == 0);
+  CHECK_THROWS(greedy.next(std::vector<float>{}));
+}
+
+TEST_CASE("Sampler: seeded draws are reproducible and differ across seeds", "[generation]") {
+  std::vector<float> logits(32);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i));
+  const SamplingOptions a{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 42};
+  SamplingOptions b = a;
+  b.seed = 43;
+  const auto first = draws(a, logits, 200);
+  CHECK(first == draws(a, logits, 200));
+  CHECK(first != draws(b, logits, 200));
+  std::map<std::int64_t, int> distinct;
+  for (auto t : first) distinct[t]++;
+  CHECK(distinct.size() > 5);  // actually sampling, not greedy
+}
+
+TEST_CASE("Sampler: top-k = 1 and a tiny top-p equal greedy", "[generation]") {
+  std::vector<float> logits = {0.5f, 2.0f, 1.9f, -1.0f, 2.0f};  // tie: greedy picks 1
+  Sampler greedy(SamplingOptions{});
+  const auto want = greedy.next(logits);
+  REQUIRE(want == 1);
+  for (std::uint64_t seed = 0; seed < 50; ++seed) {
+    CHECK(Sampler({.temperature = 1.5f, .top_k = 1, .top_p = 1.0f, .seed = seed}).next(logits) == want);
+    CHECK(Sampler({.temperature = 1.5f, .top_k = 0, .top_p = 1e-6f, .seed = seed}).next(logits) == want);
+    CHECK(Sampler({.temperature = 1.5f, .top_k = 0, .top_p = 0.0f, .seed = seed}).next(logits) == want);
+  }
+}
+
+TEST_CASE("Sampler: frequencies follow softmax(logits / T) within the filters", "[generation]") {
+  const int n = 40000;
+  SECTION("plain softmax") {
+    // p = [1, 3] / 4 at T = 1.
+    const auto got = draws({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .seed = 7}, {0.0f, std::log(3.0f)}, n);
+    const double ones = static_cast<double>(std::count(got.begin(), got.end(), 1)) / n;
+    CHECK_THAT(ones, Catch::WithinAbs(0.75, 0.01));
+  }
+  SECTION("temperature 2 flattens: p = [1, sqrt 3] / (1 + sqrt 3)") {
+    const auto got = draws({.temperature = 2.0f, .top_k = 0, .top_p = 1.0f, .seed = 8}, {0.0f, std::log(3.0f)}, n);
+    const double ones = static_cast<double>(std::count(got.begin(), got.end(), 1)) / n;
+    CHECK_THAT(ones, Catch::WithinAbs(std::sqrt(3.0) / (1 + std::sqrt(3.0)), 0.01));
+  }
+  SECTION("top-k keeps the k best and renormalizes") {
+    const std::vector<float> logits = {std::log(1.0f), std::log(4.0f), std::log(2.0f), std::log(3.0f)};
+    const auto got = draws({.temperature = 1.0f, .top_k = 2, .top_p = 1.0f, .seed = 9}, logits, n);
+    CHECK(std::count(got.begin(), got.end(), 0) == 0);
+    CHECK(std::count(got.begin(), got.end(), 2) == 0);
+    CHECK_THAT(static_cast<double>(std::count(got.begin(), got.end(), 1)) / n, Catch::WithinAbs(4.0 / 7.0, 0.01));
+  }
+  SECTION("top-p keeps the smallest set reaching p") {
+    // Sorted probabilities 0.4, 0.3, 0.2, 0.1: p = 0.6 needs {1, 3} (0.7 >= 0.6).
+    const std::vector<float> logits = {std::log(0.1f), std::log(0.4f), std::log(0.2f), std::log(0.3f)};
+    const auto got = draws({.temperature = 1.0f, .top_k = 0, .top_p = 0.6f, .seed = 10}, logits, n);
+    CHECK(std::count(got.begin(), got.end(), 0) == 0);
+    CHECK(std::count(got.begin(), got.end(), 2) == 0);
+    CHECK_THAT(static_cast<double>(std::count(got.begin(), got.end(), 1)) / n, Catch::WithinAbs(4.0 / 7.0, 0.01));
+  }
+}
+
+TEST_CASE("Sampler: invalid options are input errors", "[generation]") {
+  CHECK_THROWS_AS(Sampler({.temperature = -1.0f}), InputError);
+  CHECK_THROWS_AS(Sampler({.temperature = NAN}), InputError);
+  CHECK_THROWS_AS(Sampler({.temperature = 1.0f, .top_k = -3}), InputError);
+  CHECK_THROWS_AS(Sampler({.temperature = 1.0f, .top_k = 0, .top_p = 1.5f}), InputError);
+}
+
+TEST_CASE("generate: sampling through generate is reproducible per seed", "[generation]") {
+  Prompt prompt;
+  prompt.ids = {1, 2, 3};
+  GenerationOptions options;
+  options.max_new_tokens = 12;
+  options.sampling = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .seed = 1234};
+  FakeSession s1, s2;
+  const auto a = generate(s1, prompt, options);
+  CHECK(a == generate(s2, prompt, options));
+  CHECK(a.size() == 12);
+  CHECK(a != expected_greedy(prompt.ids, 12));  // T = 3 over a 16-token vocab does wander
+}
