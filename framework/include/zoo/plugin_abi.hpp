@@ -7,6 +7,7 @@
 // Use ZOO_DEFINE_PLUGIN from this header rather than writing them by hand.
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include <boost/dll/alias.hpp>
 
@@ -32,8 +33,16 @@ using PluginDescriptorFn = const ZooPluginDescriptor*();
 using PluginCreateFn = std::unique_ptr<Model>(const ModelArgs& args, Host& host);
 }  // namespace zoo
 
-// In exactly one .cpp of a plugin:
+// In exactly one .cpp of a plugin, at namespace scope:
 //   ZOO_DEFINE_PLUGIN(my_descriptor_fn, my_create_fn)
-#define ZOO_DEFINE_PLUGIN(descriptor_fn, create_fn)             \
-  BOOST_DLL_ALIAS(descriptor_fn, zoo_plugin_descriptor)         \
+// The aliases are exported with default visibility, so this works in plugins built with
+// -fvisibility=hidden (zoo_add_plugin does that). BOOST_DLL_ALIAS erases the functions' types, so
+// they are checked here: a mismatch would otherwise be undefined behaviour when the host calls them.
+#define ZOO_DEFINE_PLUGIN(descriptor_fn, create_fn)                                                \
+  static_assert(std::is_convertible_v<decltype(&descriptor_fn), ::zoo::PluginDescriptorFn*>,      \
+                "ZOO_DEFINE_PLUGIN: descriptor must be `const ZooPluginDescriptor* ()`");          \
+  static_assert(std::is_convertible_v<decltype(&create_fn), ::zoo::PluginCreateFn*>,              \
+                "ZOO_DEFINE_PLUGIN: create must be "                                               \
+                "`std::unique_ptr<zoo::Model> (const zoo::ModelArgs&, zoo::Host&)`");              \
+  BOOST_DLL_ALIAS(descriptor_fn, zoo_plugin_descriptor)                                            \
   BOOST_DLL_ALIAS(create_fn, zoo_plugin_create)

@@ -1,0 +1,31 @@
+#include "zoo/model.hpp"
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "zoo/error.hpp"
+
+namespace zoo {
+
+// Defined out of line so Model's vtable and type info live in libzoo_framework, shared by every
+// plugin, rather than being emitted (hidden) in each one.
+Prompt Model::prepare(const Request& request) const {
+  if (!request.fields.empty()) {
+    std::vector<std::string> names;
+    if (request.fields.is_object()) {
+      for (const auto& item : request.fields.items()) names.push_back(item.key());
+    }
+    if (names.empty()) names.push_back(request.fields.dump());
+    throw InputError(fmt::format("{}: unknown field{} '{}' (this model takes input_ids only)",
+                                 request.file.string(), names.size() == 1 ? "" : "s",
+                                 fmt::join(names, "', '")));
+  }
+  Prompt prompt;
+  prompt.ids = request.input_ids;
+  return prompt;
+}
+
+}  // namespace zoo

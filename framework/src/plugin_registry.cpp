@@ -1,0 +1,406 @@
+#include "zoo/plugin_registry.hpp"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "zoo/error.hpp"
+#include "zoo/plugin_abi.hpp"
+
+// Where plugins live relative to the directory of the zoo binary in an install tree; the build
+// tree always uses ../lib/zoo/plugins. Both coincide unless CMAKE_INSTALL_LIBDIR is not "lib".
+#ifndef ZOO_PLUGINDIR_FROM_BINDIR
+#define ZOO_PLUGINDIR_FROM_BINDIR "../lib/zoo/plugins"
+#endif
+
+namespace zoo {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kDescriptorSymbol = "zoo_plugin_descriptor";
+constexpr const char* kCreateSymbol = "zoo_plugin_create";
+
+}  // namespace
+
+// Member order matters: the info and function pointer die before the library is closed.
+struct PluginRegistry::Loaded {
+  boost::dll::shared_library library;
+  PluginCreateFn* create = nullptr;
+  PluginInfo info;
+  fs::path canonical;
+};
+
+namespace {
+
+// Keeps the library loaded for as long as the model lives. Members are destroyed in reverse order:
+// the model (whose destructor is code inside the library) first, then the library reference.
+struct ModelHolder {
+  std::shared_ptr<const void> library;
+  std::unique_ptr<Model> model;
+};
+
+std::vector<std::string> c_string_list(const char* const* list) {
+  std::vector<std::string> out;
+  if (list == nullptr) return out;
+  for (; *list != nullptr; ++list) {
+    if (**list != '\0') out.emplace_back(*list);
+  }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& list, std::string_view value) {
+  return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+// Boost.DLL reports a failed dlopen as system_error "... (dlerror system message: TEXT): ERRNO TEXT";
+// only TEXT says what is wrong. It usually starts with the path, which the caller already puts first.
+std::string dlerror_text(const std::system_error& error, const std::string& path) {
+  constexpr std::string_view marker = "(dlerror system message: ";
+  std::string_view what = error.what();
+  const std::string errno_suffix = "): " + error.code().message();
+  const auto at = what.find(marker);
+  if (at == std::string_view::npos) return std::string(what);
+  what.remove_prefix(at + marker.size());
+  if (what.size() >= errno_suffix.size() && what.substr(what.size() - errno_suffix.size()) == errno_suffix) {
+    what.remove_suffix(errno_suffix.size());
+  } else if (!what.empty() && what.back() == ')') {
+    what.remove_suffix(1);
+  }
+  if (what.substr(0, path.size() + 2) == path + ": ") what.remove_prefix(path.size() + 2);
+  return std::string(what);
+}
+
+// dlopen maps a file's segments without checking they lie inside it, and a truncated shared object
+// then dies of SIGBUS inside the loader. Catch that case first; everything else is left to dlopen,
+// whose own words (dlerror) are clearer than ours.
+void check_segments_inside_file(const fs::path& file, const std::string& label) {
+  std::ifstream in(file, std::ios::binary);
+  Elf64_Ehdr header{};
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof header)) return;
+  if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64) return;
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(file, ec);
+  if (ec) return;
+  const std::uintmax_t table_end =
+      static_cast<std::uintmax_t>(header.e_phoff) + std::uintmax_t{header.e_phnum} * sizeof(Elf64_Phdr);
+  if (header.e_phentsize != sizeof(Elf64_Phdr) || table_end > size) {
+    throw InputError(fmt::format("{}: truncated or corrupt shared object (bad program header table)", label));
+  }
+  in.seekg(static_cast<std::streamoff>(header.e_phoff));
+  for (unsigned i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr segment{};
+    if (!in.read(reinterpret_cast<char*>(&segment), sizeof segment)) return;
+    if (segment.p_type == PT_LOAD && (segment.p_offset > size || segment.p_filesz > size - segment.p_offset)) {
+      throw InputError(fmt::format(
+          "{}: truncated or corrupt shared object (segment {} ends at byte {}, the file has {})", label, i,
+          static_cast<std::uintmax_t>(segment.p_offset) + segment.p_filesz, size));
+    }
+  }
+}
+
+std::string plugin_count(std::size_t n) { return fmt::format("{} plugin{}", n, n == 1 ? "" : "s"); }
+
+}  // namespace
+
+PluginRegistry::PluginRegistry() = default;
+// Models made here hold their own references to the libraries, so only libraries nobody uses any
+// more are closed when the registry goes.
+PluginRegistry::~PluginRegistry() = default;
+
+fs::path PluginRegistry::default_plugin_dir() {
+  std::error_code ec;
+  const fs::path exe = boost::dll::program_location(ec);
+  if (ec || exe.empty()) return {};
+  const fs::path bin = exe.parent_path();
+  const fs::path installed = (bin / ZOO_PLUGINDIR_FROM_BINDIR).lexically_normal();
+  const fs::path build_tree = (bin / "../lib/zoo/plugins").lexically_normal();
+  if (installed != build_tree && !fs::is_directory(installed, ec) && fs::is_directory(build_tree, ec)) {
+    return build_tree;
+  }
+  return installed;
+}
+
+void PluginRegistry::discover(const std::vector<fs::path>& extra_dirs) {
+  std::vector<fs::path> dirs = extra_dirs;
+  if (const char* env = std::getenv("ZOO_PLUGIN_PATH"); env != nullptr) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      const std::string_view entry = rest.substr(0, colon);
+      if (!entry.empty()) dirs.emplace_back(entry);
+      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+    }
+  }
+  if (fs::path dir = default_plugin_dir(); !dir.empty()) dirs.push_back(std::move(dir));
+
+  for (const fs::path& dir : dirs) {
+    search_dirs_.push_back(dir);
+    std::error_code ec;
+    const auto status = fs::status(dir, ec);
+    if (!fs::exists(status)) {
+      log(LogLevel::Debug, fmt::format("plugin dir {} does not exist, skipped", dir.string()));
+      continue;
+    }
+    std::vector<fs::path> files;
+    if (fs::is_directory(status)) {
+      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        if (it->path().extension() == ".so") files.push_back(it->path());
+      }
+      if (ec) {
+        problems_.push_back(fmt::format("{}: cannot list plugin directory: {}", dir.string(), ec.message()));
+        continue;
+      }
+      // Directory order is arbitrary; a fixed order makes "already served by" deterministic.
+      std::sort(files.begin(), files.end());
+    } else {
+      files.push_back(dir);
+    }
+    log(LogLevel::Debug, fmt::format("scanning {} ({} candidate{})", dir.string(), files.size(),
+                                     files.size() == 1 ? "" : "s"));
+    for (const fs::path& file : files) {
+      const fs::path canonical = fs::weakly_canonical(file, ec);
+      if (!attempted_.insert(ec ? file : canonical).second) continue;
+      try {
+        load(file);
+      } catch (const InputError& e) {
+        problems_.emplace_back(e.what());
+        log(LogLevel::Debug, e.what());
+      } catch (const std::system_error& e) {
+        problems_.push_back(fmt::format("{}: {}", file.string(), e.what()));
+      }
+    }
+  }
+}
+
+const PluginInfo& PluginRegistry::load(const fs::path& file) {
+  const std::string label = file.string();
+  std::error_code ec;
+  const auto status = fs::status(file, ec);
+  if (!fs::exists(status)) throw InputError(fmt::format("{}: no such plugin file", label));
+  if (fs::is_directory(status)) {
+    throw InputError(fmt::format("{}: is a directory, not a plugin shared object", label));
+  }
+  const fs::path canonical = fs::canonical(file, ec);
+  if (ec) throw InputError(fmt::format("{}: {}", label, ec.message()));
+  for (const auto& loaded : loaded_) {
+    if (loaded->canonical == canonical) return loaded->info;
+  }
+
+  check_segments_inside_file(canonical, label);
+  auto loaded = std::make_shared<Loaded>();
+  loaded->canonical = canonical;
+  try {
+    // rtld_now: an unresolved symbol is reported here as dlerror text instead of killing the
+    // process on first call. rtld_local: plugins cannot interpose on each other's symbols.
+    loaded->library.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::system_error& e) {
+    throw InputError(fmt::format("{}: not a loadable shared object: {}", label,
+                                 dlerror_text(e, canonical.string())));
+  }
+  if (!loaded->library.has(kDescriptorSymbol)) {
+    throw InputError(fmt::format("{}: not a Zoo plugin: no '{}' symbol (define it with ZOO_DEFINE_PLUGIN)",
+                                 label, kDescriptorSymbol));
+  }
+
+  const ZooPluginDescriptor* descriptor = nullptr;
+  try {
+    descriptor = loaded->library.get_alias<PluginDescriptorFn>(kDescriptorSymbol)();
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("{}: {} failed: {}", label, kDescriptorSymbol, e.what()));
+  }
+  if (descriptor == nullptr) throw InputError(fmt::format("{}: {} returned null", label, kDescriptorSymbol));
+  // Nothing else in the descriptor, and nothing C++, is touched before the version matches: a
+  // plugin built against another ABI may lay out everything after this field differently.
+  if (descriptor->abi_version != ZOO_PLUGIN_ABI_VERSION) {
+    throw InputError(fmt::format("{}: plugin ABI version {}, host expects {} (rebuild the plugin against this Zoo)",
+                                 label, descriptor->abi_version, ZOO_PLUGIN_ABI_VERSION));
+  }
+  if (descriptor->name == nullptr || *descriptor->name == '\0') {
+    throw InputError(fmt::format("{}: plugin descriptor has no name", label));
+  }
+
+  PluginInfo& info = loaded->info;
+  info.name = descriptor->name;
+  info.version = descriptor->version != nullptr ? descriptor->version : "";
+  info.model_types = c_string_list(descriptor->model_types);
+  info.architectures = c_string_list(descriptor->architectures);
+  info.path = file;
+
+  for (const auto& other : loaded_) {
+    for (const std::string& type : info.model_types) {
+      if (contains(other->info.model_types, type)) {
+        throw InputError(fmt::format("{}: model type '{}' is already served by plugin '{}' ({})", label, type,
+                                     other->info.name, other->info.path.string()));
+      }
+    }
+    if (other->info.name == info.name) {
+      throw InputError(fmt::format("{}: plugin name '{}' is already taken by {}", label, info.name,
+                                   other->info.path.string()));
+    }
+  }
+
+  if (!loaded->library.has(kCreateSymbol)) {
+    throw InputError(fmt::format("{}: plugin '{}' has no '{}' symbol (define it with ZOO_DEFINE_PLUGIN)", label,
+                                 info.name, kCreateSymbol));
+  }
+  loaded->create = &loaded->library.get_alias<PluginCreateFn>(kCreateSymbol);
+
+  loaded_.push_back(loaded);
+  infos_.push_back(loaded->info);
+  log(LogLevel::Debug, fmt::format("loaded plugin '{}' {} from {}", info.name, info.version, label));
+  return loaded->info;
+}
+
+const std::vector<PluginInfo>& PluginRegistry::plugins() const { return infos_; }
+const std::vector<std::string>& PluginRegistry::problems() const { return problems_; }
+
+namespace {
+
+std::string available_list(const std::vector<PluginInfo>& infos) {
+  if (infos.empty()) return "none";
+  std::vector<std::string> items;
+  for (const PluginInfo& info : infos) {
+    items.push_back(info.model_types.empty()
+                        ? info.name
+                        : fmt::format("{} (types {})", info.name, fmt::join(info.model_types, ", ")));
+  }
+  return fmt::format("{}", fmt::join(items, ", "));
+}
+
+// One place builds the "nothing matched" tail so resolve and resolve_config read alike.
+std::string not_served_tail(const std::vector<PluginInfo>& infos, const std::vector<std::string>& problems) {
+  std::string tail = fmt::format(" (available: {})", available_list(infos));
+  if (!problems.empty()) {
+    tail += fmt::format("; {} failed to load, see `zoo plugins`", plugin_count(problems.size()));
+  }
+  return tail;
+}
+
+}  // namespace
+
+const PluginInfo& PluginRegistry::resolve(std::string_view plugin_or_type) const {
+  for (const auto& loaded : loaded_) {
+    if (loaded->info.name == plugin_or_type) return loaded->info;
+  }
+  for (const auto& loaded : loaded_) {
+    if (contains(loaded->info.model_types, plugin_or_type)) return loaded->info;
+  }
+  for (const auto& loaded : loaded_) {
+    if (contains(loaded->info.architectures, plugin_or_type)) return loaded->info;
+  }
+  throw InputError(fmt::format("no plugin serves '{}'{}", plugin_or_type, not_served_tail(infos_, problems_)));
+}
+
+const PluginInfo& PluginRegistry::resolve_config(const nlohmann::json& config, std::string_view label) const {
+  if (!config.is_object()) throw InputError(fmt::format("{}: model config is not a JSON object", label));
+  std::string model_type;
+  if (auto it = config.find("model_type"); it != config.end() && it->is_string()) {
+    model_type = it->get<std::string>();
+    for (const auto& loaded : loaded_) {
+      if (contains(loaded->info.model_types, model_type)) return loaded->info;
+    }
+  }
+  std::vector<std::string> architectures;
+  if (auto it = config.find("architectures"); it != config.end() && it->is_array()) {
+    for (const auto& entry : *it) {
+      if (!entry.is_string()) continue;
+      architectures.push_back(entry.get<std::string>());
+      for (const auto& loaded : loaded_) {
+        if (contains(loaded->info.architectures, architectures.back())) return loaded->info;
+      }
+    }
+  }
+  if (model_type.empty() && architectures.empty()) {
+    throw InputError(fmt::format(
+        "{}: has no \"model_type\" or \"architectures\" to pick a plugin by (name the plugin instead)", label));
+  }
+  std::vector<std::string> wanted;
+  if (!model_type.empty()) wanted.push_back(fmt::format("model_type '{}'", model_type));
+  if (!architectures.empty()) {
+    wanted.push_back(fmt::format("architectures '{}'", fmt::join(architectures, "', '")));
+  }
+  throw InputError(fmt::format("{}: no plugin serves {}{}", label, fmt::join(wanted, " or "),
+                               not_served_tail(infos_, problems_)));
+}
+
+std::shared_ptr<Model> PluginRegistry::create_model(std::string_view plugin_or_type, const ModelArgs& args) {
+  const PluginInfo& info = resolve(plugin_or_type);
+  auto it = std::find_if(loaded_.begin(), loaded_.end(),
+                         [&](const std::shared_ptr<Loaded>& loaded) { return &loaded->info == &info; });
+  const std::shared_ptr<Loaded> loaded = *it;  // resolve only returns infos owned by loaded_
+
+  std::unique_ptr<Model> model = loaded->create(args, *this);
+  if (!model) {
+    throw InputError(fmt::format("{}: plugin '{}' returned no model", info.path.string(), info.name));
+  }
+  auto holder = std::make_shared<ModelHolder>(ModelHolder{loaded, std::move(model)});
+  Model* raw = holder->model.get();
+  return std::shared_ptr<Model>(std::move(holder), raw);
+}
+
+void PluginRegistry::log(LogLevel level, std::string_view message) {
+  if (level == LogLevel::Debug && !verbose_) return;
+  fmt::print(stderr, "zoo: {}\n", message);
+}
+
+std::string plugins_table(const PluginRegistry& registry) {
+  std::string out;
+  const auto& plugins = registry.plugins();
+  if (plugins.empty()) {
+    std::vector<std::string> dirs;
+    for (const auto& dir : registry.search_dirs()) dirs.push_back(dir.string());
+    out += fmt::format("no plugins found (searched: {})\n", dirs.empty() ? "nothing" : fmt::format("{}", fmt::join(dirs, ", ")));
+  } else {
+    std::vector<std::array<std::string, 4>> rows;
+    rows.push_back({"NAME", "VERSION", "MODEL TYPES", "PATH"});
+    for (const PluginInfo& info : plugins) {
+      rows.push_back({info.name, info.version.empty() ? "-" : info.version,
+                      info.model_types.empty() ? "-" : fmt::format("{}", fmt::join(info.model_types, ", ")),
+                      info.path.string()});
+    }
+    std::array<std::size_t, 3> widths{};
+    for (const auto& row : rows) {
+      for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    }
+    for (const auto& row : rows) {
+      out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
+                         row[3]);
+    }
+  }
+  const auto& problems = registry.problems();
+  if (!problems.empty()) {
+    out += fmt::format("\n{} problem{}:\n", problems.size(), problems.size() == 1 ? "" : "s");
+    for (const std::string& problem : problems) out += fmt::format("  {}\n", problem);
+  }
+  return out;
+}
+
+nlohmann::json plugins_json(const PluginRegistry& registry) {
+  nlohmann::json plugins = nlohmann::json::array();
+  for (const PluginInfo& info : registry.plugins()) {
+    plugins.push_back({{"name", info.name},
+                       {"version", info.version},
+                       {"model_types", info.model_types},
+                       {"architectures", info.architectures},
+                       {"path", info.path.string()}});
+  }
+  nlohmann::json dirs = nlohmann::json::array();
+  for (const auto& dir : registry.search_dirs()) dirs.push_back(dir.string());
+  return {{"plugins", std::move(plugins)}, {"problems", registry.problems()}, {"search_dirs", std::move(dirs)}};
+}
+
+}  // namespace zoo
