@@ -343,12 +343,25 @@ CompareReport compare_trace_tensors(const NamedTensors& golden, const NamedTenso
     if (selected(name)) actual_by.emplace(name, &view);
 
   CompareReport report;
+  // Golden file order, with the tensors the actual trace has re-ordered (in the slots they occupy)
+  // by the actual's record order: a Zoo trace is recorded in forward order, while a golden may be
+  // sorted by name (HF's safetensors writer does that).
   std::vector<std::string> reference;
-  for (const auto& [name, view] : actual)
-    if (golden_by.count(name)) reference.push_back(name);
+  std::map<std::string, std::size_t, std::less<>> actual_rank;
+  for (const auto& [name, view] : actual) actual_rank.emplace(name, actual_rank.size());
   for (const auto& [name, view] : golden)
-    if (golden_by.count(name) && !actual_by.count(name)) reference.push_back(name);
-  reference.erase(std::unique(reference.begin(), reference.end()), reference.end());
+    if (golden_by.count(name) && std::find(reference.begin(), reference.end(), name) == reference.end())
+      reference.push_back(name);
+  std::vector<std::size_t> slots;
+  std::vector<std::string> present;
+  for (std::size_t i = 0; i < reference.size(); ++i)
+    if (actual_by.count(reference[i])) {
+      slots.push_back(i);
+      present.push_back(reference[i]);
+    }
+  std::sort(present.begin(), present.end(),
+            [&](const auto& a, const auto& b) { return actual_rank.at(a) < actual_rank.at(b); });
+  for (std::size_t i = 0; i < slots.size(); ++i) reference[slots[i]] = present[i];
   report.order = forward_order(std::move(reference));
   for (const auto& [name, view] : actual)
     if (actual_by.count(name) && !golden_by.count(name)) report.only_actual.push_back(name);
@@ -449,20 +462,32 @@ bool CompareReport::passed() const {
 }
 
 std::optional<std::string> CompareReport::first_failure() const {
-  for (const auto& name : order) {
-    for (const auto& m : tensors)
-      if (m.name == name && !m.shape_match) return name;
-    for (const auto& r : gate_results)
-      if (r.tensor == name && !r.passed) return name;
+  // Where drift starts: a failure measured on a compared tensor outranks a missing tensor, which is
+  // a coverage problem rather than a numeric one.
+  auto gate_failed = [&](const std::string& name) {
+    return std::any_of(gate_results.begin(), gate_results.end(),
+                       [&](const GateResult& r) { return r.tensor == name && !r.passed; });
+  };
+  for (const bool want_compared : {true, false}) {
+    for (const auto& name : order) {
+      const auto m = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; });
+      if ((m != tensors.end()) != want_compared) continue;
+      if ((m != tensors.end() && !m->shape_match) || gate_failed(name)) return name;
+    }
   }
   return std::nullopt;
 }
 
 std::optional<std::string> CompareReport::worst_tensor() const {
+  // Lowest cosine; cosine saturates at 1 for tiny differences, so NMSE breaks ties. No tensor is
+  // "worst" when every one matches exactly.
   const TensorMetrics* worst = nullptr;
+  auto key = [](const TensorMetrics& m) {
+    return std::pair(std::isnan(m.cosine) ? -kInf : m.cosine, std::isnan(m.nmse) ? -kInf : -m.nmse);
+  };
   for (const auto& m : tensors) {
-    if (m.integer || !m.shape_match) continue;
-    if (!worst || (std::isnan(m.cosine) && !std::isnan(worst->cosine)) || m.cosine < worst->cosine) worst = &m;
+    if (m.integer || !m.shape_match || m.max_abs == 0.0) continue;
+    if (!worst || key(m) < key(*worst)) worst = &m;
   }
   if (!worst) return std::nullopt;
   return worst->name;
@@ -537,7 +562,11 @@ std::string CompareReport::table() const {
   if (!mismatched.empty()) out += fmt::format("shape mismatches: {}\n", fmt::join(mismatched, ", "));
   if (!only_golden.empty()) out += fmt::format("only in golden: {}\n", fmt::join(only_golden, ", "));
   if (!only_actual.empty()) out += fmt::format("only in actual: {}\n", fmt::join(only_actual, ", "));
-  if (auto first = first_failure()) out += fmt::format("first failing tensor: {} (drift starts here)\n", *first);
+  if (auto first = first_failure()) {
+    const bool missing = std::find(only_golden.begin(), only_golden.end(), *first) != only_golden.end();
+    out += fmt::format("first failing tensor: {} ({})\n", *first,
+                       missing ? "missing from the actual trace; no measured check failed" : "drift starts here");
+  }
   if (auto worst = worst_tensor()) {
     for (const auto& m : tensors)
       if (m.name == *worst) out += fmt::format("worst tensor: {} (cosine {})\n", m.name, fmt_cosine(m.cosine));

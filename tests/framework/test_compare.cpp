@@ -279,6 +279,7 @@ TEST_CASE("compare_trace_tensors: identical traces pass", "[compare]") {
   const auto report = compare_trace_tensors(golden, t.actual(false), sample_gates());
   CHECK(report.passed());
   CHECK_FALSE(report.first_failure());
+  CHECK_FALSE(report.worst_tensor());  // nothing differs at all
   CHECK(report.only_golden.empty());
   CHECK(report.only_actual == std::vector<std::string>{"layer.2.attn"});
   CHECK(report.gate_results.size() == 7);  // logits 3 checks, ids 1, two layers 1 each, embed 1
@@ -296,7 +297,7 @@ TEST_CASE("compare_trace_tensors: failures, first failure in forward order, wors
   CHECK_FALSE(report.passed());
   // layer.2 precedes layer.10 although both files list layer.10 first.
   CHECK(report.order ==
-        std::vector<std::string>{"embed", "input_ids", "layer.2.output", "layer.10.output", "logits", "final_norm"});
+        std::vector<std::string>{"embed", "final_norm", "input_ids", "layer.2.output", "layer.10.output", "logits"});
   REQUIRE(report.first_failure());
   CHECK(*report.first_failure() == "layer.2.output");
   REQUIRE(report.worst_tensor());
@@ -380,4 +381,27 @@ TEST_CASE("compare_traces reads two safetensors files", "[compare]") {
   CHECK(same.passed());
   for (const auto& m : same.tensors) CHECK(m.max_abs == 0.0);
   CHECK_THROWS_AS(compare_traces(dir / "missing.safetensors", dir / "golden.safetensors", {}), InputError);
+}
+
+TEST_CASE("compare_trace_tensors: the actual's record order orders a name-sorted golden", "[compare]") {
+  std::vector<float> x = {1, 2}, y = {1, 3};
+  // Golden sorted by name (stages alphabetical), actual in forward order.
+  const NamedTensors golden = {{"embed", f32(x)},          {"layer.0.act", f32(x)},   {"layer.0.attn", f32(x)},
+                               {"layer.0.output", f32(x)}, {"layer.0.q_proj", f32(x)}, {"logits", f32(x)}};
+  const NamedTensors actual = {{"layer.0.q_proj", f32(x)}, {"layer.0.attn", f32(y)}, {"layer.0.act", f32(y)},
+                               {"layer.0.output", f32(y)}};
+  const auto gates = parse_gates(YAML::Load("- {tensor: '*', cosine: 0.9999}"), "g.yaml");
+  const auto report = compare_trace_tensors(golden, actual, gates);
+  CHECK(report.order == std::vector<std::string>{"embed", "layer.0.q_proj", "layer.0.attn", "layer.0.act",
+                                                 "layer.0.output", "logits"});
+  // embed and logits are missing (they fail), but the numeric drift starts at attn.
+  REQUIRE(report.first_failure());
+  CHECK(*report.first_failure() == "layer.0.attn");
+  CHECK_FALSE(report.passed());
+
+  // With only missing tensors failing, the first missing one is reported.
+  const auto only_missing = compare_trace_tensors(golden, {{"layer.0.q_proj", f32(x)}}, gates);
+  REQUIRE(only_missing.first_failure());
+  CHECK(*only_missing.first_failure() == "embed");
+  CHECK_THAT(only_missing.table(), Contains("first failing tensor: embed (missing from the actual trace"));
 }

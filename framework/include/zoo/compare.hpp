@@ -65,9 +65,10 @@ struct GateResult {
   bool passed = true;
 };
 
-// Tensor order everywhere in a report is the forward order: the actual trace's record order (Zoo
-// writes taps as the forward pass produces them), then golden-only names, with `layer.N.` indices
-// sorted numerically (layer.2 before layer.10), so the first failing tensor is where drift starts.
+// Tensor order everywhere in a report is the forward order: the golden's file order, with the
+// tensors the actual trace holds re-ordered by the actual's record order (Zoo records taps as the
+// forward pass produces them; a golden may be sorted by name), and `layer.N.` indices sorted
+// numerically (layer.2 before layer.10), so the first failing tensor is where drift starts.
 struct CompareReport {
   std::vector<TensorMetrics> tensors;      // forward order (above)
   std::vector<std::string> only_golden;    // in golden, not in actual
@@ -76,8 +77,9 @@ struct CompareReport {
   std::vector<std::string> order;          // every golden name considered, forward order
   // Every gate result passed and every compared shape matched.
   bool passed() const;
-  // First tensor (forward order) with a failed gate or a shape mismatch, and the float tensor with
-  // the lowest cosine (NaN counts as lowest).
+  // First tensor (forward order) with a failed gate or a shape mismatch (measured failures before
+  // tensors missing from the actual trace), and the float tensor with
+  // the lowest cosine (NaN counts as lowest; ties by larger NMSE; none when all match exactly).
   std::optional<std::string> first_failure() const;
   std::optional<std::string> worst_tensor() const;
   std::string table() const;
