@@ -59,8 +59,9 @@ Request parse_request(const std::string& text, const std::filesystem::path& labe
     } else if (value.is_number_integer()) {
       request.input_ids.push_back(value.get<std::int64_t>());
     } else {
-      throw InputError(fmt::format("{}: input_ids[{}] is not an integer ({}: {})", where, i, type_of(value),
-                                   value.dump()));
+      // Scalars are quoted back; a nested value is only named (dumping it could be huge or deep).
+      throw InputError(fmt::format("{}: input_ids[{}] is not an integer ({}{})", where, i, type_of(value),
+                                   value.is_primitive() ? ": " + value.dump() : std::string()));
     }
   }
   root.erase(ids);

@@ -21,8 +21,9 @@ struct ValidationSpec {
   YAML::Node gates;  // parsed by parse_gates() (compare.hpp), which reports its own positions
 };
 
-// A model YAML (docs/configs.md). Unknown keys, wrong types and missing files are InputErrors
-// "FILE:LINE:COL: what is wrong".
+// A model YAML (reference in docs/validation.md, "Model config and request files"). Unknown or
+// duplicate keys, wrong types, missing required keys and missing files (checkpoint, validation
+// request and golden) are InputErrors "FILE:LINE:COL: what is wrong"; so are bad gates.
 struct ModelSpec {
   std::filesystem::path file;
   std::optional<std::string> plugin;  // else picked by config.json model_type/architectures
