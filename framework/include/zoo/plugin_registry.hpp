@@ -25,6 +25,9 @@ class PluginRegistry : public Host {
  public:
   PluginRegistry();
   ~PluginRegistry() override;
+  // Plugins get this object as their Host&; a copy would be a different host.
+  PluginRegistry(const PluginRegistry&) = delete;
+  PluginRegistry& operator=(const PluginRegistry&) = delete;
 
   // Search order: explicit dirs (--plugin-dir, YAML plugins.paths), then ZOO_PLUGIN_PATH
   // (colon-separated), then the default directory beside the executable (build and install trees).
