@@ -1,0 +1,56 @@
+#pragma once
+// Causal grouped-query attention over a bf16 KV cache, on tensor cores (mma.sync m16n8k16, so it
+// runs on sm_80 and later). Layouts (row-major, contiguous unless a stride is given):
+//   q:       [q_tokens, q_heads, head_dim]
+//   k/v:     [max_positions, kv_heads, head_dim]  (the cache; position p at row p)
+//   out:     [q_tokens, q_heads, head_dim]
+// Query head h reads kv head h / (q_heads / kv_heads). Scores are scaled by `scale` (0 means
+// head_dim^-0.5), the softmax runs in float32 (online, FlashAttention-2 style), probabilities
+// are rounded to bf16 for the P@V product (as flash/SDPA kernels do), the output is bf16.
+// head_dim must be 64, 128 or 256; all pointers 16-byte aligned.
+#include <cstddef>
+#include <cstdint>
+
+#include "zoo/kernels/cuda/common.hpp"
+
+namespace zoo::kernels::cuda {
+
+// Prefill: `tokens` queries at positions start .. start+tokens-1 attend to cache positions
+// 0 .. their own position (so start > 0 continues after cached tokens).
+struct PrefillAttentionArgs {
+  const Bf16* q = nullptr;
+  std::int64_t q_stride = 0;  // elements between tokens; 0: q_heads * head_dim
+  const Bf16* k_cache = nullptr;
+  const Bf16* v_cache = nullptr;
+  Bf16* out = nullptr;
+  std::int64_t out_stride = 0;  // 0: q_heads * head_dim
+  std::int64_t tokens = 0;
+  std::int64_t start = 0;
+  int q_heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 0.0f;
+};
+void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
+
+// Decode: a few queries (q_tokens, e.g. 1, or several for speculative steps) at positions
+// kv_len - q_tokens .. kv_len - 1, causal among themselves, over cache positions 0 .. kv_len-1.
+// The sequence is split across blocks for long contexts (partial results combined by a second
+// kernel); one block serves all query heads of a kv head, so K/V are read once per group.
+// For CUDA graphs replayed at growing lengths, pass kv_len_device (read on the device) and set
+// kv_len to the largest length the graph will see: it sizes the grid.
+struct DecodeAttentionArgs {
+  const Bf16* q = nullptr;  // [q_tokens, q_heads, head_dim], contiguous
+  const Bf16* k_cache = nullptr;
+  const Bf16* v_cache = nullptr;
+  Bf16* out = nullptr;  // [q_tokens, q_heads, head_dim], contiguous
+  int q_tokens = 1;
+  std::int64_t kv_len = 0;
+  const std::int32_t* kv_len_device = nullptr;
+  int q_heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 0.0f;
+  void* workspace = nullptr;  // decode_attention_workspace_bytes(...) bytes of device memory
+  std::size_t workspace_bytes = 0;
+};
+std::size_t decode_attention_workspace_bytes(int q_tokens, int q_heads, int head_dim);
+void attention_decode(const DecodeAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace zoo::kernels::cuda

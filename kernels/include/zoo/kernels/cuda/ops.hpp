@@ -1,0 +1,100 @@
+#pragma once
+// Elementwise, normalization, embedding, RoPE and per-row reduction ops for a bf16 forward pass.
+// Every pointer is device memory, every tensor contiguous row-major unless a stride is given, and
+// every op is stream-ordered, allocation-free and capturable in a CUDA graph. Rounding follows
+// transformers running in bf16 (each op's comment says where values are rounded), so the
+// CUDA backend tracks golden traces made with torch.
+#include <cstddef>
+#include <cstdint>
+
+#include "zoo/kernels/cuda/common.hpp"
+
+namespace zoo::kernels::cuda {
+
+// ---- embedding --------------------------------------------------------------------------------
+// out[t, :] = table[ids[t], :]. Ids outside [0, vocab) give a zero row (callers validate ids on
+// the host; a device kernel has no way to report them).
+void embedding_gather(const Bf16* table, std::int64_t vocab, std::int64_t hidden, const std::int32_t* ids,
+                      std::int64_t tokens, Bf16* out, cudaStream_t stream);
+// Overrides: out[positions[i], :] = bf16(rows[i, :]) for i < count (rows float32 [count, hidden]),
+// e.g. audio-slot embeddings summed on the host.
+void scatter_rows_f32(const std::int32_t* positions, const float* rows, std::int64_t count, std::int64_t hidden,
+                      Bf16* out, cudaStream_t stream);
+
+// ---- RMSNorm -----------------------------------------------------------------------------------
+// y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))): normalized in float32, cast to bf16, then
+// multiplied by the bf16 weight, like transformers' Qwen3RMSNorm. In-place (y == x) is allowed.
+void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
+              cudaStream_t stream);
+// Residual add fused with the next norm: h = bf16(h + x); y = rms_norm(h). The residual stream
+// stays bf16 like transformers' (each add rounds).
+void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
+                  cudaStream_t stream);
+
+// ---- per-head q/k RMSNorm + half-split RoPE + KV-cache write ----------------------------------
+// For each token t at position p = positions ? positions[t] : start + t:
+//   q_out[t, h, :]     = rope(rms_norm_head(q[t, h, :], q_norm_weight), p)
+//   k_cache[p, g, :]   = rope(rms_norm_head(k[t, g, :], k_norm_weight), p)
+//   v_cache[p, g, :]   = v[t, g, :]
+// rope(x) = x * cos + rotate_half(x) * sin with cos/sin = cos/sin(p * inv_freq[i]) computed in
+// float32 (inv_freq[i] = 1 / theta^(2i / D)) and cast to bf16, and each product and the sum
+// rounded to bf16, as torch does in bf16. q, k, v may be slices of one packed QKV projection
+// (row strides in elements). q_normed / k_normed, when set, also receive the normed values
+// before rotation (trace taps), laid out like q_out / [tokens, kv_heads, D].
+struct QkNormRopeArgs {
+  const Bf16* q = nullptr;
+  std::int64_t q_stride = 0;  // elements between tokens; 0: q_heads * head_dim
+  const Bf16* k = nullptr;
+  std::int64_t k_stride = 0;  // 0: kv_heads * head_dim
+  const Bf16* v = nullptr;
+  std::int64_t v_stride = 0;  // 0: kv_heads * head_dim
+  const Bf16* q_norm_weight = nullptr;  // [head_dim]
+  const Bf16* k_norm_weight = nullptr;  // [head_dim]
+  Bf16* q_out = nullptr;                // [tokens, q_heads, head_dim]
+  Bf16* k_cache = nullptr;              // [max_positions, kv_heads, head_dim]
+  Bf16* v_cache = nullptr;              // [max_positions, kv_heads, head_dim]
+  Bf16* q_normed = nullptr;             // optional
+  Bf16* k_normed = nullptr;             // optional
+  const std::int32_t* positions = nullptr;  // device, [tokens]; null: start + t
+  std::int64_t start = 0;
+  std::int64_t tokens = 0;
+  int q_heads = 0, kv_heads = 0, head_dim = 0;
+  float eps = 1e-6f;
+  float theta = 1e6f;
+};
+void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream);
+
+// ---- elementwise -------------------------------------------------------------------------------
+// out[t, i] = bf16(bf16(silu(gate[t, i])) * up[t, i]) (torch: act_fn(gate) * up, both bf16).
+// Packed form: gate_up is [tokens, 2 * inter] with the gate in the first half of each row.
+void silu_and_mul(const Bf16* gate_up, Bf16* out, std::int64_t tokens, std::int64_t inter, cudaStream_t stream);
+void silu_and_mul(const Bf16* gate, std::int64_t gate_stride, const Bf16* up, std::int64_t up_stride, Bf16* out,
+                  std::int64_t tokens, std::int64_t inter, cudaStream_t stream);
+// out = a + b (bf16: rounded once). out may alias a or b.
+void add(const Bf16* a, const Bf16* b, Bf16* out, std::int64_t n, cudaStream_t stream);
+void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+void bf16_to_f32(const Bf16* in, float* out, std::int64_t n, cudaStream_t stream);
+// Round to nearest even; NaN stays NaN.
+void f32_to_bf16(const float* in, Bf16* out, std::int64_t n, cudaStream_t stream);
+
+// ---- per-row reductions (logits) ---------------------------------------------------------------
+// Ranking as torch.argmax / torch.topk and the CPU reference: NaN above every number, ties to the
+// lower index.
+// out[r] = index of the largest x[r, :].
+void argmax_rows(const float* x, std::int64_t rows, std::int64_t n, std::int32_t* out, cudaStream_t stream);
+void argmax_rows(const Bf16* x, std::int64_t rows, std::int64_t n, std::int32_t* out, cudaStream_t stream);
+// out[r, :] = log_softmax(x[r, :]) in float32 (max-shifted; the sum of exponentials and the
+// normalizer in float64 like the CPU reference).
+void log_softmax_rows(const float* x, float* out, std::int64_t rows, std::int64_t n, cudaStream_t stream);
+void log_softmax_rows(const Bf16* x, float* out, std::int64_t rows, std::int64_t n, cudaStream_t stream);
+// indices[r, 0..k) = the k largest entries of x[r, :] in rank order; values[r, :] (optional)
+// gets their values. 1 <= k <= kMaxTopK and k <= n. Needs a device workspace of
+// top_k_workspace_bytes(rows, n, k) bytes.
+inline constexpr int kMaxTopK = 1024;
+std::size_t top_k_workspace_bytes(std::int64_t rows, std::int64_t n, int k);
+void top_k_rows(const float* x, std::int64_t rows, std::int64_t n, int k, std::int32_t* indices, float* values,
+                void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::int32_t* indices, float* values,
+                void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace zoo::kernels::cuda

@@ -1,0 +1,263 @@
+// Decode attention (flash-decoding): grid (kv head, split of the sequence, group of 16 query
+// rows). The query rows of a block are all (query token, query head) pairs that share the kv
+// head, so the tensor cores process the whole GQA group against each K/V tile read once. Each
+// warp streams its own key tiles through private shared memory with its own online softmax;
+// the warps' states are merged in shared memory, and with several splits a second kernel merges
+// the splits by their log-sum-exp.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "attention_common.cuh"
+#include "zoo/kernels/cuda/attention.hpp"
+
+namespace zoo::kernels::cuda {
+namespace {
+using namespace detail;
+
+constexpr int kDecodeWarps = 4;
+constexpr int kMaxSplits = 128;
+
+struct DecodeParams {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  bf16* out;
+  float* part_o;    // [splits, q_tokens * q_heads, D]
+  float* part_lse;  // [splits, q_tokens * q_heads], log2 units
+  const std::int32_t* kv_len_device;
+  std::int64_t kv_len;
+  std::int64_t chunk;  // keys per split
+  int splits;
+  int q_tokens, q_heads, kv_heads, group;
+  float scale_log2;
+};
+
+template <int D, int KT>
+struct DecodeConfig {
+  static constexpr int kThreads = 32 * kDecodeWarps;
+  static constexpr int kQBytes = 16 * D * 2;
+  static constexpr int kTileBytes = KT * D * 2;
+  static constexpr int kWarpBytes = 2 * kTileBytes;  // K and V tiles of one warp
+  static constexpr int kLoopSmem = kQBytes + kDecodeWarps * kWarpBytes;
+  // Merge: each warp's O (16 x D float32), row max and row sum.
+  static constexpr int kMergeSmem = kDecodeWarps * 16 * (D + 2) * 4;
+  static constexpr int kSmem = kLoopSmem > kMergeSmem ? kLoopSmem : kMergeSmem;
+};
+
+template <int D, int KT, bool Q_REGS>
+__global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(DecodeParams p) {
+  using Cfg = DecodeConfig<D, KT>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const std::uint32_t sQ = smem_addr(smem);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const std::uint32_t sK = sQ + Cfg::kQBytes + warp * Cfg::kWarpBytes;
+  const std::uint32_t sV = sK + Cfg::kTileBytes;
+
+  const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z;
+  const int rows = p.group * p.q_tokens;  // row r: head kv_head * group + r / q_tokens, token r % q_tokens
+  const std::int64_t L = p.kv_len_device ? static_cast<std::int64_t>(*p.kv_len_device) : p.kv_len;
+  const std::int64_t k_begin = static_cast<std::int64_t>(split) * p.chunk;
+  const std::int64_t k_end = k_begin + p.chunk < L ? k_begin + p.chunk : L;
+
+  // Query rows -> Q tile (rows past `rows` are zero).
+  for (int idx = tid; idx < 16 * (D / 8); idx += Cfg::kThreads) {
+    const int r = idx / (D / 8), c = idx % (D / 8);
+    const int row = row_group * 16 + r;
+    const bool ok = row < rows;
+    const int head = kv_head * p.group + (ok ? row / p.q_tokens : 0);
+    const int token = ok ? row % p.q_tokens : 0;
+    const bf16* src = p.q + (static_cast<std::int64_t>(token) * p.q_heads + head) * D + c * 8;
+    cp_async_16(sQ + swz<D>(r, c), src, ok);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
+  if constexpr (Q_REGS) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) load_a_frag<D>(qf[ks], sQ, 0, ks, lane);
+  }
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  std::int64_t qpos[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row_group * 16 + (lane >> 2) + 8 * h;
+    qpos[h] = row < rows ? L - p.q_tokens + row % p.q_tokens : L - 1;
+  }
+
+  const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
+  const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
+  const std::int64_t stride = static_cast<std::int64_t>(p.kv_heads) * D;
+  for (std::int64_t k0 = k_begin + warp * KT; k0 < k_end; k0 += kDecodeWarps * KT) {
+    load_tile_async<KT, D, 32>(sK, kg, stride, k0, k_end, lane);
+    cp_async_commit();
+    load_tile_async<KT, D, 32>(sV, vg, stride, k0, k_end, lane);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    float s[KT / 8][4];
+    compute_scores<D, KT, Q_REGS>(s, qf, sQ, 0, sK, lane);
+#pragma unroll
+    for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
+        s[n][e] = (kpos >= k_end || kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2;
+      }
+    }
+    online_softmax<KT / 8, D / 8>(s, o, m, l);
+    cp_async_wait<0>();
+    __syncwarp();
+    accumulate_pv<D, KT>(o, s, sV, lane);
+    __syncwarp();  // the next iteration's copies overwrite this warp's tiles
+  }
+
+  // Merge the warps: stage each warp's state in shared memory (reusing the tiles).
+  __syncthreads();
+  float* sO = reinterpret_cast<float*>(smem);                    // [warps][16][D]
+  float* sM = sO + kDecodeWarps * 16 * D;                         // [warps][16]
+  float* sL = sM + kDecodeWarps * 16;                             // [warps][16]
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = (lane >> 2) + 8 * h;
+    const float total = quad_sum(l[h]);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      const int c = n * 8 + 2 * (lane & 3);
+      sO[(warp * 16 + r) * D + c] = o[n][2 * h];
+      sO[(warp * 16 + r) * D + c + 1] = o[n][2 * h + 1];
+    }
+    if ((lane & 3) == 0) {
+      sM[warp * 16 + r] = m[h];
+      sL[warp * 16 + r] = total;
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < 16 * D; idx += Cfg::kThreads) {
+    const int r = idx / D, d = idx % D;
+    const int row = row_group * 16 + r;
+    if (row >= rows) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sM[w * 16 + r]);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float acc = 0.0f, sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const float f = exp2f(sM[w * 16 + r] - base);
+      acc += f * sO[(w * 16 + r) * D + d];
+      sum += f * sL[w * 16 + r];
+    }
+    const int head = kv_head * p.group + row / p.q_tokens;
+    const int token = row % p.q_tokens;
+    const std::int64_t qrow = static_cast<std::int64_t>(token) * p.q_heads + head;
+    const float value = sum > 0.0f ? acc / sum : 0.0f;
+    if (p.splits == 1) {
+      p.out[qrow * D + d] = to_bf16(value);
+    } else {
+      const std::int64_t prow = static_cast<std::int64_t>(split) * p.q_tokens * p.q_heads + qrow;
+      p.part_o[prow * D + d] = value;
+      if (d == 0) p.part_lse[prow] = sum > 0.0f ? base + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
+// One block per (token, query head): weights each split's normalized output by its share of
+// the total softmax mass.
+template <int D>
+__global__ void __launch_bounds__(D) attention_decode_combine_kernel(DecodeParams p) {
+  const std::int64_t qrow = blockIdx.x;
+  const std::int64_t rows_per_split = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * rows_per_split + qrow]);
+  const float base = mx == -INFINITY ? 0.0f : mx;
+  float acc = 0.0f, sum = 0.0f;
+  for (int s = 0; s < p.splits; ++s) {
+    const float f = exp2f(p.part_lse[s * rows_per_split + qrow] - base);
+    if (f > 0.0f) {
+      acc += f * p.part_o[(s * rows_per_split + qrow) * D + threadIdx.x];
+      sum += f;
+    }
+  }
+  p.out[qrow * D + threadIdx.x] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
+}
+
+template <int D, int KT, bool Q_REGS>
+void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
+  using Cfg = DecodeConfig<D, KT>;
+  // Splits: enough blocks for about two waves, but no split shorter than two tiles per warp.
+  const int sms = device_properties().multiprocessors;
+  const std::int64_t base_blocks = static_cast<std::int64_t>(p.kv_heads) * row_groups;
+  const std::int64_t target = std::max<std::int64_t>(1, (2 * sms + base_blocks - 1) / base_blocks);
+  const std::int64_t min_chunk = 2 * kDecodeWarps * KT;
+  std::int64_t splits = std::min<std::int64_t>(target, (p.kv_len + min_chunk - 1) / min_chunk);
+  splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);
+  const std::int64_t step = kDecodeWarps * KT;
+  p.chunk = ((p.kv_len + splits - 1) / splits + step - 1) / step * step;
+  p.splits = static_cast<int>((p.kv_len + p.chunk - 1) / p.chunk);
+
+  auto kernel = attention_decode_kernel<D, KT, Q_REGS>;
+  allow_dynamic_smem(kernel, Cfg::kSmem);
+  const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.splits),
+                  static_cast<unsigned>(row_groups));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+  ZOO_CUDA_CHECK_LAUNCH();
+  if (p.splits > 1) {
+    attention_decode_combine_kernel<D>
+        <<<static_cast<unsigned>(p.q_tokens * p.q_heads), D, 0, stream>>>(p);
+    ZOO_CUDA_CHECK_LAUNCH();
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+std::size_t decode_attention_workspace_bytes(int q_tokens, int q_heads, int head_dim) {
+  if (q_tokens <= 0 || q_heads <= 0 || head_dim <= 0) return 0;
+  return static_cast<std::size_t>(kMaxSplits) * q_tokens * q_heads * (head_dim + 1) * sizeof(float);
+}
+
+void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  if (a.q_tokens <= 0 || a.kv_len < a.q_tokens || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0)
+    throw std::invalid_argument(
+        "attention_decode: bad shape (need q_tokens >= 1, kv_len >= q_tokens, q_heads a multiple of kv_heads)");
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    throw std::invalid_argument("attention_decode: head_dim " + std::to_string(a.head_dim) +
+                                " not supported (64, 128, 256)");
+  if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_decode: missing pointer");
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out))
+    throw std::invalid_argument("attention_decode: pointers must be 16-byte aligned");
+  const std::size_t need = decode_attention_workspace_bytes(a.q_tokens, a.q_heads, a.head_dim);
+  if (!a.workspace || a.workspace_bytes < need)
+    throw std::invalid_argument("attention_decode: workspace of " + std::to_string(need) + " bytes required");
+  DecodeParams p{};
+  p.q = dev(a.q);
+  p.k = dev(a.k_cache);
+  p.v = dev(a.v_cache);
+  p.out = dev(a.out);
+  p.part_o = static_cast<float*>(a.workspace);
+  p.part_lse = p.part_o + static_cast<std::size_t>(kMaxSplits) * a.q_tokens * a.q_heads * a.head_dim;
+  p.kv_len_device = a.kv_len_device;
+  p.kv_len = a.kv_len;
+  p.q_tokens = a.q_tokens;
+  p.q_heads = a.q_heads;
+  p.kv_heads = a.kv_heads;
+  p.group = a.q_heads / a.kv_heads;
+  const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
+  p.scale_log2 = scale * 1.4426950408889634f;
+  const int row_groups = (p.group * a.q_tokens + 15) / 16;
+  switch (a.head_dim) {
+    case 64: launch_decode<64, 32, true>(p, row_groups, stream); break;
+    case 128: launch_decode<128, 32, true>(p, row_groups, stream); break;
+    default: launch_decode<256, 16, false>(p, row_groups, stream); break;
+  }
+}
+
+}  // namespace zoo::kernels::cuda

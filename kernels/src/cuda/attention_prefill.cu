@@ -1,0 +1,188 @@
+// Prefill attention, FlashAttention-2 style: one block per (query head, tile of BR queries); each
+// warp owns 16 query rows; K and V tiles of BC keys stream through shared memory with cp.async
+// (the next K tile loads during softmax and P@V, the V tile during Q@K^T); scores and the
+// online softmax stay in registers.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "attention_common.cuh"
+#include "zoo/kernels/cuda/attention.hpp"
+
+namespace zoo::kernels::cuda {
+namespace {
+using namespace detail;
+
+struct PrefillParams {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  bf16* out;
+  std::int64_t q_stride, kv_stride, out_stride;
+  std::int64_t tokens, start;
+  int q_heads, group;  // group = q_heads / kv_heads
+  float scale_log2;    // scale * log2(e)
+};
+
+template <int D, int WARPS, int BC, bool Q_REGS>
+struct PrefillConfig {
+  static constexpr int kBR = 16 * WARPS;
+  static constexpr int kThreads = 32 * WARPS;
+  static constexpr int kQBytes = kBR * D * 2;
+  static constexpr int kKVBytes = BC * D * 2;
+  static constexpr int kSmem = kQBytes + 2 * kKVBytes;
+};
+
+template <int D, int WARPS, int BC, bool Q_REGS>
+__global__ void __launch_bounds__(32 * WARPS, 1) attention_prefill_kernel(PrefillParams p) {
+  using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
+  constexpr int BR = Cfg::kBR, NT = Cfg::kThreads;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const std::uint32_t sQ = smem_addr(smem);
+  const std::uint32_t sK = sQ + Cfg::kQBytes;
+  const std::uint32_t sV = sK + Cfg::kKVBytes;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int head = blockIdx.x, kv_head = head / p.group;
+  // Heaviest (last) query tiles first: causal work grows with the tile index.
+  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * BR;
+  const bf16* qg = p.q + static_cast<std::int64_t>(head) * D;
+  const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
+  const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
+
+  const std::int64_t q_rows = p.tokens - q0 < BR ? p.tokens - q0 : BR;
+  const std::int64_t first_pos = p.start + q0;           // position of the tile's first query
+  const std::int64_t kv_end = first_pos + q_rows;        // keys this tile can see: [0, kv_end)
+  const int n_tiles = static_cast<int>((kv_end + BC - 1) / BC);
+
+  load_tile_async<BR, D, NT>(sQ, qg, p.q_stride, q0, p.tokens, tid);
+  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, 0, kv_end, tid);
+  cp_async_commit();
+
+  std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const int row_in_tile = warp * 16 + (lane >> 2);
+  const std::int64_t qpos[2] = {first_pos + row_in_tile, first_pos + row_in_tile + 8};
+  const std::int64_t warp_last_pos = first_pos + warp * 16 + 15;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
+    load_tile_async<BC, D, NT>(sV, vg, p.kv_stride, k0, kv_end, tid);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q (first time) and K_j have landed
+    __syncthreads();
+    if constexpr (Q_REGS) {
+      if (j == 0) {
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) load_a_frag<D>(qf[ks], sQ, warp * 16, ks, lane);
+      }
+    }
+    // A warp whose rows all precede the tile's first key has nothing to add from it.
+    const bool active = warp_last_pos >= k0;
+    float s[BC / 8][4];
+    if (active) compute_scores<D, BC, Q_REGS>(s, qf, sQ, warp * 16, sK, lane);
+    __syncthreads();  // every warp is done reading K_j
+    if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid);
+    cp_async_commit();
+    if (active) {
+      const bool need_mask = k0 + BC - 1 > first_pos;
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
+          s[n][e] = (need_mask && kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2;
+        }
+      }
+      online_softmax<BC / 8, D / 8>(s, o, m, l);
+    }
+    cp_async_wait<1>();  // V_j has landed (K_{j+1} may still be in flight)
+    __syncthreads();
+    if (active) accumulate_pv<D, BC>(o, s, sV, lane);
+    __syncthreads();  // every warp is done reading V_j before it is overwritten
+  }
+
+  // Normalize and stage the warp's 16 rows in its own (no longer needed) rows of the Q tile, then
+  // write them out with 16-byte stores.
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float total = quad_sum(l[h]);
+    inv[h] = total > 0.0f ? 1.0f / total : 0.0f;
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + (lane >> 2) + 8 * h;
+      const std::uint32_t off = swz<D>(r, n) + (lane & 3) * 4;
+      *reinterpret_cast<std::uint32_t*>(smem + off) = pack_bf16x2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]);
+    }
+  }
+  __syncwarp();
+  constexpr int CH = D / 8;
+#pragma unroll
+  for (int i = 0; i < 16 * CH / 32; ++i) {
+    const int idx = lane + 32 * i;
+    const int r = idx / CH, c = idx % CH;
+    const std::int64_t token = q0 + warp * 16 + r;
+    if (token < p.tokens) {
+      const uint4 v = *reinterpret_cast<const uint4*>(smem + swz<D>(warp * 16 + r, c));
+      *reinterpret_cast<uint4*>(p.out + token * p.out_stride + static_cast<std::int64_t>(head) * D + c * 8) = v;
+    }
+  }
+}
+
+template <int D, int WARPS, int BC, bool Q_REGS>
+void launch_prefill(const PrefillParams& p, cudaStream_t stream) {
+  using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
+  auto kernel = attention_prefill_kernel<D, WARPS, BC, Q_REGS>;
+  allow_dynamic_smem(kernel, Cfg::kSmem);
+  const std::int64_t q_tiles = (p.tokens + Cfg::kBR - 1) / Cfg::kBR;
+  if (q_tiles > 65535) throw std::invalid_argument("attention_prefill: too many tokens for one launch");
+  const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(q_tiles));
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
+  if (a.tokens < 0 || a.start < 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0)
+    throw std::invalid_argument("attention_prefill: bad shape (q_heads must be a positive multiple of kv_heads)");
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+    throw std::invalid_argument("attention_prefill: head_dim " + std::to_string(a.head_dim) +
+                                " not supported (64, 128, 256)");
+  if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_prefill: missing pointer");
+  const std::int64_t D = a.head_dim;
+  PrefillParams p{};
+  p.q = dev(a.q);
+  p.k = dev(a.k_cache);
+  p.v = dev(a.v_cache);
+  p.out = dev(a.out);
+  p.q_stride = a.q_stride ? a.q_stride : a.q_heads * D;
+  p.kv_stride = a.kv_heads * D;
+  p.out_stride = a.out_stride ? a.out_stride : a.q_heads * D;
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) || p.q_stride % 8 ||
+      p.out_stride % 8)
+    throw std::invalid_argument("attention_prefill: pointers and strides must be 16-byte aligned");
+  if (a.tokens == 0) return;
+  p.tokens = a.tokens;
+  p.start = a.start;
+  p.q_heads = a.q_heads;
+  p.group = a.q_heads / a.kv_heads;
+  const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(D));
+  p.scale_log2 = scale * 1.4426950408889634f;
+  switch (a.head_dim) {
+    case 64: launch_prefill<64, 8, 64, true>(p, stream); break;
+    case 128: launch_prefill<128, 8, 64, true>(p, stream); break;
+    default: launch_prefill<256, 4, 32, false>(p, stream); break;
+  }
+}
+
+}  // namespace zoo::kernels::cuda

@@ -1,0 +1,162 @@
+#include "zoo/kernels/cuda/gemm.hpp"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace zoo::kernels::cuda {
+namespace {
+
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* d) const { (void)cublasLtMatmulDescDestroy(d); }
+};
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { (void)cublasLtMatrixLayoutDestroy(l); }
+};
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
+};
+using DescPtr = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
+using LayoutPtr = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
+using PreferencePtr = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter>;
+
+LayoutPtr make_layout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ZOO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
+  return LayoutPtr(layout);
+}
+
+// Largest power of two (<= 256) dividing the address: what the heuristic may assume.
+std::uint32_t alignment_of(std::uint64_t a) {
+  std::uint32_t align = 256;
+  while (align > 2 && (a % align) != 0) align /= 2;
+  return align;
+}
+std::uint32_t alignment_of(const void* p) { return alignment_of(reinterpret_cast<std::uintptr_t>(p)); }
+
+struct PlanKey {
+  std::int64_t m, n, k;
+  cudaDataType_t out_type;
+  std::uint32_t align;
+  bool operator==(const PlanKey&) const = default;
+};
+
+struct PlanKeyHash {
+  std::size_t operator()(const PlanKey& key) const {
+    std::size_t h = std::hash<std::int64_t>{}(key.m);
+    auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(std::hash<std::int64_t>{}(key.n));
+    mix(std::hash<std::int64_t>{}(key.k));
+    mix(static_cast<std::size_t>(key.out_type));
+    mix(key.align);
+    return h;
+  }
+};
+
+struct Plan {
+  DescPtr desc;
+  LayoutPtr a, b, c;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+}  // namespace
+
+struct Gemm::Impl {
+  cublasLtHandle_t handle = nullptr;
+  DeviceBuffer workspace;
+  std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+
+  explicit Impl(std::size_t workspace_bytes) : workspace(workspace_bytes) {
+    ZOO_CUBLAS_CHECK(cublasLtCreate(&handle));
+  }
+  ~Impl() {
+    if (handle) (void)cublasLtDestroy(handle);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  const Plan& plan(const PlanKey& key) {
+    if (auto it = plans.find(key); it != plans.end()) return it->second;
+    // Row-major Y[m,n] = X[m,k] W[n,k]^T is column-major Y^T[n,m] = W^T' X^T with
+    // A = W seen as a column-major [k, n] matrix (transposed: op(A) is [n, k]) and B = X seen as
+    // column-major [k, m]: the "TN" layout cuBLASLt is fastest with.
+    Plan p;
+    cublasLtMatmulDesc_t desc = nullptr;
+    ZOO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    p.desc.reset(desc);
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    ZOO_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+    ZOO_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+    p.a = make_layout(CUDA_R_16BF, key.k, key.n, key.k);
+    p.b = make_layout(CUDA_R_16BF, key.k, key.m, key.k);
+    p.c = make_layout(key.out_type, key.n, key.m, key.n);
+
+    cublasLtMatmulPreference_t pref_raw = nullptr;
+    ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
+    PreferencePtr pref(pref_raw);
+    const std::uint64_t ws = workspace.size();
+    ZOO_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &key.align, sizeof key.align));
+
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    ZOO_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, p.a.get(), p.b.get(), p.c.get(), p.c.get(),
+                                                    pref_raw, 1, &result, &found));
+    if (found == 0)
+      throw std::runtime_error("Gemm: cuBLASLt has no algorithm for m=" + std::to_string(key.m) +
+                               " n=" + std::to_string(key.n) + " k=" + std::to_string(key.k));
+    p.algo = result.algo;
+    return plans.emplace(key, std::move(p)).first->second;
+  }
+
+  void run(const Bf16* x, const Bf16* w, void* y, cudaDataType_t out_type, std::int64_t m, std::int64_t n,
+           std::int64_t k, cudaStream_t stream, bool accumulate) {
+    if (m < 0 || n < 0 || k < 0) throw std::invalid_argument("Gemm: negative dimension");
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      // cuBLASLt rejects k == 0; the product is all zeros.
+      if (!accumulate) {
+        const std::size_t bytes = static_cast<std::size_t>(m * n) * (out_type == CUDA_R_32F ? 4 : 2);
+        ZOO_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream));
+      }
+      return;
+    }
+    std::uint32_t align = alignment_of(x);
+    align = std::min(align, alignment_of(w));
+    align = std::min(align, alignment_of(y));
+    // Rows start at multiples of the leading dimensions too.
+    align = std::min(align, alignment_of(static_cast<std::uint64_t>(k) * 2));
+    align = std::min(align, alignment_of(static_cast<std::uint64_t>(n) * (out_type == CUDA_R_32F ? 4 : 2)));
+    const Plan& p = plan(PlanKey{m, n, k, out_type, align});
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    ZOO_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc.get(), &alpha, w, p.a.get(), x, p.b.get(), &beta, y, p.c.get(), y,
+                                    p.c.get(), &p.algo, workspace.data(), workspace.size(), stream));
+  }
+};
+
+Gemm::Gemm(std::size_t workspace_bytes) : impl_(std::make_unique<Impl>(workspace_bytes)) {}
+Gemm::~Gemm() = default;
+Gemm::Gemm(Gemm&&) noexcept = default;
+Gemm& Gemm::operator=(Gemm&&) noexcept = default;
+
+void Gemm::linear(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t m, std::int64_t n, std::int64_t k,
+                  cudaStream_t stream, bool accumulate) {
+  impl_->run(x, w, y, CUDA_R_16BF, m, n, k, stream, accumulate);
+}
+
+void Gemm::linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
+                  cudaStream_t stream, bool accumulate) {
+  impl_->run(x, w, y, CUDA_R_32F, m, n, k, stream, accumulate);
+}
+
+std::size_t Gemm::cached_plans() const { return impl_->plans.size(); }
+
+}  // namespace zoo::kernels::cuda

@@ -1,0 +1,250 @@
+// Embedding gather, RMSNorm (plain and fused with the residual add), and the fused per-head
+// q/k RMSNorm + RoPE + KV-cache write.
+#include <stdexcept>
+#include <string>
+
+#include "device_utils.cuh"
+#include "vec.cuh"
+#include "zoo/kernels/cuda/ops.hpp"
+
+namespace zoo::kernels::cuda {
+namespace {
+using namespace detail;
+
+int row_threads(std::int64_t elements) {
+  const std::int64_t t = ((elements + 31) / 32) * 32;
+  return static_cast<int>(t < 32 ? 32 : (t > 1024 ? 1024 : t));
+}
+
+// ---- embedding ---------------------------------------------------------------------------------
+template <int VEC>
+__global__ void embedding_kernel(const bf16* __restrict__ table, std::int64_t vocab, int hidden,
+                                 const std::int32_t* __restrict__ ids, bf16* __restrict__ out) {
+  const std::int64_t t = blockIdx.x;
+  const std::int64_t id = ids[t];
+  const bool valid = id >= 0 && id < vocab;
+  const bf16* src = table + (valid ? id : 0) * hidden;
+  bf16* dst = out + t * hidden;
+  for (int i = threadIdx.x * VEC; i < hidden; i += blockDim.x * VEC) {
+    float v[VEC];
+    if (valid) {
+      load_f32<VEC>(src + i, v);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = 0.0f;
+    }
+    store_bf16<VEC>(dst + i, v);
+  }
+}
+
+__global__ void scatter_rows_kernel(const std::int32_t* __restrict__ positions, const float* __restrict__ rows,
+                                    int hidden, bf16* __restrict__ out) {
+  const std::int64_t r = blockIdx.x;
+  const std::int64_t pos = positions[r];
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) out[pos * hidden + i] = to_bf16(rows[r * hidden + i]);
+}
+
+// ---- RMSNorm -----------------------------------------------------------------------------------
+// One block per row. Pass 1 (ADD: h = bf16(h + x), written back) accumulates the sum of squares
+// in float32; pass 2 re-reads the same elements (each thread its own, so in-place is safe).
+template <int VEC, bool ADD>
+__global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__ w, bf16* y, int dim, float eps) {
+  __shared__ float scratch[32];
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * dim;
+  const bf16* src = ADD ? h + base : x + base;
+  float ss = 0.0f;
+  for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
+    float v[VEC];
+    load_f32<VEC>(src + i, v);
+    if constexpr (ADD) {
+      float a[VEC];
+      load_f32<VEC>(x + base + i, a);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = round_bf16(v[j] + a[j]);
+      store_bf16<VEC>(h + base + i, v);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) ss += v[j] * v[j];
+  }
+  ss = block_reduce(ss, scratch, SumOp{});
+  const float inv = rsqrtf(ss / static_cast<float>(dim) + eps);
+  for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
+    float v[VEC], g[VEC];
+    load_f32<VEC>(src + i, v);
+    load_f32<VEC>(w + i, g);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = g[j] * round_bf16(v[j] * inv);
+    store_bf16<VEC>(y + base + i, v);
+  }
+}
+
+template <bool ADD>
+void launch_rms_norm(const Bf16* x, Bf16* h, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
+                     cudaStream_t stream) {
+  if (rows < 0 || dim <= 0) throw std::invalid_argument("rms_norm: bad shape");
+  if (rows == 0) return;
+  const bool vec = dim % 8 == 0 && aligned16(x) && aligned16(h) && aligned16(w) && aligned16(y);
+  const int d = static_cast<int>(dim);
+  if (vec) {
+    rms_norm_kernel<8, ADD><<<static_cast<unsigned>(rows), row_threads(dim / 8), 0, stream>>>(
+        dev(x), dev(h), dev(w), dev(y), d, eps);
+  } else {
+    rms_norm_kernel<1, ADD><<<static_cast<unsigned>(rows), row_threads(dim), 0, stream>>>(dev(x), dev(h), dev(w),
+                                                                                         dev(y), d, eps);
+  }
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+// ---- q/k norm + RoPE ---------------------------------------------------------------------------
+struct QkParams {
+  const bf16* q;
+  const bf16* k;
+  const bf16* v;
+  std::int64_t q_stride, k_stride, v_stride;
+  const bf16* qw;
+  const bf16* kw;
+  bf16* q_out;
+  bf16* k_cache;
+  bf16* v_cache;
+  bf16* q_normed;
+  bf16* k_normed;
+  const std::int32_t* positions;
+  std::int64_t start, tokens;
+  int q_heads, kv_heads, head_dim;
+  float eps, theta;
+};
+
+constexpr int kQkWarps = 8;
+
+// One warp per (token, head slot); slots are q heads, then k heads, then v heads. Lane j handles
+// the rotation pairs (p, p + D/2) for p = j, j + 32, ...
+__global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * kQkWarps + (threadIdx.x >> 5);
+  const int slots = a.q_heads + 2 * a.kv_heads;
+  const std::int64_t t = item / slots;
+  const int slot = static_cast<int>(item % slots);
+  if (t >= a.tokens) return;
+  const std::int64_t pos = a.positions ? static_cast<std::int64_t>(a.positions[t]) : a.start + t;
+  const int D = a.head_dim, half = D / 2;
+
+  if (slot >= a.q_heads + a.kv_heads) {
+    const int g = slot - a.q_heads - a.kv_heads;
+    const bf16* src = a.v + t * a.v_stride + static_cast<std::int64_t>(g) * D;
+    bf16* dst = a.v_cache + (pos * a.kv_heads + g) * D;
+    for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    return;
+  }
+  const bool is_q = slot < a.q_heads;
+  const int head = is_q ? slot : slot - a.q_heads;
+  const bf16* src = is_q ? a.q + t * a.q_stride + static_cast<std::int64_t>(head) * D
+                         : a.k + t * a.k_stride + static_cast<std::int64_t>(head) * D;
+  const bf16* w = is_q ? a.qw : a.kw;
+  bf16* dst = is_q ? a.q_out + (t * a.q_heads + head) * D : a.k_cache + (pos * a.kv_heads + head) * D;
+  bf16* normed = is_q ? (a.q_normed ? a.q_normed + (t * a.q_heads + head) * D : nullptr)
+                      : (a.k_normed ? a.k_normed + (t * a.kv_heads + head) * D : nullptr);
+
+  float ss = 0.0f;
+  for (int p = lane; p < half; p += 32) {
+    const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
+    ss += x1 * x1 + x2 * x2;
+  }
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / static_cast<float>(D) + a.eps);
+  const float fpos = static_cast<float>(pos);
+  for (int p = lane; p < half; p += 32) {
+    const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
+    const float n1 = round_bf16(to_f32(w[p]) * round_bf16(x1 * inv));
+    const float n2 = round_bf16(to_f32(w[p + half]) * round_bf16(x2 * inv));
+    if (normed) {
+      normed[p] = to_bf16(n1);
+      normed[p + half] = to_bf16(n2);
+    }
+    // transformers: inv_freq = 1 / theta ** (arange(0, D, 2).float() / D), freqs = inv_freq * pos,
+    // all float32; cos/sin in float32 then cast to the activation dtype. The power is taken in
+    // float64 and rounded: the correctly rounded float32 value that torch's CPU pow (where the
+    // buffer is made) and the CPU reference get; powf's 2-ulp error would shift large angles.
+    const float exponent = static_cast<float>(2 * p) / static_cast<float>(D);
+    const float inv_freq = 1.0f / static_cast<float>(pow(static_cast<double>(a.theta), static_cast<double>(exponent)));
+    const float freq = inv_freq * fpos;
+    const float c = round_bf16(cosf(freq)), s = round_bf16(sinf(freq));
+    const float o1 = round_bf16(n1 * c) + round_bf16(-n2 * s);
+    const float o2 = round_bf16(n2 * c) + round_bf16(n1 * s);
+    dst[p] = to_bf16(o1);
+    dst[p + half] = to_bf16(o2);
+  }
+}
+
+}  // namespace
+
+void embedding_gather(const Bf16* table, std::int64_t vocab, std::int64_t hidden, const std::int32_t* ids,
+                      std::int64_t tokens, Bf16* out, cudaStream_t stream) {
+  if (tokens < 0 || hidden <= 0 || vocab <= 0) throw std::invalid_argument("embedding_gather: bad shape");
+  if (tokens == 0) return;
+  const int h = static_cast<int>(hidden);
+  if (hidden % 8 == 0 && aligned16(table) && aligned16(out)) {
+    embedding_kernel<8><<<static_cast<unsigned>(tokens), row_threads(hidden / 8), 0, stream>>>(dev(table), vocab, h,
+                                                                                             ids, dev(out));
+  } else {
+    embedding_kernel<1><<<static_cast<unsigned>(tokens), row_threads(hidden), 0, stream>>>(dev(table), vocab, h, ids,
+                                                                                          dev(out));
+  }
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+void scatter_rows_f32(const std::int32_t* positions, const float* rows, std::int64_t count, std::int64_t hidden,
+                      Bf16* out, cudaStream_t stream) {
+  if (count < 0 || hidden <= 0) throw std::invalid_argument("scatter_rows_f32: bad shape");
+  if (count == 0) return;
+  scatter_rows_kernel<<<static_cast<unsigned>(count), row_threads(hidden), 0, stream>>>(positions, rows,
+                                                                                       static_cast<int>(hidden), dev(out));
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
+              cudaStream_t stream) {
+  // h is unused without ADD; pass x so the alignment check sees a real pointer.
+  launch_rms_norm<false>(x, const_cast<Bf16*>(x), w, y, rows, dim, eps, stream);
+}
+
+void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
+                  cudaStream_t stream) {
+  launch_rms_norm<true>(x, h, w, y, rows, dim, eps, stream);
+}
+
+void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
+  if (args.tokens < 0 || args.q_heads <= 0 || args.kv_heads <= 0 || args.head_dim <= 0 || args.head_dim % 2 != 0)
+    throw std::invalid_argument("qk_norm_rope_cache: bad shape (head_dim must be even, heads positive)");
+  if (!args.q || !args.k || !args.v || !args.q_norm_weight || !args.k_norm_weight || !args.q_out || !args.k_cache ||
+      !args.v_cache)
+    throw std::invalid_argument("qk_norm_rope_cache: missing pointer");
+  if (args.tokens == 0) return;
+  const std::int64_t D = args.head_dim;
+  QkParams p{dev(args.q),
+             dev(args.k),
+             dev(args.v),
+             args.q_stride ? args.q_stride : args.q_heads * D,
+             args.k_stride ? args.k_stride : args.kv_heads * D,
+             args.v_stride ? args.v_stride : args.kv_heads * D,
+             dev(args.q_norm_weight),
+             dev(args.k_norm_weight),
+             dev(args.q_out),
+             dev(args.k_cache),
+             dev(args.v_cache),
+             args.q_normed ? dev(args.q_normed) : nullptr,
+             args.k_normed ? dev(args.k_normed) : nullptr,
+             args.positions,
+             args.start,
+             args.tokens,
+             args.q_heads,
+             args.kv_heads,
+             args.head_dim,
+             args.eps,
+             args.theta};
+  const std::int64_t items = args.tokens * (args.q_heads + 2 * args.kv_heads);
+  const std::int64_t blocks = (items + kQkWarps - 1) / kQkWarps;
+  qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream>>>(p);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zoo::kernels::cuda

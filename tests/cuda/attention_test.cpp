@@ -1,0 +1,173 @@
+// Prefill and decode attention against cpu::attention_causal_gqa on the same bf16-exact inputs.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "cuda/cuda_test_util.hpp"
+#include "zoo/kernels/cpu_ops.hpp"
+#include "zoo/kernels/cuda/attention.hpp"
+
+using namespace zoo::kernels::cuda;
+using namespace zoo::cuda_test;
+namespace cpu = zoo::kernels::cpu;
+
+namespace {
+
+struct AttentionInputs {
+  std::vector<float> q, k, v;  // q [T, Hq, D]; k, v [cache_len, Hk, D]
+  std::vector<float> ref;      // [T, Hq, D]
+};
+
+// Scores spread over a few units (q in [-2, 2], k in [-1, 1]) so the softmax is neither flat
+// nor one-hot.
+AttentionInputs make_inputs(std::mt19937& rng, std::int64_t T, std::int64_t start, std::int64_t cache_len, int Hq,
+                            int Hk, int D) {
+  AttentionInputs in;
+  in.q = random_bf16_values(rng, T * Hq * D, -2.0f, 2.0f);
+  in.k = random_bf16_values(rng, cache_len * Hk * D);
+  in.v = random_bf16_values(rng, cache_len * Hk * D);
+  in.ref.resize(T * Hq * D);
+  cpu::attention_causal_gqa(in.q.data(), in.k.data(), in.v.data(), in.ref.data(), T, start, Hq, Hk, D,
+                            1.0f / std::sqrt(static_cast<float>(D)));
+  return in;
+}
+
+// The output is a convex combination of V rows (|v| <= 1): bf16 probabilities (2^-9 relative
+// each) and the bf16 output rounding keep every element within ~2^-8 of the reference; 1e-2
+// absolute leaves room for the summation order while any indexing or masking error (O(0.1..1))
+// fails.
+constexpr double kAttnAtol = 1e-2;
+constexpr double kAttnRelL2 = 1e-2;
+
+}  // namespace
+
+TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tiles, start offset)", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  Stream stream;
+  struct Case {
+    std::int64_t tokens, start;
+    int q_heads, kv_heads, head_dim;
+  };
+  // Lengths 1, 7, 63, 65, 4097 (none a tile multiple), GQA ratios 1/2/4/8, head_dim 64/128/256,
+  // and prefills continuing after cached tokens.
+  const Case cases[] = {{1, 0, 4, 4, 64},     {7, 0, 8, 4, 128},   {63, 0, 8, 2, 64},   {65, 0, 16, 2, 128},
+                        {65, 100, 8, 8, 128}, {63, 1, 8, 1, 64},   {130, 37, 4, 2, 256}, {1, 200, 8, 1, 128},
+                        {4097, 0, 8, 1, 128}, {200, 3000, 4, 2, 64}};
+  for (const auto& cs : cases) {
+    INFO("tokens " << cs.tokens << " start " << cs.start << " heads " << cs.q_heads << "/" << cs.kv_heads << " D "
+                   << cs.head_dim);
+    const std::int64_t T = cs.tokens, D = cs.head_dim, cache_len = cs.start + T + 3;  // unused tail rows too
+    const auto in = make_inputs(rng, T, cs.start, cache_len, cs.q_heads, cs.kv_heads, cs.head_dim);
+    DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(T * cs.q_heads * D * 2);
+    dout.fill_bytes(0xff);  // NaN poison: every output must be written
+    PrefillAttentionArgs a;
+    a.q = dq.as<Bf16>();
+    a.k_cache = dk.as<Bf16>();
+    a.v_cache = dv.as<Bf16>();
+    a.out = dout.as<Bf16>();
+    a.tokens = T;
+    a.start = cs.start;
+    a.q_heads = cs.q_heads;
+    a.kv_heads = cs.kv_heads;
+    a.head_dim = cs.head_dim;
+    attention_prefill(a, stream);
+    stream.synchronize();
+    const auto c = compare(download_bf16(dout, T * cs.q_heads * D), in.ref, kAttnAtol, 0.0);
+    INFO(c.str());
+    CHECK(c.ok());
+    CHECK(c.rel_l2() < kAttnRelL2);
+  }
+}
+
+TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA groups, several queries)", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  Stream stream;
+  struct Case {
+    std::int64_t kv_len;
+    int q_tokens, q_heads, kv_heads, head_dim;
+    bool device_len;
+  };
+  const Case cases[] = {{1, 1, 8, 8, 128, false},     {100, 1, 16, 2, 128, false}, {5000, 1, 32, 8, 128, false},
+                        {5000, 1, 8, 1, 64, false},   {100, 3, 8, 2, 64, false},   {5000, 4, 16, 4, 128, false},
+                        {777, 1, 4, 2, 256, false},   {5000, 1, 32, 8, 128, true}, {100, 2, 16, 1, 128, false},
+                        {33, 1, 16, 16, 64, false}};
+  for (const auto& cs : cases) {
+    INFO("kv_len " << cs.kv_len << " q_tokens " << cs.q_tokens << " heads " << cs.q_heads << "/" << cs.kv_heads
+                   << " D " << cs.head_dim << (cs.device_len ? " (length on the device)" : ""));
+    const std::int64_t D = cs.head_dim, cache_len = cs.kv_len + 64;
+    const auto in = make_inputs(rng, cs.q_tokens, cs.kv_len - cs.q_tokens, cache_len, cs.q_heads, cs.kv_heads,
+                                cs.head_dim);
+    DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v),
+                 dout(cs.q_tokens * cs.q_heads * D * 2);
+    DeviceBuffer ws(decode_attention_workspace_bytes(cs.q_tokens, cs.q_heads, cs.head_dim));
+    const std::vector<std::int32_t> len = {static_cast<std::int32_t>(cs.kv_len)};
+    DeviceBuffer dlen = upload(len);
+    dout.fill_bytes(0xff);
+    DecodeAttentionArgs a;
+    a.q = dq.as<Bf16>();
+    a.k_cache = dk.as<Bf16>();
+    a.v_cache = dv.as<Bf16>();
+    a.out = dout.as<Bf16>();
+    a.q_tokens = cs.q_tokens;
+    // With the length on the device, the host value only bounds it (sizes the grid).
+    a.kv_len = cs.device_len ? cs.kv_len + 60 : cs.kv_len;
+    a.kv_len_device = cs.device_len ? dlen.as<std::int32_t>() : nullptr;
+    a.q_heads = cs.q_heads;
+    a.kv_heads = cs.kv_heads;
+    a.head_dim = cs.head_dim;
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+    attention_decode(a, stream);
+    stream.synchronize();
+    const auto c = compare(download_bf16(dout, cs.q_tokens * cs.q_heads * D), in.ref, kAttnAtol, 0.0);
+    INFO(c.str());
+    CHECK(c.ok());
+    CHECK(c.rel_l2() < kAttnRelL2);
+  }
+}
+
+TEST_CASE("attention_decode replays in a CUDA graph at growing lengths", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(fresh_seed());
+  const int Hq = 16, Hk = 4, D = 128;
+  const std::int64_t max_len = 3000;
+  const auto in = make_inputs(rng, 1, 0, max_len, Hq, Hk, D);  // q and the cache; ref recomputed below
+  DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(Hq * D * 2);
+  DeviceBuffer ws(decode_attention_workspace_bytes(1, Hq, D)), dlen(4);
+  Stream stream;
+  DecodeAttentionArgs a;
+  a.q = dq.as<Bf16>();
+  a.k_cache = dk.as<Bf16>();
+  a.v_cache = dv.as<Bf16>();
+  a.out = dout.as<Bf16>();
+  a.kv_len = max_len;
+  a.kv_len_device = dlen.as<std::int32_t>();
+  a.q_heads = Hq;
+  a.kv_heads = Hk;
+  a.head_dim = D;
+  a.workspace = ws.data();
+  a.workspace_bytes = ws.size();
+  CudaGraph graph;
+  graph.begin_capture(stream);
+  attention_decode(a, stream);
+  graph.end_capture(stream);
+  for (std::int32_t len : {1, 129, 2999, 3000}) {
+    INFO("length " << len);
+    dlen.upload(&len, 4);
+    dout.fill_bytes(0xff);
+    graph.launch(stream);
+    stream.synchronize();
+    std::vector<float> ref(Hq * D);
+    cpu::attention_causal_gqa(in.q.data(), in.k.data(), in.v.data(), ref.data(), 1, len - 1, Hq, Hk, D,
+                              1.0f / std::sqrt(static_cast<float>(D)));
+    const auto c = compare(download_bf16(dout, Hq * D), ref, kAttnAtol, 0.0);
+    INFO(c.str());
+    CHECK(c.ok());
+  }
+}

@@ -1,0 +1,169 @@
+// Microbenchmarks of the CUDA ops (hidden: run with `test_cuda "[.bench]"`). They report numbers
+// and assert nothing about speed; inputs are random (zeros run faster on tensor cores).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "cuda/cuda_test_util.hpp"
+#include "zoo/kernels/cuda/attention.hpp"
+#include "zoo/kernels/cuda/gemm.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
+
+using namespace zoo::kernels::cuda;
+using namespace zoo::cuda_test;
+
+namespace {
+
+// Median time of `iters` runs after warm-up, each bracketed by events.
+double median_ms(const std::function<void()>& run, cudaStream_t stream, int iters = 20) {
+  for (int i = 0; i < 3; ++i) run();
+  std::vector<double> times;
+  Event start, end;
+  for (int i = 0; i < iters; ++i) {
+    start.record(stream);
+    run();
+    end.record(stream);
+    end.synchronize();
+    times.push_back(Event::elapsed_ms(start, end));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+DeviceBuffer random_bf16_buffer(std::mt19937& rng, std::size_t n) { return upload_bf16(random_bf16_values(rng, n)); }
+
+}  // namespace
+
+TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1234);
+  Stream stream;
+  const auto& props = device_properties();
+  std::printf("device: %s, %d SMs\n", props.name.c_str(), props.multiprocessors);
+
+  Gemm gemm;
+  struct G {
+    std::int64_t m, n, k;
+  };
+  for (const G g : {G{4096, 4096, 4096}, G{8192, 8192, 8192}, G{4096, 24576, 4096}, G{4096, 4096, 12288},
+                    G{1, 24576, 4096}, G{1, 151936, 4096}}) {
+    DeviceBuffer x = random_bf16_buffer(rng, g.m * g.k), w = random_bf16_buffer(rng, g.n * g.k), y(g.m * g.n * 2);
+    const double ms = median_ms(
+        [&] { gemm.linear(x.as<Bf16>(), w.as<Bf16>(), y.as<Bf16>(), g.m, g.n, g.k, stream); }, stream);
+    const double tflops = 2.0 * g.m * g.n * g.k / (ms * 1e-3) / 1e12;
+    const double gbs = 2.0 * (g.m * g.k + g.n * g.k + g.m * g.n) / (ms * 1e-3) / 1e9;
+    std::printf("gemm m=%-5lld n=%-6lld k=%-5lld  %8.3f ms  %7.1f TFLOP/s  %7.1f GB/s\n", (long long)g.m,
+                (long long)g.n, (long long)g.k, ms, tflops, gbs);
+  }
+
+  struct P {
+    std::int64_t T;
+    int Hq, Hk, D;
+  };
+  for (const P p : {P{4096, 32, 8, 128}, P{4096, 16, 8, 128}, P{4096, 32, 8, 64}, P{4096, 16, 4, 256},
+                    P{16384, 32, 8, 128}, P{512, 32, 8, 128}}) {
+    DeviceBuffer q = random_bf16_buffer(rng, p.T * p.Hq * p.D), k = random_bf16_buffer(rng, p.T * p.Hk * p.D),
+                 v = random_bf16_buffer(rng, p.T * p.Hk * p.D), o(p.T * p.Hq * p.D * 2);
+    PrefillAttentionArgs a;
+    a.q = q.as<Bf16>();
+    a.k_cache = k.as<Bf16>();
+    a.v_cache = v.as<Bf16>();
+    a.out = o.as<Bf16>();
+    a.tokens = p.T;
+    a.q_heads = p.Hq;
+    a.kv_heads = p.Hk;
+    a.head_dim = p.D;
+    const double ms = median_ms([&] { attention_prefill(a, stream); }, stream, 10);
+    // Causal FLOPs: query i sees i + 1 keys; 2 matmuls of 2 * D FLOPs per (query, key).
+    const double flops = 4.0 * p.D * p.Hq * (static_cast<double>(p.T) * (p.T + 1) / 2);
+    std::printf("prefill attention T=%-5lld heads %d/%d D=%-3d  %8.3f ms  %7.1f TFLOP/s (causal)\n", (long long)p.T,
+                p.Hq, p.Hk, p.D, ms, flops / (ms * 1e-3) / 1e12);
+  }
+
+  for (const std::int64_t ctx : {std::int64_t{1024}, std::int64_t{4096}, std::int64_t{32768}}) {
+    const int Hq = 32, Hk = 8, D = 128;
+    DeviceBuffer q = random_bf16_buffer(rng, Hq * D), k = random_bf16_buffer(rng, ctx * Hk * D),
+                 v = random_bf16_buffer(rng, ctx * Hk * D), o(Hq * D * 2);
+    DeviceBuffer ws(decode_attention_workspace_bytes(1, Hq, D));
+    DecodeAttentionArgs a;
+    a.q = q.as<Bf16>();
+    a.k_cache = k.as<Bf16>();
+    a.v_cache = v.as<Bf16>();
+    a.out = o.as<Bf16>();
+    a.kv_len = ctx;
+    a.q_heads = Hq;
+    a.kv_heads = Hk;
+    a.head_dim = D;
+    a.workspace = ws.data();
+    a.workspace_bytes = ws.size();
+    const double ms = median_ms([&] { attention_decode(a, stream); }, stream, 50);
+    const double bytes = 2.0 * ctx * Hk * D * 2;
+    std::printf("decode attention ctx=%-6lld heads %d/%d D=%d  %8.1f us  %7.1f GB/s (K+V read)\n", (long long)ctx, Hq,
+                Hk, D, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+  }
+
+  {
+    const std::int64_t rows = 4096, dim = 4096, inter = 12288;
+    DeviceBuffer x = random_bf16_buffer(rng, rows * dim), h = random_bf16_buffer(rng, rows * dim),
+                 w = random_bf16_buffer(rng, dim), y(rows * dim * 2);
+    double ms = median_ms([&] { rms_norm(x.as<Bf16>(), w.as<Bf16>(), y.as<Bf16>(), rows, dim, 1e-6f, stream); },
+                          stream);
+    std::printf("rms_norm [%lld, %lld]  %8.1f us  %7.1f GB/s\n", (long long)rows, (long long)dim, ms * 1e3,
+                4.0 * rows * dim / (ms * 1e-3) / 1e9);
+    ms = median_ms(
+        [&] { add_rms_norm(h.as<Bf16>(), x.as<Bf16>(), w.as<Bf16>(), y.as<Bf16>(), rows, dim, 1e-6f, stream); },
+        stream);
+    std::printf("add_rms_norm [%lld, %lld]  %8.1f us  %7.1f GB/s\n", (long long)rows, (long long)dim, ms * 1e3,
+                8.0 * rows * dim / (ms * 1e-3) / 1e9);
+    DeviceBuffer gu = random_bf16_buffer(rng, rows * 2 * inter), act(rows * inter * 2);
+    ms = median_ms([&] { silu_and_mul(gu.as<Bf16>(), act.as<Bf16>(), rows, inter, stream); }, stream);
+    std::printf("silu_and_mul [%lld, %lld]  %8.1f us  %7.1f GB/s\n", (long long)rows, (long long)inter, ms * 1e3,
+                6.0 * rows * inter / (ms * 1e-3) / 1e9);
+  }
+  {
+    const std::int64_t T = 4096;
+    const int Hq = 32, Hk = 8, D = 128;
+    DeviceBuffer qkv = random_bf16_buffer(rng, T * (Hq + 2 * Hk) * D), nw = random_bf16_buffer(rng, D);
+    DeviceBuffer qo(T * Hq * D * 2), kc(T * Hk * D * 2), vc(T * Hk * D * 2);
+    QkNormRopeArgs a;
+    a.q = qkv.as<Bf16>();
+    a.k = a.q + Hq * D;
+    a.v = a.k + Hk * D;
+    a.q_stride = a.k_stride = a.v_stride = (Hq + 2 * Hk) * D;
+    a.q_norm_weight = a.k_norm_weight = nw.as<Bf16>();
+    a.q_out = qo.as<Bf16>();
+    a.k_cache = kc.as<Bf16>();
+    a.v_cache = vc.as<Bf16>();
+    a.tokens = T;
+    a.q_heads = Hq;
+    a.kv_heads = Hk;
+    a.head_dim = D;
+    const double ms = median_ms([&] { qk_norm_rope_cache(a, stream); }, stream);
+    std::printf("qk_norm_rope_cache T=%lld heads %d/%d D=%d  %8.1f us  %7.1f GB/s\n", (long long)T, Hq, Hk, D,
+                ms * 1e3, 4.0 * T * (Hq + 2 * Hk) * D / (ms * 1e-3) / 1e9);
+  }
+  {
+    const std::int64_t V = 151936;
+    std::vector<float> logits(V);
+    std::uniform_real_distribution<float> dist(-10.0f, 10.0f);
+    for (auto& l : logits) l = dist(rng);
+    DeviceBuffer x = upload(logits), am(4), ls(V * 4), idx(64 * 4), val(64 * 4);
+    DeviceBuffer ws(top_k_workspace_bytes(1, V, 64));
+    double ms = median_ms([&] { argmax_rows(x.as<float>(), 1, V, am.as<std::int32_t>(), stream); }, stream, 50);
+    std::printf("argmax [1, %lld]  %8.1f us\n", (long long)V, ms * 1e3);
+    ms = median_ms([&] { log_softmax_rows(x.as<float>(), ls.as<float>(), 1, V, stream); }, stream, 50);
+    std::printf("log_softmax [1, %lld]  %8.1f us\n", (long long)V, ms * 1e3);
+    for (int k : {1, 50, 64}) {
+      ms = median_ms(
+          [&] {
+            top_k_rows(x.as<float>(), 1, V, k, idx.as<std::int32_t>(), val.as<float>(), ws.data(), ws.size(), stream);
+          },
+          stream, 50);
+      std::printf("top_k k=%d [1, %lld]  %8.1f us\n", k, (long long)V, ms * 1e3);
+    }
+  }
+  std::fflush(stdout);
+  SUCCEED();
+}

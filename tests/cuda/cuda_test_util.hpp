@@ -1,0 +1,128 @@
+#pragma once
+// Helpers for the CUDA op tests: bf16 host data, uploads, and error statistics against the CPU
+// reference ops (which run in float32 on the bf16 inputs converted exactly).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "zoo/dtype.hpp"
+#include "zoo/kernels/cuda/common.hpp"
+
+// Catch2 v2 has no SKIP: warn (visible in the report) and pass when there is no GPU.
+#define ZOO_REQUIRE_CUDA_DEVICE()                        \
+  do {                                                   \
+    if (!::zoo::kernels::cuda::cuda_available()) {       \
+      WARN("skipped: no CUDA device");                   \
+      return;                                            \
+    }                                                    \
+  } while (0)
+
+namespace zoo::cuda_test {
+
+using kernels::cuda::Bf16;
+using kernels::cuda::DeviceBuffer;
+
+// A fresh seed per run (inputs differ every time), printed with any failure.
+inline std::uint32_t fresh_seed() {
+  static std::random_device rd;
+  return rd();
+}
+
+// Random values already rounded to bf16, so the CPU reference sees exactly the GPU's inputs.
+inline std::vector<float> random_bf16_values(std::mt19937& rng, std::size_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = round_to_bf16(dist(rng));
+  return v;
+}
+
+inline std::vector<Bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<Bf16> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i].bits = f32_to_bf16(v[i]);
+  return out;
+}
+
+inline std::vector<float> from_bf16(const std::vector<Bf16>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_f32(v[i].bits);
+  return out;
+}
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer buf(host.size() * sizeof(T));
+  buf.upload(host.data(), host.size() * sizeof(T));
+  return buf;
+}
+
+inline DeviceBuffer upload_bf16(const std::vector<float>& values) { return upload(to_bf16(values)); }
+
+template <class T>
+std::vector<T> download(const DeviceBuffer& buf, std::size_t count) {
+  std::vector<T> host(count);
+  buf.download(host.data(), count * sizeof(T));
+  return host;
+}
+
+inline std::vector<float> download_bf16(const DeviceBuffer& buf, std::size_t count) {
+  return from_bf16(download<Bf16>(buf, count));
+}
+
+// Elementwise check |got - want| <= atol + rtol * |want| (NaN always fails), plus summary
+// statistics for the report.
+struct Comparison {
+  std::size_t count = 0, failures = 0, worst = 0;
+  double max_abs = 0.0, max_ref = 0.0, worst_excess = 0.0;
+  double err_sq = 0.0, ref_sq = 0.0;
+  double rel_l2() const { return ref_sq > 0 ? std::sqrt(err_sq / ref_sq) : std::sqrt(err_sq); }
+  bool ok() const { return failures == 0; }
+  std::string str() const {
+    std::ostringstream os;
+    os << count << " values, " << failures << " outside tolerance, max_abs_err " << max_abs << " (max |ref| "
+       << max_ref << "), rel_l2 " << rel_l2() << ", worst index " << worst;
+    return os.str();
+  }
+};
+
+// As compare(), with the relative part taken of scale[i] instead of |want[i]| (for results whose
+// error scales with the magnitude of intermediate values, not of the final one).
+inline Comparison compare_scaled(const std::vector<float>& got, const std::vector<float>& want,
+                                 const std::vector<float>& scale, double atol, double rtol) {
+  Comparison c;
+  c.count = want.size();
+  REQUIRE(got.size() == want.size());
+  REQUIRE(scale.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double g = got[i], w = want[i], err = std::abs(g - w);
+    const double tol = atol + rtol * std::abs(scale[i]);
+    c.max_ref = std::max(c.max_ref, std::abs(w));
+    c.err_sq += std::isnan(err) ? INFINITY : err * err;
+    c.ref_sq += w * w;
+    if (!(err <= tol)) {
+      ++c.failures;
+      const double excess = std::isnan(err) ? INFINITY : err / tol;
+      if (excess > c.worst_excess || c.failures == 1) {
+        c.worst_excess = excess;
+        c.worst = i;
+      }
+    }
+    if (!std::isnan(err)) c.max_abs = std::max(c.max_abs, err);
+  }
+  return c;
+}
+
+inline Comparison compare(const std::vector<float>& got, const std::vector<float>& want, double atol, double rtol) {
+  return compare_scaled(got, want, want, atol, rtol);
+}
+
+// bf16 keeps 8 significant bits: one rounding moves a value by at most half an ulp, i.e. at most
+// 2^-8 of its magnitude (the bound is reached just above a power of two).
+inline constexpr double kBf16Eps = 1.0 / 256.0;
+
+}  // namespace zoo::cuda_test

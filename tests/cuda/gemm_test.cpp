@@ -1,0 +1,100 @@
+// cuBLASLt linear layers against cpu::linear on the same (bf16-exact) inputs.
+#include <catch2/catch.hpp>
+
+#include "cuda/cuda_test_util.hpp"
+#include "zoo/kernels/cpu_ops.hpp"
+#include "zoo/kernels/cuda/gemm.hpp"
+
+using namespace zoo::kernels::cuda;
+using namespace zoo::cuda_test;
+namespace cpu = zoo::kernels::cpu;
+
+TEST_CASE("Gemm matches cpu::linear for bf16 and float32 outputs, with and without accumulation", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const auto seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  Gemm gemm;
+  Stream stream;
+  struct Shape {
+    std::int64_t m, n, k;
+  };
+  // Awkward row counts (1, 7, 63, 65, 4097) and widths that are not multiples of the tiles.
+  const Shape shapes[] = {{1, 256, 512}, {7, 96, 64}, {63, 130, 72}, {65, 1000, 1024}, {4097, 264, 136}, {3, 17, 40}};
+  for (const auto& s : shapes) {
+    INFO("m=" << s.m << " n=" << s.n << " k=" << s.k);
+    const auto x = random_bf16_values(rng, s.m * s.k), w = random_bf16_values(rng, s.n * s.k);
+    const auto y0 = random_bf16_values(rng, s.m * s.n, -4.0f, 4.0f);
+    std::vector<float> ref(s.m * s.n);
+    cpu::linear(x.data(), w.data(), ref.data(), s.m, s.n, s.k);
+    DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w);
+
+    // bf16 out: the float32 sum rounded once (<= 2^-8 relative; allowed 2^-7). |y| ~ sqrt(k)/3,
+    // so allow 1e-4 * sqrt(k) absolute for the summation order.
+    const double atol = 1e-4 * std::sqrt(static_cast<double>(s.k));
+    DeviceBuffer dy(s.m * s.n * sizeof(Bf16));
+    dy.fill_bytes(0xff);  // NaN poison: every element must be written
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), dy.as<Bf16>(), s.m, s.n, s.k, stream);
+    stream.synchronize();
+    auto c = compare(download_bf16(dy, s.m * s.n), ref, atol, 2 * kBf16Eps);
+    INFO("bf16 out: " << c.str());
+    CHECK(c.ok());
+    CHECK(c.rel_l2() < 4e-3);
+
+    // float32 out: only the summation order differs.
+    DeviceBuffer df(s.m * s.n * sizeof(float));
+    df.fill_bytes(0xff);
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), df.as<float>(), s.m, s.n, s.k, stream);
+    stream.synchronize();
+    c = compare(download<float>(df, s.m * s.n), ref, atol, 1e-5);
+    INFO("f32 out: " << c.str());
+    CHECK(c.ok());
+    CHECK(c.rel_l2() < 1e-5);
+
+    // Accumulate (residual add): y = y0 + x w^T. cuBLASLt's bf16 epilogue was measured to round
+    // the product before the add (errors of two roundings, as transformers' bf16(bf16(p) + h)),
+    // so the bound is 2^-8 (2 |p| + |y0|): allow 2^-7 (|p| + |y0|).
+    DeviceBuffer dacc = upload_bf16(y0);
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), dacc.as<Bf16>(), s.m, s.n, s.k, stream, /*accumulate=*/true);
+    stream.synchronize();
+    std::vector<float> ref_acc = ref, scale(ref.size());
+    cpu::add_inplace(ref_acc.data(), y0.data(), s.m * s.n);
+    for (std::size_t i = 0; i < scale.size(); ++i) scale[i] = std::abs(ref[i]) + std::abs(y0[i]);
+    c = compare_scaled(download_bf16(dacc, s.m * s.n), ref_acc, scale, atol, 2 * kBf16Eps);
+    INFO("bf16 accumulate: " << c.str());
+    CHECK(c.ok());
+  }
+  // One plan per (shape, output type) [+ alignment]: 6 shapes x 2 output types.
+  CHECK(gemm.cached_plans() >= 12);
+  const auto before = gemm.cached_plans();
+  {
+    DeviceBuffer dx(7 * 64 * 2), dw(96 * 64 * 2), dy(7 * 96 * 2);
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), dy.as<Bf16>(), 7, 96, 64, stream);
+    stream.synchronize();
+  }
+  CHECK(gemm.cached_plans() == before);  // the shape was planned already
+}
+
+TEST_CASE("Gemm is capturable in a CUDA graph", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(fresh_seed());
+  const std::int64_t m = 5, n = 384, k = 256;
+  const auto x = random_bf16_values(rng, m * k), w = random_bf16_values(rng, n * k);
+  DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), dy(m * n * sizeof(float));
+  Gemm gemm;
+  Stream stream;
+  gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), dy.as<float>(), m, n, k, stream);  // plans outside the capture
+  stream.synchronize();
+  dy.fill_bytes(0);
+  CudaGraph graph;
+  graph.begin_capture(stream);
+  gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), dy.as<float>(), m, n, k, stream);
+  graph.end_capture(stream);
+  graph.launch(stream);
+  stream.synchronize();
+  std::vector<float> ref(m * n);
+  cpu::linear(x.data(), w.data(), ref.data(), m, n, k);
+  const auto c = compare(download<float>(dy, m * n), ref, 1e-3, 1e-5);
+  INFO(c.str());
+  CHECK(c.ok());
+}
