@@ -20,6 +20,8 @@ bin=$out/fuzz_safetensors_header
 fw=$src/framework/src
 sources=("$src/tests/fuzz/fuzz_safetensors_header.cpp" "$fw/safetensors.cpp" "$fw/mapped_file.cpp" "$fw/dtype.cpp"
          "$fw/tensor.cpp")
+# The exception classes' key functions, when they are defined out of line.
+[[ -f $fw/error.cpp ]] && sources+=("$fw/error.cpp")
 
 # Rebuild only when a source or header changed since the last build.
 stale=0
