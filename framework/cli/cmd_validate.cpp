@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 
 #include <memory>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -33,24 +32,21 @@ void add_validate_command(CLI::App& app, Action& run) {
       const auto& validation = *opened.spec.validation;
       const auto gates = parse_gates(validation.gates, opened.spec.file.string());
       // Trace exactly what the golden holds (or the YAML's points), so nothing is left unchecked.
+      const auto golden = SafetensorsFile::open(validation.golden);
       std::vector<std::string> points;
       if (validation.points) {
         points = *validation.points;
       } else {
-        const auto golden = SafetensorsFile::open(validation.golden);
         for (const auto& entry : golden->entries()) points.push_back(entry.name);
       }
       load_model(opened, !options->quiet && !options->json);
       auto recorder = trace_request(opened, validation.request, PointSelection(points));
-      std::filesystem::path out = options->out;
-      std::filesystem::path temp;
-      if (out.empty()) {
-        temp = std::filesystem::temp_directory_path() / fmt::format("zoo-validate-{}.safetensors", ::getpid());
-        out = temp;
-      }
-      recorder.write(out, trace_metadata(opened));
-      const auto report = compare_traces(validation.golden, out, gates);
-      if (!temp.empty()) std::filesystem::remove(temp);
+      if (!options->out.empty()) recorder.write(options->out, trace_metadata(opened));
+      NamedTensors golden_tensors, actual_tensors;
+      for (const auto& entry : golden->entries()) golden_tensors.emplace_back(entry.name, golden->view(entry));
+      for (const auto& [name, tensor] : recorder.tensors()) actual_tensors.emplace_back(name, tensor.view());
+      const auto report = compare_trace_tensors(golden_tensors, actual_tensors, gates,
+                                                validation.points ? *validation.points : std::vector<std::string>{});
       if (options->json)
         fmt::print("{}\n", report.to_json().dump(2));
       else

@@ -1,0 +1,8 @@
+#include "zoo/error.hpp"
+
+namespace zoo {
+
+InputError::~InputError() = default;
+ValidationError::~ValidationError() = default;
+
+}  // namespace zoo
