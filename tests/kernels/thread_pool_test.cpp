@@ -62,19 +62,50 @@ TEST_CASE("ThreadPool uses several threads and runs nested loops serially", "[ke
   CHECK(ids.size() > 1);
 }
 
+namespace {
+// Distinct threads that ran chunks of a loop whose chunks take a while (so workers join in).
+std::size_t threads_used(ThreadPool& pool) {
+  std::mutex mutex;
+  std::set<std::thread::id> ids;
+  pool.parallel_for(32, 1, [&](std::int64_t, std::int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::lock_guard lock(mutex);
+    ids.insert(std::this_thread::get_id());
+  });
+  return ids.size();
+}
+}  // namespace
+
 TEST_CASE("ThreadPool propagates exceptions and stays usable", "[kernels][thread_pool]") {
   ThreadPool pool(3);
-  for (int round = 0; round < 20; ++round) {
-    std::atomic<std::int64_t> done{0};
-    // Throw from a chunk in the middle, which may run on a worker or on the caller.
-    CHECK_THROWS_AS(pool.parallel_for(1000, 10,
-                                      [&](std::int64_t begin, std::int64_t end) {
-                                        if (begin <= 500 && 500 < end) throw std::runtime_error("boom");
-                                        done += end - begin;
-                                      }),
-                    std::runtime_error);
-    CHECK(done.load() < 1000);
-    check_cover(pool, 1000, 10);
+  const auto caller = std::this_thread::get_id();
+  SECTION("thrown on the calling thread") {
+    for (int round = 0; round < 5; ++round) {
+      CHECK_THROWS_AS(pool.parallel_for(32, 1,
+                                        [&](std::int64_t, std::int64_t) {
+                                          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                          if (std::this_thread::get_id() == caller) throw std::runtime_error("boom");
+                                        }),
+                      std::runtime_error);
+      // Still parallel afterwards: the caller is not left marked as "inside the pool".
+      CHECK(threads_used(pool) > 1);
+      check_cover(pool, 1000, 10);
+    }
+  }
+  SECTION("thrown on a worker") {
+    for (int round = 0; round < 5; ++round) {
+      std::atomic<bool> thrown{false};
+      CHECK_THROWS_AS(pool.parallel_for(32, 1,
+                                        [&](std::int64_t, std::int64_t) {
+                                          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                          if (std::this_thread::get_id() != caller && !thrown.exchange(true)) {
+                                            throw std::invalid_argument("boom");
+                                          }
+                                        }),
+                      std::invalid_argument);
+      CHECK(threads_used(pool) > 1);
+      check_cover(pool, 1000, 10);
+    }
   }
 }
 
@@ -84,9 +115,11 @@ TEST_CASE("ThreadPool serves several outside threads at once", "[kernels][thread
   std::vector<std::thread> callers;
   for (int c = 0; c < 4; ++c) {
     callers.emplace_back([&] {
-      for (int round = 0; round < 200; ++round) {
-        std::vector<std::atomic<int>> hits(257);
-        pool.parallel_for(257, 4, [&](std::int64_t begin, std::int64_t end) {
+      for (int round = 0; round < 20; ++round) {
+        std::vector<std::atomic<int>> hits(64);
+        // Slow chunks make the four loops overlap for sure.
+        pool.parallel_for(64, 1, [&](std::int64_t begin, std::int64_t end) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
           for (std::int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
         });
         for (auto& h : hits) failures += h.load() != 1;
