@@ -60,7 +60,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "zoo: error: {}\n", e.what());
+    // CLI11 reports a misspelt command as "A subcommand is required"; name the word instead.
+    const auto extra = app.remaining();
+    const bool misspelt = app.get_subcommands().empty() && !extra.empty() && !extra.front().starts_with('-');
+    fmt::print(stderr, "zoo: error: {}\n", misspelt ? fmt::format("unknown command '{}'", extra.front()) : e.what());
     fmt::print(stderr, "Run with --help for usage.\n");
     return 2;
   }
