@@ -1,4 +1,4 @@
-// RMSNorm as transformers' Qwen3RMSNorm computes it in float32:
+// RMSNorm as transformers' RMSNorm modules compute it in float32:
 //   variance = mean(x^2);  h = x * rsqrt(variance + eps);  y = weight * h
 #include <algorithm>
 #include <cmath>

@@ -30,7 +30,7 @@ class TraceRecorder : public DiagnosticHook {
 };
 
 // The default selection of `zoo trace`: "input_ids,embed,layer.*.output,final_norm,logits". The
-// framework names no model: a model with outputs of its own (Higgs: audio_logits, audio_argmax)
+// framework names no model: a model with outputs of its own (Model::extra_trace_points)
 // documents them, and the caller appends them with the overload below (globs, comma-joined).
 std::string default_trace_points();
 std::string default_trace_points(const std::vector<std::string>& extra_points);

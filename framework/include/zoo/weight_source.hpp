@@ -31,7 +31,7 @@ class WeightSource {
   virtual std::optional<TensorInfo> info(std::string_view name) const = 0;
   // Throws InputError "NAME (stored as S) not found in DESCRIPTION" when absent.
   virtual TensorView view(std::string_view name) const = 0;
-  // What this source is, for messages: "checkpoint tests/fixtures/qwen3-tiny".
+  // What this source is, for messages: "checkpoint models/my-model".
   virtual std::string describe() const = 0;
   // The stored name a requested name resolves to (itself for plain sources).
   virtual std::string stored_name(std::string_view name) const { return std::string(name); }

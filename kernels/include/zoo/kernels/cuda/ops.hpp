@@ -17,13 +17,13 @@ namespace zoo::kernels::cuda {
 void embedding_gather(const Bf16* table, std::int64_t vocab, std::int64_t hidden, const std::int32_t* ids,
                       std::int64_t tokens, Bf16* out, cudaStream_t stream);
 // Overrides: out[positions[i], :] = bf16(rows[i, :]) for i < count (rows float32 [count, hidden]),
-// e.g. audio-slot embeddings summed on the host.
+// e.g. embeddings of non-text inputs computed on the host.
 void scatter_rows_f32(const std::int32_t* positions, const float* rows, std::int64_t count, std::int64_t hidden,
                       Bf16* out, cudaStream_t stream);
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
 // y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))): normalized in float32, cast to bf16, then
-// multiplied by the bf16 weight, like transformers' Qwen3RMSNorm. In-place (y == x) is allowed.
+// multiplied by the bf16 weight, like transformers' RMSNorm modules. In-place (y == x) is allowed.
 void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
               cudaStream_t stream);
 // Residual add fused with the next norm: h = bf16(h + x); y = rms_norm(h). The residual stream
