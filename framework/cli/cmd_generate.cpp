@@ -41,6 +41,7 @@ void add_generate_command(CLI::App& app, Action& run) {
       auto opened = open_from_options(options->model, registry);
       load_model(opened, !options->quiet);
       const Prompt prompt = opened.model->prepare(load_request(options->request));
+      check_prompt_ids(prompt, *opened.model, options->request);
       auto session = opened.model->new_session();
       GenerationOptions gen;
       gen.max_new_tokens = options->max_new_tokens;

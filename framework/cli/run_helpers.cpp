@@ -1,5 +1,8 @@
 #include "run_helpers.hpp"
 
+#include <fmt/format.h>
+
+#include "zoo/error.hpp"
 #include "zoo/request.hpp"
 
 namespace zoo::cli {
@@ -8,6 +11,7 @@ TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& re
                             const PointSelection& selection) {
   const Request request = load_request(request_file);
   const Prompt prompt = opened.model->prepare(request);
+  check_prompt_ids(prompt, *opened.model, request_file);
   TraceRecorder recorder(selection);
   if (recorder.wants("input_ids")) {
     // The request's ids, as the golden holds them (a model may rewrite placeholder ids in its prompt).
@@ -17,6 +21,14 @@ TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& re
   auto session = opened.model->new_session();
   session->forward(prompt.step(), &recorder);
   return recorder;
+}
+
+void check_prompt_ids(const Prompt& prompt, const Model& model, const std::filesystem::path& request_file) {
+  const auto vocab = model.info().vocab_size;
+  for (std::size_t i = 0; i < prompt.ids.size(); ++i)
+    if (prompt.ids[i] < 0 || prompt.ids[i] >= vocab)
+      throw InputError(fmt::format("{}: input_ids[{}] = {} is outside the vocabulary [0, {})", request_file.string(), i,
+                                   prompt.ids[i], vocab));
 }
 
 std::map<std::string, std::string> trace_metadata(const OpenedModel& opened) {

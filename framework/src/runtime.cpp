@@ -37,7 +37,12 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
   args.max_context = spec.max_context;
   const std::string label = (spec.checkpoint / "config.json").string();
   const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(opened.config, label).name;
-  opened.model = registry.create_model(plugin, args);
+  try {
+    opened.model = registry.create_model(plugin, args);
+  } catch (const InputError& e) {
+    // A plugin rejecting the config: say which file it came from.
+    throw InputError(fmt::format("{}: {}", label, e.what()));
+  }
   opened.plan = make_load_plan(opened.model->requirements(), opened.model->weight_source());
   opened.spec = std::move(spec);
   return opened;
