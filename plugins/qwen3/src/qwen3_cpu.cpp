@@ -126,23 +126,20 @@ class CpuSession : public Session {
     taps.put("final_norm", x.data(), {T, H});
 
     // Only the rows someone asked for go through the (vocab-sized) head.
-    const bool all_logits = step.outputs.all_positions || taps.wants("logits");
     ForwardResult result;
     const std::int64_t rows = step.outputs.all_positions ? T : 1;
     const float* last = x.data() + (T - rows) * H;
     if (step.outputs.hidden) result.hidden = HostTensor::from_f32({rows, H}, {last, static_cast<std::size_t>(rows * H)});
-    if (step.outputs.logits || all_logits) {
-      const std::int64_t head_rows = all_logits ? T : 1;
-      HostTensor logits(DType::F32, {head_rows, V});
-      ops::linear(x.data() + (T - head_rows) * H, w_.head().as<float>(), logits.as<float>(), head_rows, V, H);
-      if (taps.wants("logits")) taps.put("logits", logits.as<float>(), {T, V});
-      if (step.outputs.logits) {
-        if (head_rows == rows) {
-          result.logits = std::move(logits);
-        } else {
-          result.logits = HostTensor::from_f32({1, V}, {logits.as<float>() + (head_rows - 1) * V, static_cast<std::size_t>(V)});
-        }
-      }
+    // The returned rows get their own product even when a tap computed all of them: the blocked
+    // matmul sums in a different order for different row counts, and a hook must not change results.
+    if (taps.wants("logits")) {
+      HostTensor all(DType::F32, {T, V});
+      ops::linear(x.data(), w_.head().as<float>(), all.as<float>(), T, V, H);
+      taps.put("logits", all.as<float>(), {T, V});
+    }
+    if (step.outputs.logits) {
+      result.logits = HostTensor(DType::F32, {rows, V});
+      ops::linear(last, w_.head().as<float>(), result.logits.as<float>(), rows, V, H);
     }
     return result;
   }

@@ -454,8 +454,8 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   ZOO_CUDA_CHECK(cudaMemcpyAsync(positions_dev_.data(), ids32 + T, T * 4, cudaMemcpyHostToDevice, s));
   if (!small) b_.stream_->synchronize();  // `big` is pageable and dies with this scope
 
-  const bool want_all_logits = step.outputs.all_positions || (hook && hook->wants("logits"));
-  const bool graphable = !hook && T == 1 && step.override_positions.empty() && !want_all_logits && !step.outputs.hidden;
+  const bool graphable = !hook && T == 1 && step.override_positions.empty() && step.outputs.logits &&
+                         !step.outputs.hidden;
   if (graphable) {
     // Decode graphs are bucketed by kv length: the attention grid is sized for the bucket and the
     // true length is read on the device.
@@ -492,29 +492,28 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     if (hook && hook->wants("embed")) tap(hook, "embed", a_.h.as<Bf16>(), T, H, H);
     run_layers(T, hook);
     if (hook) tap(hook, "final_norm", a_.x.as<Bf16>(), T, H, H);
-    const std::int64_t head_rows = want_all_logits ? T : 1;
-    if (step.outputs.logits || want_all_logits) compute_logits(head_rows, a_.x.as<Bf16>() + (T - head_rows) * H);
+    if (hook && hook->wants("logits")) {
+      compute_logits(T, a_.x.as<Bf16>());
+      HostTensor all(DType::F32, {T, V});
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(all.data(), logits_dev_.data(), all.nbytes(), cudaMemcpyDeviceToHost, s));
+      b_.stream_->synchronize();
+      hook->record("logits", all.view());
+    }
+    // The returned rows get their own GEMM, so a hook never changes results.
+    const std::int64_t rows = step.outputs.all_positions ? T : 1;
+    if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
   }
   pos_ += T;
 
   ForwardResult result;
   const std::int64_t rows = step.outputs.all_positions ? T : 1;
   if (step.outputs.hidden) result.hidden = download_rows_f32(a_.x.as<Bf16>() + (T - rows) * H, rows, H);
-  if (step.outputs.logits || (hook && hook->wants("logits"))) {
-    const std::int64_t head_rows = want_all_logits ? T : 1;
-    HostTensor logits(DType::F32, {head_rows, V});
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(logits.data(), logits_dev_.data(), logits.nbytes(), cudaMemcpyDeviceToHost, s));
-    b_.stream_->synchronize();
-    if (hook && hook->wants("logits")) hook->record("logits", logits.view());
-    if (step.outputs.logits) {
-      if (head_rows == rows)
-        result.logits = std::move(logits);
-      else
-        result.logits = HostTensor::from_f32({1, V}, {logits.as<float>() + (head_rows - 1) * V, static_cast<std::size_t>(V)});
-    }
-  } else {
-    b_.stream_->synchronize();
+  if (step.outputs.logits) {
+    result.logits = HostTensor(DType::F32, {rows, V});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
+                                   cudaMemcpyDeviceToHost, s));
   }
+  b_.stream_->synchronize();
   return result;
 }
 
