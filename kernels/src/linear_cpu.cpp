@@ -1,13 +1,15 @@
 // y[m, n] = x[m, k] @ w[n, k]^T in float32.
 //
-// Two paths:
+// Three paths:
 //  - m <= 4 (decode): a GEMV that streams each row of w exactly once and dots it with every row
 //    of x; it is bound by memory bandwidth, so packing w would only cost an extra pass.
-//  - m > 4: a BLIS-style GEMM. Panels of w (kKC x kNR, n contiguous) and x (kKC x kMR, m
+//  - 4 < m <= 12: the same dot-product kernel over groups of 4 x rows, reusing each small block
+//    of w from L1 for all groups.
+//  - m > 12: a BLIS-style GEMM. Panels of w (kKC x kNR, n contiguous) and x (kKC x kMR, m
 //    contiguous) are packed into aligned thread-local buffers and a 6x16 register-blocked FMA
 //    micro-kernel runs over them: per k step it loads 2 vectors of w, broadcasts 6 values of x
 //    and issues 12 FMAs into 12 accumulators that stay in registers for the whole panel.
-// Work is split into (m block, n block) tasks on ThreadPool::global().
+// All paths split n (and the GEMM also m) over ThreadPool::global().
 #include <algorithm>
 #include <cstdint>
 
