@@ -76,7 +76,7 @@ TEST_CASE("higgs delay pattern edge cases", "[higgs]") {
 // The fixtures' requests were laid out by the Python generator: undoing the delay (reference code
 // [t][c] = row[t+c][c]) and redoing it with our implementation must give the same rows back.
 TEST_CASE("higgs delay pattern reproduces the fixture requests", "[higgs]") {
-  for (const char* name : {"higgs-tiny", "higgs-tiny-k3"}) {
+  for (const char* name : {"higgs-tiny", "higgs-tiny-k3", "higgs-tiny-hd128"}) {
     INFO("fixture " << name);
     const auto dir = zoo::ptest::fixture_dir(name);
     const auto config = zoo::load_hf_config(dir);

@@ -79,6 +79,7 @@ std::string request_error(const OpenedModel& opened, const TempDir& tmp, const s
 
 TEST_CASE("higgs one-step gate: higgs-tiny", "[higgs]") { check_one_step_gate("higgs-tiny"); }
 TEST_CASE("higgs one-step gate: higgs-tiny-k3", "[higgs]") { check_one_step_gate("higgs-tiny-k3"); }
+TEST_CASE("higgs one-step gate: higgs-tiny-hd128", "[higgs]") { check_one_step_gate("higgs-tiny-hd128"); }
 
 TEST_CASE("higgs through configs/higgs-tiny.yaml picks the plugin and aliases the body", "[higgs]") {
   auto opened = open_model(load_model_spec(fs::path(ZOO_SOURCE_DIR) / "configs" / "higgs-tiny.yaml"), registry());

@@ -13,7 +13,7 @@
 namespace zoo::ptest {
 namespace {
 
-const char* const kQwen3Fixtures[] = {"qwen3-tiny", "qwen3-tiny-f32-untied", "qwen3-tiny-sharded"};
+const char* const kQwen3Fixtures[] = {"qwen3-tiny", "qwen3-tiny-f32-untied", "qwen3-tiny-sharded", "qwen3-tiny-hd64"};
 
 struct Fixture {
   fs::path dir;
@@ -176,6 +176,7 @@ void check_hook_changes_nothing(const std::string& name) {
 TEST_CASE("qwen3 golden trace: qwen3-tiny", "[qwen3]") { check_golden_trace(kQwen3Fixtures[0]); }
 TEST_CASE("qwen3 golden trace: qwen3-tiny-f32-untied", "[qwen3]") { check_golden_trace(kQwen3Fixtures[1]); }
 TEST_CASE("qwen3 golden trace: qwen3-tiny-sharded", "[qwen3]") { check_golden_trace(kQwen3Fixtures[2]); }
+TEST_CASE("qwen3 golden trace: qwen3-tiny-hd64", "[qwen3]") { check_golden_trace(kQwen3Fixtures[3]); }
 
 TEST_CASE("qwen3 greedy generation matches transformers: qwen3-tiny", "[qwen3]") { check_generation(kQwen3Fixtures[0]); }
 TEST_CASE("qwen3 greedy generation matches transformers: qwen3-tiny-f32-untied", "[qwen3]") {
@@ -186,6 +187,9 @@ TEST_CASE("qwen3 greedy generation matches transformers: qwen3-tiny-sharded", "[
 }
 
 TEST_CASE("qwen3 KV-cache decode equals a full prefill: qwen3-tiny", "[qwen3]") { check_kv_cache(kQwen3Fixtures[0]); }
+TEST_CASE("qwen3 greedy generation matches transformers: qwen3-tiny-hd64", "[qwen3]") {
+  check_generation(kQwen3Fixtures[3]);
+}
 TEST_CASE("qwen3 KV-cache decode equals a full prefill: qwen3-tiny-f32-untied", "[qwen3]") {
   check_kv_cache(kQwen3Fixtures[1]);
 }
