@@ -88,7 +88,11 @@ void DeviceBuffer::check_range(std::size_t bytes, std::size_t offset) const {
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offset) {
   check_range(bytes, offset);
-  if (bytes) ZOO_CUDA_CHECK(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice));
+  if (!bytes) return;
+  ZOO_CUDA_CHECK(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice));
+  // From pageable memory cudaMemcpy may return before the DMA lands, and work on a non-blocking
+  // stream does not wait for the legacy stream: make "synchronous" mean it.
+  ZOO_CUDA_CHECK(cudaStreamSynchronize(nullptr));
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
@@ -112,7 +116,9 @@ void DeviceBuffer::download_async(void* host, std::size_t bytes, cudaStream_t st
 }
 
 void DeviceBuffer::fill_bytes(int value) {
-  if (bytes_) ZOO_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
+  if (!bytes_) return;
+  ZOO_CUDA_CHECK(cudaMemset(ptr_, value, bytes_));
+  ZOO_CUDA_CHECK(cudaStreamSynchronize(nullptr));  // cudaMemset is asynchronous for device memory
 }
 
 // ---------------------------------------------------------------------------------------------
