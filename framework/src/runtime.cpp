@@ -61,10 +61,14 @@ class ProgressLine {
     if (!finished && now - last_ < (tty_ ? std::chrono::milliseconds(100) : std::chrono::seconds(5))) return;
     last_ = now;
     const double seconds = std::chrono::duration<double>(now - start_).count();
-    const double gb = static_cast<double>(done) / 1e9;
     const double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0;
-    fmt::print(stderr, "{}{}: {:5.1f}%  {:.2f} / {:.2f} GB  {:.2f} GB/s{}", tty_ ? "\r" : "", label_, pct, gb,
-               static_cast<double>(total) / 1e9, seconds > 0 ? gb / seconds : 0.0, tty_ && !finished ? "" : "\n");
+    // MB for small models, GB for real ones.
+    const bool small = total < 1'000'000'000;
+    const double unit = small ? 1e6 : 1e9;
+    const double amount = static_cast<double>(done) / unit;
+    fmt::print(stderr, "{}{}: {:5.1f}%  {:.2f} / {:.2f} {}  {:.2f} {}/s{}", tty_ ? "\r" : "", label_, pct, amount,
+               static_cast<double>(total) / unit, small ? "MB" : "GB", seconds > 0 ? amount / seconds : 0.0,
+               small ? "MB" : "GB", tty_ && !finished ? "" : "\n");
     std::fflush(stderr);
   }
 
@@ -72,7 +76,7 @@ class ProgressLine {
   std::string label_;
   bool tty_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
+  std::chrono::steady_clock::time_point last_ = start_;  // first line after the interval
 };
 
 }  // namespace
