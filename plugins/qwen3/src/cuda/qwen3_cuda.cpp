@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -92,6 +93,53 @@ class StagedUploader {
   int next_ = 0;
 };
 
+// ZOO_CUDA_PROFILE=1: every step runs eagerly (no graphs) with an event after each op, and the
+// session prints the device time per op kind when it ends: where a step's time goes, measured.
+class OpProfile {
+ public:
+  OpProfile() : enabled_(std::getenv("ZOO_CUDA_PROFILE") != nullptr) {}
+  bool enabled() const { return enabled_; }
+  void begin(cudaStream_t stream) {
+    if (!enabled_) return;
+    marks_.clear();
+    stream_ = stream;
+    mark("");
+  }
+  void mark(const char* op) {
+    if (!enabled_) return;
+    auto event = std::make_unique<cu::Event>(true);
+    event->record(stream_);
+    marks_.emplace_back(op, std::move(event));
+  }
+  void end(std::int64_t tokens) {
+    if (!enabled_ || marks_.size() < 2) return;
+    marks_.back().second->synchronize();
+    for (std::size_t i = 1; i < marks_.size(); ++i)
+      totals_[{tokens, marks_[i].first}] += cu::Event::elapsed_ms(*marks_[i - 1].second, *marks_[i].second);
+    steps_[tokens]++;
+  }
+  ~OpProfile() {
+    if (!enabled_) return;
+    for (const auto& [tokens, steps] : steps_) {
+      double sum = 0;
+      for (const auto& [key, ms] : totals_)
+        if (key.first == tokens) sum += ms;
+      fmt::print(stderr, "ZOO_CUDA_PROFILE: steps of {} token(s): {} steps, {:.3f} ms of device time per step\n", tokens,
+                 steps, sum / steps);
+      for (const auto& [key, ms] : totals_)
+        if (key.first == tokens)
+          fmt::print(stderr, "  {:<16} {:9.1f} us/step  {:5.1f}%\n", key.second, 1e3 * ms / steps, 100 * ms / sum);
+    }
+  }
+
+ private:
+  bool enabled_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<std::pair<std::string, std::unique_ptr<cu::Event>>> marks_;
+  std::map<std::pair<std::int64_t, std::string>, double> totals_;
+  std::map<std::int64_t, int> steps_;
+};
+
 class CudaBackend;
 
 class CudaSession : public Session {
@@ -127,6 +175,7 @@ class CudaSession : public Session {
   std::int64_t logits_rows_ = 0;
   std::map<std::int64_t, cu::CudaGraph> decode_graphs_;  // by kv-length bucket
   std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
+  OpProfile profile_;
 };
 
 class CudaBackend : public Qwen3Backend {
@@ -315,12 +364,14 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
   auto name = [](std::int64_t l, const char* stage) { return fmt::format("layer.{}.{}", l, stage); };
 
   cu::rms_norm(h, b_.w_.layers[0].input_norm, x, T, H, eps, s);
+  profile_.mark("norm");
   for (std::int64_t l = 0; l < c_.num_layers; ++l) {
     const auto& L = b_.w_.layers[l];
     Bf16* k_cache = k_cache_.as<Bf16>() + l * layer_cache;
     Bf16* v_cache = v_cache_.as<Bf16>() + l * layer_cache;
     if (hook) tap(hook, name(l, "input_norm"), x, T, H, H);
     g.linear(x, L.qkv, qkv, T, qkv_cols, H, s);
+    profile_.mark("gemm qkv");
     if (hook) {
       tap(hook, name(l, "q_proj"), qkv, T, qd, qkv_cols);
       tap(hook, name(l, "k_proj"), qkv + qd, T, kvd, qkv_cols);
@@ -348,6 +399,7 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
     rope.eps = eps;
     rope.theta = static_cast<float>(c_.rope_theta);
     cu::qk_norm_rope_cache(rope, s);
+    profile_.mark("qk norm+rope");
     if (hook) {
       tap(hook, name(l, "q_norm"), a_.q_normed.as<Bf16>(), T, qd, qd);
       tap(hook, name(l, "k_norm"), a_.k_normed.as<Bf16>(), T, kvd, kvd);
@@ -369,6 +421,7 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       d.workspace = decode_workspace_.data();
       d.workspace_bytes = decode_workspace_.size();
       cu::attention_decode(d, s);
+      profile_.mark("attention");
     } else {
       cu::PrefillAttentionArgs p;
       p.q = a_.q.as<Bf16>();
@@ -381,27 +434,34 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       p.kv_heads = rope.kv_heads;
       p.head_dim = rope.head_dim;
       cu::attention_prefill(p, s);
+      profile_.mark("attention");
     }
     if (hook) tap(hook, name(l, "attn"), attn, T, qd, qd);
     g.linear(attn, L.o, tmp, T, H, qd, s);
+    profile_.mark("gemm o");
     if (hook) tap(hook, name(l, "o_proj"), tmp, T, H, H);
     cu::add_rms_norm(h, tmp, L.post_norm, x, T, H, eps, s);
+    profile_.mark("add+norm");
     if (hook) {
       tap(hook, name(l, "attn_residual"), h, T, H, H);
       tap(hook, name(l, "post_attn_norm"), x, T, H, H);
     }
     g.linear(x, L.gate_up, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
+    profile_.mark("gemm gate_up");
     if (hook) {
       tap(hook, name(l, "gate_proj"), a_.gate_up.as<Bf16>(), T, I, 2 * I);
       tap(hook, name(l, "up_proj"), a_.gate_up.as<Bf16>() + I, T, I, 2 * I);
     }
     cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, s);
+    profile_.mark("silu*mul");
     if (hook) tap(hook, name(l, "act"), a_.act.as<Bf16>(), T, I, I);
     g.linear(a_.act.as<Bf16>(), L.down, tmp, T, H, I, s);
+    profile_.mark("gemm down");
     if (hook) tap(hook, name(l, "down_proj"), tmp, T, H, H);
     // The residual add fused with the next norm: the next layer's input norm, or the final norm.
     const Bf16* next_norm = l + 1 < c_.num_layers ? b_.w_.layers[l + 1].input_norm : b_.w_.final_norm;
     cu::add_rms_norm(h, tmp, next_norm, x, T, H, eps, s);
+    profile_.mark("add+norm");
     if (hook) tap(hook, name(l, "output"), h, T, H, H);
   }
 }
@@ -417,12 +477,14 @@ void CudaSession::ensure_logits(std::int64_t rows) {
 void CudaSession::compute_logits(std::int64_t rows, const Bf16* x_rows) {
   ensure_logits(rows);
   b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm head");
 }
 
 // Everything a plain decode step launches; also what its graph captures.
 void CudaSession::run_decode_body(std::int64_t T) {
   cu::embedding_gather(b_.w_.embed, c_.vocab_size, c_.hidden_size, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(),
                        *b_.stream_);
+  profile_.mark("embedding");
   run_layers(T, nullptr);
   compute_logits(1, a_.x.as<Bf16>() + (T - 1) * c_.hidden_size);
 }
@@ -454,7 +516,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   ZOO_CUDA_CHECK(cudaMemcpyAsync(positions_dev_.data(), ids32 + T, T * 4, cudaMemcpyHostToDevice, s));
   if (!small) b_.stream_->synchronize();  // `big` is pageable and dies with this scope
 
-  const bool graphable = !hook && T == 1 && step.override_positions.empty() && step.outputs.logits &&
+  const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() && step.outputs.logits &&
                          !step.outputs.hidden;
   if (graphable) {
     // Decode graphs are bucketed by kv length: the attention grid is sized for the bucket and the
@@ -479,7 +541,9 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     }
     graph_kv_len_ = 0;
   } else {
+    profile_.begin(s);
     cu::embedding_gather(b_.w_.embed, V, H, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(), s);
+    profile_.mark("embedding");
     if (!step.override_positions.empty()) {
       const auto n = static_cast<std::int64_t>(step.override_positions.size());
       std::vector<std::int32_t> positions(step.override_positions.begin(), step.override_positions.end());
@@ -502,6 +566,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     // The returned rows get their own GEMM, so a hook never changes results.
     const std::int64_t rows = step.outputs.all_positions ? T : 1;
     if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
+    profile_.end(T);
   }
   pos_ += T;
 
