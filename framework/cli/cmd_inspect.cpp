@@ -5,20 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "zoo/format.hpp"
 #include "zoo/weight_source.hpp"
 
 namespace zoo::cli {
 namespace {
-
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000.0 && u < 4) {
-    bytes /= 1000.0;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, units[u]);
-}
 
 int inspect(const std::string& path, bool json, bool summary_only) {
   auto source = open_checkpoint(path);
@@ -57,9 +48,9 @@ int inspect(const std::string& path, bool json, bool summary_only) {
     return 0;
   }
   fmt::print("{}\n", source->describe());
-  fmt::print("  {} tensors, {} in {} file(s)\n", names.size(), human_bytes(static_cast<double>(total)), files.size());
+  fmt::print("  {} tensors, {} in {} file(s)\n", names.size(), format_bytes(total), files.size());
   for (const auto& [file, stats] : files)
-    fmt::print("  file {}: {} tensors, {}\n", file, stats.tensors, human_bytes(static_cast<double>(stats.bytes)));
+    fmt::print("  file {}: {} tensors, {}\n", file, stats.tensors, format_bytes(stats.bytes));
   std::string dtype_list;
   for (const auto& [dtype, count] : dtypes) dtype_list += fmt::format("{}{} x{}", dtype_list.empty() ? "" : ", ", dtype, count);
   fmt::print("  dtypes: {}\n", dtype_list);
@@ -72,7 +63,7 @@ int inspect(const std::string& path, bool json, bool summary_only) {
   for (std::size_t i = 0; i < infos.size(); ++i) {
     const auto& info = infos[i];
     fmt::print("  {:<{}}  {:<5}  {:<20}  {:>10}  {}\n", names[i], width, dtype_name(info.dtype), shape_str(info.shape),
-               human_bytes(static_cast<double>(info.nbytes)), std::filesystem::path(info.file).filename().string());
+               format_bytes(info.nbytes), std::filesystem::path(info.file).filename().string());
   }
   return 0;
 }

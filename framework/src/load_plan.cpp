@@ -1,5 +1,7 @@
 #include "zoo/load_plan.hpp"
 
+#include "zoo/format.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,14 +16,6 @@ namespace {
 bool is_problem(PlanEntry::Status status) {
   return status == PlanEntry::Status::Missing || status == PlanEntry::Status::ShapeMismatch ||
          status == PlanEntry::Status::DTypeMismatch;
-}
-
-std::string format_bytes(std::size_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1000) return fmt::format("{} B", bytes);
-  if (b < 1e6) return fmt::format("{:.1f} KB", b / 1e3);
-  if (b < 1e9) return fmt::format("{:.1f} MB", b / 1e6);
-  return fmt::format("{:.2f} GB", b / 1e9);
 }
 
 std::string dtype_list(const std::vector<DType>& dtypes, std::string_view separator) {
