@@ -70,17 +70,7 @@ int synth(const SynthOptions& options) {
   const auto dtype = dtype_from_config_name(options.dtype);
   if (!dtype || !is_floating(*dtype) || *dtype == DType::F64)
     throw InputError(fmt::format("--dtype: '{}' is not one of bf16, f16, f32", options.dtype));
-  nlohmann::json config;
-  {
-    std::ifstream in(options.config);
-    if (!in) throw InputError(fmt::format("{}: cannot read", options.config));
-    try {
-      config = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: not valid JSON: {}", options.config, e.what()));
-    }
-  }
-  if (!config.is_object()) throw InputError(fmt::format("{}: not a JSON object", options.config));
+  const nlohmann::json config = load_json_object(options.config);
 
   PluginRegistry registry;
   registry.discover({options.plugin_dirs.begin(), options.plugin_dirs.end()});

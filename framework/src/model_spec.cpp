@@ -215,10 +215,17 @@ ModelSpec load_model_spec(const fs::path& yaml_file) {
 nlohmann::json load_hf_config(const fs::path& checkpoint) {
   std::error_code ec;
   const fs::path file = fs::is_directory(checkpoint, ec) ? checkpoint / "config.json" : checkpoint.parent_path() / "config.json";
+  if (!fs::exists(file, ec))
+    throw InputError(fmt::format("{}: no such file (the checkpoint {} needs a HF config.json)", file.string(),
+                                 checkpoint.string()));
+  return load_json_object(file);
+}
+
+nlohmann::json load_json_object(const fs::path& file) {
+  std::error_code ec;
   std::ifstream in(file, std::ios::binary);
   if (!in)
-    throw InputError(fmt::format("{}: {} (the checkpoint {} needs a HF config.json)", file.string(),
-                                 fs::exists(file, ec) ? "cannot be read" : "no such file", checkpoint.string()));
+    throw InputError(fmt::format("{}: {}", file.string(), fs::exists(file, ec) ? "cannot be read" : "no such file"));
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(in);

@@ -42,4 +42,8 @@ ModelSpec load_model_spec(const std::filesystem::path& yaml_file);
 // a missing or malformed file.
 nlohmann::json load_hf_config(const std::filesystem::path& checkpoint);
 
+// Reads a file holding one JSON object (a config.json anywhere). InputError naming the file when it
+// is missing, unreadable, not JSON or not an object.
+nlohmann::json load_json_object(const std::filesystem::path& file);
+
 }  // namespace zoo
