@@ -158,7 +158,8 @@ class CudaSession : public Session {
   void run_layers(std::int64_t T, DiagnosticHook* hook);
   void tap(DiagnosticHook* hook, const std::string& name, const Bf16* src, std::int64_t rows, std::int64_t cols,
            std::int64_t stride);
-  HostTensor download_rows_f32(const Bf16* src, std::int64_t rows, std::int64_t cols);
+  // Copies a [rows, cols] bf16 slice (row stride `stride` elements) to a float32 host tensor.
+  HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
   void ensure_logits(std::int64_t rows);
   void compute_logits(std::int64_t rows, const Bf16* x_rows);
   void run_decode_body(std::int64_t T);
@@ -327,26 +328,20 @@ void CudaSession::ensure_activations(std::int64_t tokens) {
   b_.note_memory();
 }
 
-HostTensor CudaSession::download_rows_f32(const Bf16* src, std::int64_t rows, std::int64_t cols) {
+HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
   std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows * cols));
-  ZOO_CUDA_CHECK(cudaMemcpyAsync(bits.data(), src, bits.size() * 2, cudaMemcpyDeviceToHost, *b_.stream_));
+  ZOO_CUDA_CHECK(cudaMemcpy2DAsync(bits.data(), cols * 2, src, stride * 2, cols * 2, rows, cudaMemcpyDeviceToHost,
+                                   *b_.stream_));
   b_.stream_->synchronize();
   HostTensor out(DType::F32, {rows, cols});
   for (std::size_t i = 0; i < bits.size(); ++i) out.as<float>()[i] = bf16_to_f32(bits[i]);
   return out;
 }
 
-// Copies a [rows, cols] bf16 slice (row stride `stride`) to the host only when the hook wants it.
+// Copies a tap to the host only when the hook wants it.
 void CudaSession::tap(DiagnosticHook* hook, const std::string& name, const Bf16* src, std::int64_t rows,
                       std::int64_t cols, std::int64_t stride) {
-  if (!hook->wants(name)) return;
-  std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows * cols));
-  ZOO_CUDA_CHECK(cudaMemcpy2DAsync(bits.data(), cols * 2, src, stride * 2, cols * 2, rows, cudaMemcpyDeviceToHost,
-                                   *b_.stream_));
-  b_.stream_->synchronize();
-  std::vector<float> values(bits.size());
-  for (std::size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  hook->record(name, TensorView{values.data(), DType::F32, {rows, cols}, Device{}});
+  if (hook->wants(name)) hook->record(name, download_f32(src, rows, cols, stride).view());
 }
 
 void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
@@ -572,7 +567,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
 
   ForwardResult result;
   const std::int64_t rows = step.outputs.all_positions ? T : 1;
-  if (step.outputs.hidden) result.hidden = download_rows_f32(a_.x.as<Bf16>() + (T - rows) * H, rows, H);
+  if (step.outputs.hidden) result.hidden = download_f32(a_.x.as<Bf16>() + (T - rows) * H, rows, H, H);
   if (step.outputs.logits) {
     result.logits = HostTensor(DType::F32, {rows, V});
     ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
