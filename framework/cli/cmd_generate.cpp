@@ -40,8 +40,7 @@ void add_generate_command(CLI::App& app, Action& run) {
       PluginRegistry registry;
       auto opened = open_from_options(options->model, registry);
       load_model(opened, !options->quiet);
-      const Prompt prompt = opened.model->prepare(load_request(options->request));
-      check_prompt_ids(prompt, *opened.model, options->request);
+      const Prompt prompt = prepare_prompt(*opened.model, load_request(options->request));
       auto session = opened.model->new_session();
       GenerationOptions gen;
       gen.max_new_tokens = options->max_new_tokens;

@@ -10,8 +10,7 @@ namespace zoo::cli {
 TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& request_file,
                             const PointSelection& selection) {
   const Request request = load_request(request_file);
-  const Prompt prompt = opened.model->prepare(request);
-  check_prompt_ids(prompt, *opened.model, request_file);
+  const Prompt prompt = prepare_prompt(*opened.model, request);
   TraceRecorder recorder(selection);
   if (recorder.wants("input_ids")) {
     // The request's ids, as the golden holds them (a model may rewrite placeholder ids in its prompt).
@@ -23,12 +22,14 @@ TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& re
   return recorder;
 }
 
-void check_prompt_ids(const Prompt& prompt, const Model& model, const std::filesystem::path& request_file) {
+Prompt prepare_prompt(const Model& model, const Request& request) {
+  Prompt prompt = model.prepare(request);
   const auto vocab = model.info().vocab_size;
   for (std::size_t i = 0; i < prompt.ids.size(); ++i)
     if (prompt.ids[i] < 0 || prompt.ids[i] >= vocab)
-      throw InputError(fmt::format("{}: input_ids[{}] = {} is outside the vocabulary [0, {})", request_file.string(), i,
+      throw InputError(fmt::format("{}: input_ids[{}] = {} is outside the vocabulary [0, {})", request.file.string(), i,
                                    prompt.ids[i], vocab));
+  return prompt;
 }
 
 std::map<std::string, std::string> trace_metadata(const OpenedModel& opened) {

@@ -13,9 +13,9 @@ namespace zoo::cli {
 TraceRecorder trace_request(OpenedModel& opened, const std::filesystem::path& request_file,
                             const PointSelection& selection);
 
-// Checks a prompt's ids against the model's vocabulary, naming the request file (models check too,
-// but cannot know which file the ids came from).
-void check_prompt_ids(const Prompt& prompt, const Model& model, const std::filesystem::path& request_file);
+// The model's prompt for a request, its ids checked against the vocabulary with the request file
+// named (models check too, but cannot know which file the ids came from).
+Prompt prepare_prompt(const Model& model, const Request& request);
 
 // Metadata written into every trace: which model, plugin, device and dtype made it.
 std::map<std::string, std::string> trace_metadata(const OpenedModel& opened);
