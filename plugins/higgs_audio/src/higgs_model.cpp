@@ -141,6 +141,7 @@ class HiggsModel : public Model {
         rows.push_back(std::move(parsed));
       }
     }
+    if (table_.weights.empty()) throw std::logic_error("higgs_audio: prepare() before load()");
     Prompt prompt;
     prompt.ids = request.input_ids;
     std::size_t next = 0;
@@ -152,7 +153,6 @@ class HiggsModel : public Model {
       prompt.ids[t] = 0;  // any valid id: the override replaces its embedding
       prompt.override_positions.push_back(static_cast<std::int64_t>(t));
       prompt.override_rows.resize(prompt.override_rows.size() + static_cast<std::size_t>(table_.H));
-      if (table_.weights.empty()) throw std::logic_error("higgs_audio: prepare() before load()");
       table_.embed_slot(rows[next++], prompt.override_rows.data() + prompt.override_rows.size() - table_.H);
     }
     if (next != rows.size())
