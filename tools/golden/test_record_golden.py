@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Checks tools/golden/record_golden.py (CPU, a few seconds after the imports).
+
+    test_record_golden.py [SOURCE_DIR [BINARY_DIR]]
+
+1. On the committed Qwen3 fixtures it must reproduce tests/fixtures/*/golden.safetensors (made by
+   tools/fixtures with its own hooks): same tensors, same order, same shapes, values within
+   float32 noise (another torch may sum in another order).
+2. On tiny random LlamaForCausalLM checkpoints (llama3 RoPE scaling with all three frequency
+   bands in use; tied and untied head) it must emit every stage but q_norm/k_norm, with q_rope /
+   k_rope equal to an independent float64 llama3 RoPE of q_proj / k_proj, and logits equal to
+   final_norm times the head read straight from the checkpoint file.
+3. With BINARY_DIR/bin/zoo built: `zoo trace` of configs/qwen3-tiny.yaml compared with the
+   recorder's golden passes that config's gates (`zoo compare --gates`).
+4. Bad input exits 2 naming the file.
+
+Exit 77 (ctest's SKIP_RETURN_CODE) when torch or transformers cannot be imported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SKIP = 77
+SRC = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parents[2]
+BIN = Path(sys.argv[2]).resolve() if len(sys.argv) > 2 else SRC / "build"
+RECORDER = SRC / "tools" / "golden" / "record_golden.py"
+QWEN3_FIXTURES = ["qwen3-tiny", "qwen3-tiny-hd64", "qwen3-tiny-f32-untied", "qwen3-tiny-sharded"]
+
+try:
+    import numpy as np
+    import torch
+    import transformers  # noqa: F401
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+except Exception as e:  # noqa: BLE001 - any import failure means "cannot test here"
+    print(f"SKIPPED: torch/transformers not importable ({type(e).__name__}: {e})")
+    sys.exit(SKIP)
+
+sys.path.insert(0, str(RECORDER.parent))
+import record_golden as R  # noqa: E402
+
+failures: list[str] = []
+
+
+def check(cond: bool, what: str) -> None:
+    print(("ok    " if cond else "FAIL  ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run_recorder(model_dir: Path, request: Path, out: Path, *extra: str) -> None:
+    rc = R.main([str(model_dir), "--request", str(request), "--out", str(out), *extra])
+    if rc != 0:
+        raise RuntimeError(f"record_golden returned {rc}")
+
+
+def meta_of(path: Path) -> dict:
+    with safe_open(str(path), framework="pt") as f:
+        return f.metadata()
+
+
+def qwen3_fixtures(tmp: Path) -> None:
+    for name in QWEN3_FIXTURES:
+        fx = SRC / "tests" / "fixtures" / name
+        out = tmp / f"{name}.safetensors"
+        run_recorder(fx, fx / "request.json", out)
+        golden, mine = load_file(str(fx / "golden.safetensors")), load_file(str(out))
+        check(list(golden) == list(mine), f"{name}: same tensor names in the same order ({len(golden)})")
+        worst, worst_name = 0.0, ""
+        for k, g in golden.items():
+            a = mine.get(k)
+            if a is None or a.shape != g.shape or a.dtype != g.dtype:
+                check(False, f"{name}: {k} {None if a is None else (tuple(a.shape), a.dtype)} "
+                             f"vs golden {(tuple(g.shape), g.dtype)}")
+                continue
+            d = (a.double() - g.double()).abs().max().item()
+            # float32 noise of another summation order, relative to the tensor's scale
+            rel = d / max(1.0, g.double().abs().max().item())
+            if rel > worst:
+                worst, worst_name = rel, k
+        check(worst <= 2e-6, f"{name}: every tensor within float32 noise of the committed golden "
+                             f"(worst relative max_abs {worst:.2e} at {worst_name or '-'})")
+        meta = meta_of(out)
+        check(meta.get("rope_capture") == "patched apply_rotary_pos_emb" and meta.get("stages_absent") == "none",
+              f"{name}: RoPE captured from the model's own call, no stage absent ({meta.get('rope_capture')})")
+
+
+def llama3_inv_freq(theta: float, dim: int, factor: float, low: float, high: float, original: int) -> np.ndarray:
+    """Llama 3.1 frequency scaling, written from Meta's reference description in float64."""
+    inv = theta ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    wavelen = 2 * math.pi / inv
+    low_wavelen, high_wavelen = original / low, original / high
+    out = np.empty_like(inv)
+    for i, (f, w) in enumerate(zip(inv, wavelen)):
+        if w < high_wavelen:
+            out[i] = f
+        elif w > low_wavelen:
+            out[i] = f / factor
+        else:
+            smooth = (original / w - low) / (high - low)
+            out[i] = (1 - smooth) * f / factor + smooth * f
+    return out
+
+
+def rope64(x: np.ndarray, inv: np.ndarray) -> np.ndarray:
+    """x [T, heads, D] float64, rotate-half RoPE at positions 0..T-1."""
+    T = x.shape[0]
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    ang = np.concatenate([ang, ang], axis=-1)[:, None, :]
+    h = x.shape[-1] // 2
+    rot = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+    return x * np.cos(ang) + rot * np.sin(ang)
+
+
+def llama(tmp: Path, tied: bool) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    label = f"llama-tiny-{'tied' if tied else 'untied'}"
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    heads, kv, D, hidden = 4, 2, 16, 64
+    cfg = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=heads, num_key_value_heads=kv, head_dim=D, rms_norm_eps=1e-5,
+                      max_position_embeddings=512, tie_word_embeddings=tied, rope_parameters=rope,
+                      bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    torch.manual_seed(7 if tied else 8)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():  # random norm weights, so a skipped norm weight would show
+        for n, p in model.named_parameters():
+            if n.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+    d = tmp / label
+    model.save_pretrained(str(d))
+    ids = [int(i) for i in torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(3))]
+    (d / "request.json").write_text(json.dumps({"input_ids": ids}))
+    out = tmp / f"{label}.safetensors"
+    run_recorder(d, d / "request.json", out)
+    trace = load_file(str(out))
+    want = ["input_ids", "embed"] + [f"layer.{L}.{s}" for L in range(2) for s in R.STAGES
+                                     if s not in ("q_norm", "k_norm")] + ["final_norm", "logits"]
+    check(list(trace) == want, f"{label}: every DESIGN tap but q_norm/k_norm, in forward order")
+    meta = meta_of(out)
+    check(meta.get("stages_absent") == "q_norm,k_norm" and meta.get("rope_capture") == "patched apply_rotary_pos_emb",
+          f"{label}: metadata names the absent stages and the RoPE capture ({meta.get('stages_absent')})")
+
+    inv = llama3_inv_freq(rope["rope_theta"], D, rope["factor"], rope["low_freq_factor"],
+                          rope["high_freq_factor"], rope["original_max_position_embeddings"])
+    wavelen = 2 * math.pi * (rope["rope_theta"] ** (np.arange(0, D, 2) / D))
+    bands = {int(w < 16) - int(w > 64) for w in wavelen}  # 1 high, 0 smoothed, -1 low
+    check(bands == {-1, 0, 1}, f"{label}: the llama3 scaling uses all three frequency bands")
+    T = len(ids)
+    for L in range(2):
+        for x, n in (("q", heads), ("k", kv)):
+            src = trace[f"layer.{L}.{x}_proj"].double().numpy().reshape(T, n, D)
+            ref = rope64(src, inv).reshape(T, -1)
+            err = float(np.abs(trace[f"layer.{L}.{x}_rope"].double().numpy() - ref).max())
+            check(err < 1e-5, f"{label}: layer.{L}.{x}_rope == float64 llama3 RoPE of {x}_proj (max_abs {err:.1e})")
+    with safe_open(str(d / "model.safetensors"), framework="pt") as f:
+        head = f.get_tensor("model.embed_tokens.weight" if tied else "lm_head.weight")
+        check(tied == ("lm_head.weight" not in f.keys()), f"{label}: checkpoint {'has no' if tied else 'has its'} lm_head.weight")
+    ref = trace["final_norm"].double() @ head.double().T
+    err = float((trace["logits"].double() - ref).abs().max())
+    check(err < 1e-4, f"{label}: logits == final_norm x {'embed_tokens' if tied else 'lm_head'}^T (max_abs {err:.1e})")
+
+
+def zoo_compare(tmp: Path) -> None:
+    zoo = BIN / "bin" / "zoo"
+    if not zoo.exists():
+        print(f"note: {zoo} not built; skipping the zoo compare check")
+        return
+    config = SRC / "configs" / "qwen3-tiny.yaml"
+    request = SRC / "tests" / "fixtures" / "qwen3-tiny" / "request.json"
+    golden = tmp / "qwen3-tiny.safetensors"  # the recorder's, from qwen3_fixtures
+    trace = tmp / "zoo-qwen3-tiny.safetensors"
+    r = subprocess.run([str(zoo), "trace", str(config), "--request", str(request), "--out", str(trace),
+                        "--points", "*"], capture_output=True, text=True)
+    check(r.returncode == 0, f"zoo trace {config.name} --points '*' (rc {r.returncode}) {r.stderr.strip()[-300:]}")
+    r = subprocess.run([str(zoo), "compare", str(golden), str(trace), "--gates", str(config)],
+                       capture_output=True, text=True)
+    summary = [line for line in r.stdout.splitlines() if line.startswith(("gates:", "result:"))]
+    check(r.returncode == 0 and "result: PASS" in r.stdout,
+          f"zoo compare (recorder golden vs zoo trace) passes configs/qwen3-tiny.yaml's gates: {summary}")
+
+
+def bad_input(tmp: Path) -> None:
+    req = tmp / "bad.json"
+    req.write_text('{"input_ids": [1, 2], "audio_codes": [[1]]}')
+    r = subprocess.run([sys.executable, str(RECORDER), str(SRC / "tests" / "fixtures" / "qwen3-tiny"),
+                        "--request", str(req), "--out", str(tmp / "x.safetensors")], capture_output=True, text=True)
+    check(r.returncode == 2 and str(req) in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+          f"a request with audio_codes exits 2 naming the file ({r.returncode}: {r.stderr.strip()})")
+    r = subprocess.run([sys.executable, str(RECORDER), str(tmp), "--request",
+                        str(SRC / "tests" / "fixtures" / "qwen3-tiny" / "request.json"),
+                        "--out", str(tmp / "x.safetensors")], capture_output=True, text=True)
+    check(r.returncode == 2 and "config.json" in r.stderr,
+          f"a directory without config.json exits 2 naming it ({r.returncode}: {r.stderr.strip()})")
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="zoo-golden-test-") as t:
+        tmp = Path(t)
+        qwen3_fixtures(tmp)
+        llama(tmp, tied=True)
+        llama(tmp, tied=False)
+        zoo_compare(tmp)
+        bad_input(tmp)
+    if failures:
+        print(f"\n{len(failures)} check(s) failed:")
+        for f in failures:
+            print(f"  {f}")
+        return 1
+    print("\nall checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
