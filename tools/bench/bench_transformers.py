@@ -25,6 +25,14 @@ like with like:
   - memory: torch.cuda.max_memory_allocated, plus device-used bytes (total - free, Zoo's measure)
     sampled after each forward.
 
+--mode compiled is the baseline transformers' docs recommend for fast decode: a StaticCache
+(max_cache_len = context + new tokens, reset between repeats) and the one-token decode step under
+torch.compile(mode="reduce-overhead", fullgraph=True) (CUDA graphs), fed and read back exactly
+like the eager decode above. The prefill into the cache runs eagerly, as transformers' generate()
+runs it (only decode steps are compiled), so compiled mode reports decode only (its "prefill" list
+is empty). The first repeat (untimed) also pays compilation; its time is runtime.warmup_s.
+--no-compile keeps the StaticCache path without torch.compile: a CPU smoke test of the same code.
+
 --roofline measures what the hardware gives torch: best bf16 matmul TFLOP/s (n x n x n) and
 device copy bandwidth (bytes read + written per second, and the one-way number).
 Only torch, transformers, safetensors and the standard library are used.
@@ -283,6 +291,97 @@ class Runner:
         return self.cache_of(out), host
 
 
+class StaticDecoder:
+    """transformers' fast-decode recipe: a StaticCache sized context + new tokens, an eager prefill
+    into it, and a compiled one-token step (torch.compile reduce-overhead: CUDA graphs). Each step
+    returns host float32 logits of the last position, as Runner.step does."""
+
+    def __init__(self, runner: Runner, max_len: int, compile_mode: str | None, fullgraph: bool = True):
+        from transformers import StaticCache
+
+        self.runner = runner
+        model = runner.model
+        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        module = model if runner.table is None else model.model
+        # transformers < 5.1x takes cache_position; 5.1x tracks the position inside the cache.
+        self.cache_position = "cache_position" in inspect.signature(module.forward).parameters
+        self.eager = self._forward
+        self.compile_mode = compile_mode
+        self.fullgraph = fullgraph
+        self.step_fn = self._forward
+        if compile_mode:
+            self.step_fn = torch.compile(self._forward, mode=compile_mode, fullgraph=fullgraph, dynamic=False)
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        runner = self.runner
+        kwargs = {"input_ids": ids, "position_ids": positions, "use_cache": True, runner.cache_kw: self.cache}
+        if self.cache_position:
+            kwargs["cache_position"] = positions[0]
+        if runner.table is None:
+            return runner.model(logits_to_keep=1, **kwargs).logits[0, -1]
+        hidden = runner.model.model(**kwargs).last_hidden_state[0, -1]
+        return torch.nn.functional.linear(hidden, runner.table).view(runner.info["codebooks"], runner.info["codes"])
+
+    def prefill(self, ids: torch.Tensor) -> torch.Tensor:
+        self.cache.reset()
+        positions = torch.arange(ids.shape[1], device=ids.device)[None]
+        return self.eager(ids, positions).float().cpu()
+
+    def step(self, token: int, position: int, device: torch.device) -> torch.Tensor:
+        ids = torch.tensor([[token]], dtype=torch.long, device=device)
+        positions = torch.tensor([[position]], dtype=torch.long, device=device)
+        try:
+            logits = self.step_fn(ids, positions)
+        except Exception as e:  # noqa: BLE001 - a graph break under fullgraph: compile with breaks
+            if not (self.compile_mode and self.fullgraph):
+                raise
+            log(f"fullgraph compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                "compiling with graph breaks allowed")
+            self.fullgraph = False
+            torch._dynamo.reset()
+            self.step_fn = torch.compile(self._forward, mode=self.compile_mode, fullgraph=False, dynamic=False)
+            logits = self.step_fn(ids, positions)
+        return logits.float().cpu()  # copies out of the CUDA graph's output buffer
+
+
+def decode_compiled(args, runner: Runner, device: Device, vocab: int, weight_bytes: int) -> tuple[list, dict]:
+    """Decode rows like bench()'s, through StaticDecoder; returns (rows, runtime extras)."""
+    compile_mode = None if args.no_compile else "reduce-overhead"
+    if compile_mode:
+        # One compiled graph per decode context (static shapes); leave room for several.
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+    rows, warmup, fullgraph = [], {}, True
+    for context in args.decode_context or args.prompt_len:
+        log(f"compiled decode {args.new_tokens} tokens at context {context} x {args.repeat} "
+            f"(StaticCache, {compile_mode or 'no torch.compile'})")
+        decoder = StaticDecoder(runner, context + args.new_tokens, compile_mode)
+        ids = random_ids(context, vocab, 99 + context, device)
+        per_token = []
+        for r in range(args.repeat + 1):
+            decoder.prefill(ids)
+            nxt = int(ids[0, -1])
+            device.sync()
+            t0 = time.perf_counter()
+            for i in range(args.new_tokens):
+                decoder.step(nxt, context + i, device.torch)
+                nxt = (nxt * 31 + 7) % vocab  # the token sequence Zoo feeds back
+            device.sync()
+            if r > 0:
+                per_token.append((time.perf_counter() - t0) / args.new_tokens)
+            else:  # r == 0 compiles and records the CUDA graphs
+                warmup[str(context)] = time.perf_counter() - t0
+            device.note_memory()
+        fullgraph = fullgraph and decoder.fullgraph
+        del decoder
+        t = median(per_token)
+        rows.append({"context": context, "new_tokens": args.new_tokens, "ms_per_token": 1e3 * t,
+                     "tokens_per_s": 1.0 / t, "weight_gb_per_s": weight_bytes / t / 1e9})
+    extras = {"mode": "compiled", "cache": "StaticCache",
+              "compile": f"torch.compile(mode={compile_mode!r}, fullgraph={fullgraph}, dynamic=False)"
+              if compile_mode else "none (--no-compile)", "warmup_s": warmup}
+    return rows, extras
+
+
 def bench(args) -> dict:
     import transformers
 
@@ -308,8 +407,14 @@ def bench(args) -> dict:
     log(f"loaded {checkpoint} ({info['load_method']}) in {load_s:.2f} s, {weight_bytes / 1e9:.3f} GB")
 
     prefill = []
+    decode = []
+    extras = {"mode": "eager", "cache": "DynamicCache"}
+    if args.mode == "compiled":
+        # no inference_mode: tensors made under it cannot enter a CUDA-graph-compiled region
+        with torch.no_grad():
+            decode, extras = decode_compiled(args, runner, device, vocab, weight_bytes)
     with torch.inference_mode():
-        for length in args.prompt_len:
+        for length in args.prompt_len if args.mode == "eager" else []:
             log(f"prefill {length} tokens x {args.repeat}")
             ids = random_ids(length, vocab, 1234 + length, device)
             times = []
@@ -325,8 +430,7 @@ def bench(args) -> dict:
             t = median(times)
             prefill.append({"tokens": length, "seconds": t, "tokens_per_s": length / t})
 
-        decode = []
-        for context in args.decode_context or args.prompt_len:
+        for context in (args.decode_context or args.prompt_len) if args.mode == "eager" else []:
             log(f"decode {args.new_tokens} tokens at context {context} x {args.repeat}")
             ids = random_ids(context, vocab, 99 + context, device)
             per_token = []
@@ -350,7 +454,7 @@ def bench(args) -> dict:
 
     runtime = {"gpu": device.gpu_name(), "weights_gb": weight_bytes / 1e9,
                "torch": torch.__version__, "transformers": transformers.__version__,
-               "attn_implementation": args.attn, "load_method": info["load_method"]}
+               "attn_implementation": args.attn, "load_method": info["load_method"], **extras}
     if info.get("missing_keys"):
         runtime["missing_keys"] = info["missing_keys"]
     if device.cuda:
@@ -358,7 +462,7 @@ def bench(args) -> dict:
         runtime["peak_allocated_gb"] = torch.cuda.max_memory_allocated() / 1e9
         runtime["peak_reserved_gb"] = torch.cuda.max_memory_reserved() / 1e9
     return {
-        "model": f"transformers {info['kind']} {checkpoint}",
+        "model": f"transformers {info['kind']} {checkpoint}" + (" (compiled)" if args.mode == "compiled" else ""),
         "plugin": "transformers",
         "device": args.device,
         "dtype": args.dtype,
@@ -449,6 +553,11 @@ def main(argv=None) -> int:
     parser.add_argument("--attn", default="sdpa", help="attn_implementation (default sdpa)")
     parser.add_argument("--higgs-load", default="auto", choices=["auto", "by-hand"],
                         help="Higgs body: from_pretrained with key_mapping (auto, falls back to by-hand) or by hand")
+    parser.add_argument("--mode", default="eager", choices=["eager", "compiled"],
+                        help="eager: DynamicCache, prefill and decode (default); compiled: StaticCache + "
+                             "torch.compile(mode='reduce-overhead') decode steps")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="compiled mode without torch.compile (StaticCache path only; CPU smoke tests)")
     parser.add_argument("--json", action="store_true", help="print JSON (zoo bench --json keys)")
     parser.add_argument("--roofline", action="store_true", help="measure matmul peak and copy bandwidth instead")
     parser.add_argument("--matmul-n", type=int, default=8192, help="roofline: n of the n x n x n matmul")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Zoo vs transformers on random weights at real model shapes, on the GPU host: synthesize each
 # checkpoint with `zoo synth`, run `zoo bench` and bench_transformers.py on it from a warm page
-# cache, measure the roofline once, and write a side-by-side markdown report.
+# cache, then transformers again compiled (StaticCache + torch.compile reduce-overhead, decode only),
+# measure the roofline once, and write a side-by-side markdown report.
 #
 #   tools/bench/run_gpu_bench.sh OUTDIR [SHAPE ...]    (default: qwen3-0.6b qwen3-4b qwen3-8b)
 #
@@ -22,6 +23,8 @@
 #   ROOFLINE [auto: measure unless WORK_DIR has it; 1: always; 0: never]  ROOFLINE_ARGS []
 #   KEEP_SYNTH [1: keep checkpoints, deleting older ones only when the disk is short;
 #               0: delete each after its shape]
+#   COMPILED [1: also run the compiled transformers baseline; 0: skip it]
+#   COMPILED_ARGS [] extra bench_transformers.py arguments for it (--no-compile: CPU dry runs)
 set -uo pipefail
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
@@ -55,6 +58,8 @@ TIME_BUDGET=${TIME_BUDGET:-540}
 ROOFLINE=${ROOFLINE:-auto}
 ROOFLINE_ARGS=${ROOFLINE_ARGS:-}
 KEEP_SYNTH=${KEEP_SYNTH:-1}
+COMPILED=${COMPILED:-1}
+COMPILED_ARGS=${COMPILED_ARGS:-}
 BENCH_PY=$ROOT/tools/bench/bench_transformers.py
 SIDE_PY=$ROOT/tools/bench/side_by_side.py
 CANONICAL=(qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b higgs-v3-4b)
@@ -137,14 +142,16 @@ warm_page_cache() { cat "$1"/*.safetensors > /dev/null 2>> "$LOG" || log "warnin
 report() {
   local shapes=() s f
   for s in "${CANONICAL[@]}"; do
-    [[ -f $WORK_DIR/zoo-$s.json || -f $WORK_DIR/hf-$s.json || " ${ATTEMPTED[*]-} " == *" $s "* ]] && shapes+=("$s")
+    [[ -f $WORK_DIR/zoo-$s.json || -f $WORK_DIR/hf-$s.json || -f $WORK_DIR/hfc-$s.json ||
+      " ${ATTEMPTED[*]-} " == *" $s "* ]] && shapes+=("$s")
   done
-  for f in ${ATTEMPTED[@]+"${ATTEMPTED[@]}"} "$WORK_DIR"/zoo-*.json "$WORK_DIR"/hf-*.json; do
+  for f in ${ATTEMPTED[@]+"${ATTEMPTED[@]}"} "$WORK_DIR"/zoo-*.json "$WORK_DIR"/hf-*.json "$WORK_DIR"/hfc-*.json; do
     if [[ $f == */* ]]; then
       [[ -f $f ]] || continue
       s=$(basename "$f" .json)
       s=${s#zoo-}
       s=${s#hf-}
+      s=${s#hfc-}
     else
       s=$f
     fi
@@ -232,6 +239,13 @@ EOF
   step "transformers bench $shape" "$WORK_DIR/hf-$shape.json" \
     "$PYTHON" "$BENCH_PY" "$ckpt" --device "$DEVICE" --dtype "$HF_DTYPE" --prompt-len "$PROMPT_LENS" \
     --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json
+  if [[ $COMPILED == 1 ]]; then
+    warm_page_cache "$ckpt"
+    # shellcheck disable=SC2086  # COMPILED_ARGS is a list of words
+    step "transformers compiled $shape" "$WORK_DIR/hfc-$shape.json" \
+      "$PYTHON" "$BENCH_PY" "$ckpt" --mode compiled --device "$DEVICE" --dtype "$HF_DTYPE" \
+      --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json $COMPILED_ARGS
+  fi
   if [[ $KEEP_SYNTH == 0 ]]; then
     log "deleting $ckpt (KEEP_SYNTH=0)"
     rm -rf "$ckpt"

@@ -6,9 +6,12 @@ against the measured roofline (bench_transformers.py --roofline --json).
                     [--roofline DIR/roofline.json] [--out DIR/performance.md] [--write-bundle results.json]
     side_by_side.py --bundle results.json [--out performance.md]
 
-For each shape S it reads DIR/zoo-S.json, DIR/hf-S.json and the shape's config.json
+For each shape S it reads DIR/zoo-S.json, DIR/hf-S.json, DIR/hfc-S.json (optional: transformers
+compiled, bench_transformers.py --mode compiled) and the shape's config.json
 (--config-dir/S.json), or all of them from one bundle that --write-bundle made; a missing or
-unreadable file leaves its cells as "—", so a partial run still gives a table. Ratios are "how many times faster Zoo is" (> 1: Zoo faster, or smaller for
+unreadable file leaves its cells as "—", so a partial run still gives a table. Where a shape has
+a compiled result, its table gets two more columns: transformers compiled (decode only, with its
+share of the copy bandwidth) and Zoo's ratio against it. Ratios are "how many times faster Zoo is" (> 1: Zoo faster, or smaller for
 memory).
 
 Roofline columns:
@@ -136,7 +139,9 @@ def peak_memory(result: dict | None) -> float | None:
 
 
 def shape_table(name: str, zoo: dict | None, hf: dict | None, shape: Shape | None, peak_tflops: float | None,
-                copy_gbs: float | None) -> list[str]:
+                copy_gbs: float | None, hfc: dict | None = None, with_compiled: bool = False) -> list[str]:
+    """with_compiled adds the columns "transformers compiled" and "ratio vs compiled" (hfc: the
+    result of bench_transformers.py --mode compiled, or None when that step failed)."""
     lines = [f"### {name}", ""]
     facts = []
     for label, result in (("zoo", zoo), ("transformers", hf)):
@@ -150,15 +155,19 @@ def shape_table(name: str, zoo: dict | None, hf: dict | None, shape: Shape | Non
     if facts:
         lines += ["; ".join(facts) + ".", ""]
 
-    lines += ["| phase | zoo | transformers | ratio | zoo roofline | transformers roofline |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += ["| phase | zoo | transformers | ratio | zoo roofline | transformers roofline |"
+              + (" transformers compiled | ratio vs compiled |" if with_compiled else ""),
+              "|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if with_compiled else "")]
+    no_compiled = f" {DASH} | {DASH} |" if with_compiled else ""
 
     def load_cell(r):
         s, g = get(r, "load", "seconds"), get(r, "load", "gb_per_s")
         return DASH if s is None else f"{s:.2f} s ({g:.2f} GB/s)" if g is not None else f"{s:.2f} s"
 
     lines.append(f"| load | {load_cell(zoo)} | {load_cell(hf)} | "
-                 f"{ratio(False, get(zoo, 'load', 'seconds'), get(hf, 'load', 'seconds'))} | | |")
+                 f"{ratio(False, get(zoo, 'load', 'seconds'), get(hf, 'load', 'seconds'))} | | |"
+                 + (f" {load_cell(hfc)} | {ratio(False, get(zoo, 'load', 'seconds'), get(hfc, 'load', 'seconds'))} |"
+                    if with_compiled else ""))
 
     zp, hp = by_key(get(zoo, "prefill"), "tokens"), by_key(get(hf, "prefill"), "tokens")
     for tokens in sorted(set(zp) | set(hp)):
@@ -176,10 +185,13 @@ def shape_table(name: str, zoo: dict | None, hf: dict | None, shape: Shape | Non
                 continue
             achieved = shape.prefill_flops(tokens) / seconds / 1e12
             roof.append(f"{fmt_num(achieved)} TFLOP/s ({pct(achieved, peak_tflops)})")
-        lines.append(f"| prefill {tokens} | {cells[0]} | {cells[1]} | {ratio(True, *tps)} | {roof[0]} | {roof[1]} |")
+        # compiled: transformers' generate() runs the prefill eagerly, so there is no compiled prefill
+        lines.append(f"| prefill {tokens} | {cells[0]} | {cells[1]} | {ratio(True, *tps)} | {roof[0]} | {roof[1]} |"
+                     + no_compiled)
 
     zd, hd = by_key(get(zoo, "decode"), "context"), by_key(get(hf, "decode"), "context")
-    for context in sorted(set(zd) | set(hd)):
+    cd = by_key(get(hfc, "decode"), "context")
+    for context in sorted(set(zd) | set(hd) | set(cd)):
         ms, cells, roof = [], [], []
         for r in (zd.get(context), hd.get(context)):
             v = get(r, "ms_per_token")
@@ -189,28 +201,42 @@ def shape_table(name: str, zoo: dict | None, hf: dict | None, shape: Shape | Non
             roof.append(DASH if g is None else f"{fmt_num(g, 0)} GB/s ({pct(g, copy_gbs)})")
         new_tokens = get(zd.get(context) or hd.get(context), "new_tokens")
         label = f"decode @{context}" + (f" (+{new_tokens})" if new_tokens else "")
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio(False, *ms)} | {roof[0]} | {roof[1]} |")
+        compiled = ""
+        if with_compiled:
+            c = cd.get(context)
+            v, g = get(c, "ms_per_token"), get(c, "weight_gb_per_s")
+            cell = DASH if v is None else f"{v:.2f} ms/tok" + (f" ({pct(g, copy_gbs)} of copy)" if copy_gbs and g else "")
+            compiled = f" {cell} | {ratio(False, ms[0], v)} |"
+        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {ratio(False, *ms)} | {roof[0]} | {roof[1]} |" + compiled)
 
     zm, hm = peak_memory(zoo), peak_memory(hf)
     hf_alloc = get(hf, "runtime", "peak_allocated_gb")
     hf_cell = DASH if hm is None else f"{hm:.2f} GB" + (
         f" ({hf_alloc:.2f} allocated)" if isinstance(hf_alloc, (int, float)) and hf_alloc != hm else "")
+    cm = peak_memory(hfc)
     lines.append(f"| peak device memory | {DASH if zm is None else f'{zm:.2f} GB'} | {hf_cell} | "
-                 f"{ratio(False, zm, hm)} | | |")
+                 f"{ratio(False, zm, hm)} | | |"
+                 + (f" {DASH if cm is None else f'{cm:.2f} GB'} | {ratio(False, zm, cm)} |" if with_compiled else ""))
+    if with_compiled:
+        how = get(hfc, "runtime", "compile")
+        lines += ["", "transformers compiled: StaticCache, decode steps under "
+                  + (f"`{how}`" if how else "torch.compile (reduce-overhead)")
+                  + "; the prefill runs eagerly (as in transformers' generate()), so it has no prefill rows."]
     lines.append("")
     return lines
 
 
 def discover_shapes(results: Path) -> list[str]:
     names = set()
-    for prefix in ("zoo-", "hf-"):
+    for prefix in ("zoo-", "hf-", "hfc-"):
         for p in results.glob(f"{prefix}*.json"):
             names.add(p.stem[len(prefix):])
     return sorted(names)
 
 
-def gather(args, notes: list[str]) -> tuple[dict | None, list[tuple[str, dict | None, dict | None, dict | None]]]:
-    """(roofline, [(shape, zoo, hf, config)]) from a results directory or from a bundle."""
+def gather(args, notes: list[str]) -> tuple[dict | None, list[tuple]]:
+    """(roofline, [(shape, zoo, hf, config, hf_compiled, compiled_attempted)]) from a results
+    directory or from a bundle."""
     if args.bundle:
         bundle = load_json(args.bundle, notes) or {}
         shapes = bundle.get("shapes") or {}
@@ -223,7 +249,8 @@ def gather(args, notes: list[str]) -> tuple[dict | None, list[tuple[str, dict | 
             for side in ("zoo", "hf"):
                 if entry and entry.get(side) is None:
                     notes.append(f"no {side} result for {name}")
-            rows.append((name, entry.get("zoo"), entry.get("hf"), entry.get("config")))
+            rows.append((name, entry.get("zoo"), entry.get("hf"), entry.get("config"), entry.get("hf_compiled"),
+                         "hf_compiled" in entry))
         return bundle.get("roofline"), rows
     roof = load_json(args.roofline or args.results / "roofline.json", notes)
     rows = []
@@ -232,7 +259,10 @@ def gather(args, notes: list[str]) -> tuple[dict | None, list[tuple[str, dict | 
         hf = load_json(args.results / f"hf-{name}.json", notes)
         config_path = args.config_dir / f"{name}.json"
         config = load_json(config_path, notes)
-        rows.append((name, zoo, hf, config))
+        compiled_path = args.results / f"hfc-{name}.json"
+        attempted = compiled_path.exists() or compiled_path.with_name(compiled_path.name + ".failed").exists()
+        hfc = load_json(compiled_path, notes) if attempted else None
+        rows.append((name, zoo, hf, config, hfc, attempted))
     return roof, rows
 
 
@@ -280,7 +310,7 @@ def main(argv=None) -> int:
               "reports it.", ""]
 
     versions = None
-    for name, zoo, hf, config in rows:
+    for name, zoo, hf, config, hfc, attempted in rows:
         shape = None
         if config is not None:
             try:
@@ -293,7 +323,7 @@ def main(argv=None) -> int:
         if runtime.get("transformers"):
             versions = f"transformers {runtime['transformers']}, torch {runtime.get('torch', '?')}, " \
                        f"attention {runtime.get('attn_implementation', '?')}"
-        lines += shape_table(name, zoo, hf, shape, peak_tflops, copy_gbs)
+        lines += shape_table(name, zoo, hf, shape, peak_tflops, copy_gbs, hfc, attempted)
 
     if versions:
         lines += [f"transformers side: {versions}.", ""]
@@ -304,8 +334,11 @@ def main(argv=None) -> int:
     if args.out:
         args.out.write_text(text)
     if args.write_bundle:
-        bundle = {"roofline": roof, "shapes": {name: {"zoo": zoo, "hf": hf, "config": config}
-                                               for name, zoo, hf, config in rows}}
+        bundle = {"roofline": roof, "shapes": {}}
+        for name, zoo, hf, config, hfc, attempted in rows:
+            bundle["shapes"][name] = {"zoo": zoo, "hf": hf, "config": config}
+            if attempted:
+                bundle["shapes"][name]["hf_compiled"] = hfc
         args.write_bundle.write_text(json.dumps(bundle, indent=1) + "\n")
     return 0
 

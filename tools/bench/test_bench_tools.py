@@ -6,7 +6,8 @@
 
 Checks that the shape configs match the published Qwen3 parameter counts and transformers' own
 module sizes, that bench_transformers.py's cached steps compute what a full forward computes
-(Qwen3 and the Higgs body + audio head, by both Higgs loading paths), that its JSON has
+(Qwen3 and the Higgs body + audio head, by both Higgs loading paths, with the eager DynamicCache and
+the compiled mode's StaticCache path), that its JSON has
 `zoo bench --json`'s keys, and that side_by_side.py's ratios and roofline shares point the right
 way, survive missing files and round-trip through a bundle.
 """
@@ -192,6 +193,53 @@ class TransformersBench(unittest.TestCase):
                 self.assertTrue(torch.equal(table, self.table))
                 self.steps_match_full_forward(bt.Runner(model, table, info), reference)
 
+    def static_steps_match_full_forward(self, runner, reference, compile_mode=None):
+        """The compiled mode's path (StaticCache, eager prefill, one-token steps): each step's logits
+        are the last-row logits of a full forward, also after a reset for a second repeat."""
+        ids = torch.randint(0, TINY["vocab_size"], (1, 11), generator=torch.Generator().manual_seed(4))
+        decoder = bt.StaticDecoder(runner, 11, compile_mode)
+        with torch.no_grad():
+            for _ in range(2):
+                logits = decoder.prefill(ids[:, :8])
+                torch.testing.assert_close(logits, reference(ids[:, :8]), rtol=1e-4, atol=1e-4)
+                for t in range(8, 11):
+                    logits = decoder.step(int(ids[0, t]), t, self.device.torch)
+                    torch.testing.assert_close(logits, reference(ids[:, :t + 1]), rtol=1e-4, atol=1e-4)
+
+    def test_static_cache_steps(self):
+        def higgs_reference(ids):
+            hidden = self.qwen.model(input_ids=ids).last_hidden_state[0, -1]
+            return torch.nn.functional.linear(hidden, self.table).view(3, 10)
+
+        for name, reference in (("qwen3", lambda ids: self.qwen(input_ids=ids).logits[0, -1].float()),
+                                ("untied", lambda ids: self.untied(input_ids=ids).logits[0, -1].float()),
+                                ("higgs", higgs_reference)):
+            with self.subTest(name):
+                model, table, info = bt.load_model(self.dir / name, torch.float32, "sdpa", self.device)
+                with torch.no_grad():
+                    self.static_steps_match_full_forward(bt.Runner(model, table, info), reference)
+
+    @unittest.skipUnless(os.environ.get("ZOO_BENCH_COMPILE"), "set ZOO_BENCH_COMPILE=1 to run torch.compile "
+                         "on the CPU (minutes)")
+    def test_compiled_steps(self):
+        model, table, info = bt.load_model(self.dir / "qwen3", torch.float32, "sdpa", self.device)
+        with torch.no_grad():
+            self.static_steps_match_full_forward(bt.Runner(model, table, info),
+                                                 lambda ids: self.qwen(input_ids=ids).logits[0, -1].float(),
+                                                 "reduce-overhead")
+
+    def test_compiled_mode_json(self):
+        args = ["--device", "cpu", "--dtype", "float32", "--decode-context", "4,6", "--new-tokens", "3",
+                "--repeat", "1", "--mode", "compiled", "--no-compile", "--json"]
+        for name in ("qwen3", "higgs"):
+            with self.subTest(name):
+                out = json.loads(run_main(bt, [str(self.dir / name)] + args))
+                self.assertEqual(out["prefill"], [])
+                self.assertEqual([(d["context"], d["new_tokens"]) for d in out["decode"]], [(4, 3), (6, 3)])
+                self.assertEqual((out["runtime"]["mode"], out["runtime"]["cache"]), ("compiled", "StaticCache"))
+                self.assertEqual(sorted(out["runtime"]["warmup_s"]), ["4", "6"])
+                self.assertIn("(compiled)", out["model"])
+
     def test_unloaded_weights_are_caught(self):
         model = tiny_qwen3()
         with torch.no_grad():
@@ -286,6 +334,36 @@ class SideBySide(unittest.TestCase):
             self.assertIn("(20%)", rows["decode @512 (+8)"][4])
             self.assertIn("zoo-qwen3-0.6b.json` holds no JSON object", text)
             self.assertIn("hf-qwen3-0.6b.json` is missing", text)
+            again = run_main(sbs, ["--bundle", str(d / "b.json")])
+            strip = lambda t: [l for l in t.splitlines() if not l.startswith(("Generated", "- "))]  # noqa: E731
+            self.assertEqual(strip(again), strip(text))
+
+    def test_compiled_columns(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp)
+            wb = 16_000_000_000
+            (d / "zoo-qwen3-8b.json").write_text(json.dumps(fake_result({4096: 0.25}, {512: 4.0}, wb, 2.0)))
+            (d / "hf-qwen3-8b.json").write_text(json.dumps(fake_result({4096: 0.5}, {512: 20.0}, wb, 8.0)))
+            compiled = fake_result({}, {512: 6.0}, wb, 8.0)
+            compiled["runtime"]["compile"] = "torch.compile(mode='reduce-overhead')"
+            (d / "hfc-qwen3-8b.json").write_text(json.dumps(compiled))
+            (d / "zoo-qwen3-0.6b.json").write_text(json.dumps(fake_result({4096: 0.1}, {512: 1.0}, wb, 1.0)))
+            (d / "hfc-qwen3-0.6b.json.failed").write_text("")
+            (d / "roofline.json").write_text(json.dumps({"matmul_tflops": 800.0, "copy_gb_per_s": 4000.0}))
+            text = run_main(sbs, ["--results", str(d), "--shapes", "qwen3-8b", "qwen3-0.6b",
+                                  "--config-dir", str(SHAPES), "--write-bundle", str(d / "b.json")])
+            section = text[text.index("### qwen3-8b"):text.index("### qwen3-0.6b")]
+            rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+                    for line in section.splitlines() if line.startswith("| ") and "---" not in line}
+            self.assertEqual(rows["phase"][5:], ["transformers compiled", "ratio vs compiled"])
+            self.assertEqual(rows["decode @512 (+8)"][2], "5.00x")  # eager columns unchanged
+            self.assertEqual(rows["decode @512 (+8)"][5], "6.00 ms/tok (67% of copy)")  # 16 GB / 6 ms
+            self.assertEqual(rows["decode @512 (+8)"][6], "1.50x")
+            self.assertEqual(rows["prefill 4096"][5:], ["—", "—"])  # compiled mode measures decode only
+            self.assertIn("reduce-overhead", section)
+            failed = text[text.index("### qwen3-0.6b"):]
+            self.assertIn("transformers compiled", failed)  # a failed compiled step shows as a gap
+            self.assertIn("hfc-qwen3-0.6b.json` is missing (its step failed", text)
             again = run_main(sbs, ["--bundle", str(d / "b.json")])
             strip = lambda t: [l for l in t.splitlines() if not l.startswith(("Generated", "- "))]  # noqa: E731
             self.assertEqual(strip(again), strip(text))
