@@ -9,7 +9,9 @@ module sizes, that bench_transformers.py's cached steps compute what a full forw
 (Qwen3 and the Higgs body + audio head, by both Higgs loading paths, with the eager DynamicCache and
 the compiled mode's StaticCache path), that its JSON has
 `zoo bench --json`'s keys, and that side_by_side.py's ratios and roofline shares point the right
-way, survive missing files and round-trip through a bundle.
+way, survive missing files and round-trip through a bundle. For bench_higgs_transformers.py: the
+cached TTS loop's codes equal a full recompute's, the delay pattern and its reversal, the codec's
+960 samples per frame at the released tokenizer's config, and the JSON of a tiny smoke run.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ROOT = HERE.parents[1]
 SHAPES = ROOT / "configs" / "shapes"
 sys.path.insert(0, str(HERE))
 
+import bench_higgs_transformers as bh  # noqa: E402
 import bench_transformers as bt  # noqa: E402
 import side_by_side as sbs  # noqa: E402
 
@@ -295,6 +298,61 @@ class TransformersBench(unittest.TestCase):
         self.assertEqual(out["copy"]["bytes"], 4_000_000)
         self.assertAlmostEqual(out["copy"]["gb_per_s"], 2 * out["copy"]["one_way_gb_per_s"])
         self.assertEqual(out["copy_gb_per_s"], out["copy"]["gb_per_s"])
+
+
+class HiggsLoop(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        ns = type("Args", (), dict(tiny=True, shape=None, attn="sdpa", seed=5, frames=6, text_tokens=7,
+                                   no_compile=True))
+        cls.loop = bh.Loop(ns, torch.device("cpu"), torch.float32)
+
+    def test_cached_rows_equal_a_full_recompute(self):
+        """Every LM row's codes (before the delay pattern forces BOC/EOC) are the argmax of the tied
+        head over a full forward of the prompt plus the rows fed back so far."""
+        loop = self.loop
+        with torch.no_grad():
+            _, _, rows = loop.run(lambda: None)
+            self.assertEqual(tuple(rows.shape), (loop.rows, loop.K))
+            text = loop.body.embed_tokens(loop.prompt)[0]
+            fed = torch.stack([loop.table[r + loop.offsets].sum(0) for r in rows[:-1]])
+            hidden = loop.body(inputs_embeds=torch.cat([text, fed])[None]).last_hidden_state[0]
+            free = 0
+            for r in range(loop.rows):
+                want = loop._head(hidden[loop.text_tokens - 1 + r]).tolist()
+                for c in range(loop.K):
+                    if c <= r <= loop.frames - 1 + c:  # not forced by the delay pattern
+                        self.assertEqual(int(rows[r, c]), want[c], f"row {r} codebook {c}")
+                        free += 1
+            self.assertEqual(free, loop.frames * loop.K)
+
+    def test_delay_pattern_and_reverse(self):
+        loop = self.loop
+        K, n = loop.K, loop.frames
+        rows = torch.tensor([loop.delay([100 * c + r for c in range(K)], r) for r in range(loop.rows)])
+        self.assertEqual(rows[0].tolist(), [100 * 0] + [loop.boc] * (K - 1))
+        self.assertEqual(rows[-1].tolist(), [loop.eoc] * (K - 1) + [100 * (K - 1) + loop.rows - 1])
+        codes = loop.reverse_delay(rows)
+        self.assertEqual(tuple(codes.shape), (1, K, n))
+        for c in range(K):  # codebook c's frame t was sampled at row t + c; >= codebook size -> 0
+            want = [100 * c + t + c for t in range(n)]
+            self.assertEqual(codes[0, c].tolist(), [w if w < loop.codes else 0 for w in want])
+
+    def test_released_codec_config(self):
+        cfg = bh.codec_config(False, 8)
+        self.assertEqual((cfg.sample_rate, cfg.hop_length, cfg.frame_rate, cfg.num_quantizers, cfg.codebook_size),
+                         (24000, 960, 25, 8, 1024))
+        with self.assertRaises(SystemExit):
+            bh.codec_config(False, 9)
+
+    def test_tiny_smoke_json(self):
+        out = json.loads(run_main(bh, ["--tiny", "--device", "cpu", "--frames", "5", "--text-tokens", "6",
+                                       "--repeat", "1", "--no-compile", "--json"]))
+        self.assertEqual((out["frames"], out["lm_rows"], out["decode_steps"], out["codebooks"]), (5, 8, 7, 4))
+        self.assertAlmostEqual(out["audio_seconds"], 5 * 6 / 24000)
+        self.assertAlmostEqual(out["codec_x_realtime"], out["audio_seconds"] / out["codec_s"])
+        self.assertAlmostEqual(out["ms_per_frame"], 1e3 * out["decode_loop_s"] / 7)
+        self.assertGreaterEqual(out["end_to_end_s"], out["decode_loop_s"])
 
 
 def fake_result(prefill_s: dict, decode_ms: dict, weight_bytes: int, load_s: float) -> dict:
