@@ -7,9 +7,10 @@
    tools/fixtures with its own hooks): same tensors, same order, same shapes, values within
    float32 noise (another torch may sum in another order).
 2. On tiny random LlamaForCausalLM checkpoints (llama3 RoPE scaling with all three frequency
-   bands in use; tied and untied head) it must emit every stage but q_norm/k_norm, with q_rope /
-   k_rope equal to an independent float64 llama3 RoPE of q_proj / k_proj, and logits equal to
-   final_norm times the head read straight from the checkpoint file.
+   bands in use; tied and untied head), and Qwen2 (q/k/v biases) and Mistral ones (default RoPE),
+   it must emit every stage but q_norm/k_norm, with q_rope / k_rope equal to an independent
+   float64 RoPE of q_proj / k_proj, and logits equal to final_norm times the head read straight
+   from the checkpoint file.
 3. With BINARY_DIR/bin/zoo built: `zoo trace` of configs/qwen3-tiny.yaml compared with the
    recorder's golden passes that config's gates (`zoo compare --gates`).
 4. Bad input exits 2 naming the file.
@@ -118,23 +119,34 @@ def rope64(x: np.ndarray, inv: np.ndarray) -> np.ndarray:
     return x * np.cos(ang) + rot * np.sin(ang)
 
 
-def llama(tmp: Path, tied: bool) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
+def llama(tmp: Path, tied: bool, arch: str = "llama") -> None:
+    """A tiny random model without q/k norm: llama (llama3 RoPE scaling), or qwen2 (q/k/v biases)
+    and mistral with default RoPE."""
+    import transformers as tf
 
-    label = f"llama-tiny-{'tied' if tied else 'untied'}"
-    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    label = f"{arch}-tiny-{'tied' if tied else 'untied'}"
+    if arch == "llama":
+        rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    else:
+        rope = {"rope_type": "default", "rope_theta": 10000.0}
+    config_cls, model_cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+                             "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
+                             "mistral": (tf.MistralConfig, tf.MistralForCausalLM)}[arch]
     heads, kv, D, hidden = 4, 2, 16, 64
-    cfg = LlamaConfig(vocab_size=256, hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=heads, num_key_value_heads=kv, head_dim=D, rms_norm_eps=1e-5,
-                      max_position_embeddings=512, tie_word_embeddings=tied, rope_parameters=rope,
-                      bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    extra = {"sliding_window": None} if arch == "mistral" else {}
+    cfg = config_cls(vocab_size=256, hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
+                     num_attention_heads=heads, num_key_value_heads=kv, head_dim=D, rms_norm_eps=1e-5,
+                     max_position_embeddings=512, tie_word_embeddings=tied, rope_parameters=rope,
+                     bos_token_id=None, eos_token_id=None, pad_token_id=None, **extra)
     torch.manual_seed(7 if tied else 8)
-    model = LlamaForCausalLM(cfg)
+    model = model_cls(cfg)
     with torch.no_grad():  # random norm weights, so a skipped norm weight would show
         for n, p in model.named_parameters():
             if n.endswith("norm.weight"):
                 p.copy_(1 + 0.1 * torch.randn_like(p))
+            elif n.endswith(".bias"):  # qwen2's q/k/v biases start at zero
+                p.copy_(0.1 * torch.randn_like(p))
     d = tmp / label
     model.save_pretrained(str(d))
     ids = [int(i) for i in torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(3))]
@@ -149,18 +161,26 @@ def llama(tmp: Path, tied: bool) -> None:
     check(meta.get("stages_absent") == "q_norm,k_norm" and meta.get("rope_capture") == "patched apply_rotary_pos_emb",
           f"{label}: metadata names the absent stages and the RoPE capture ({meta.get('stages_absent')})")
 
-    inv = llama3_inv_freq(rope["rope_theta"], D, rope["factor"], rope["low_freq_factor"],
-                          rope["high_freq_factor"], rope["original_max_position_embeddings"])
-    wavelen = 2 * math.pi * (rope["rope_theta"] ** (np.arange(0, D, 2) / D))
-    bands = {int(w < 16) - int(w > 64) for w in wavelen}  # 1 high, 0 smoothed, -1 low
-    check(bands == {-1, 0, 1}, f"{label}: the llama3 scaling uses all three frequency bands")
+    if arch == "llama":
+        inv = llama3_inv_freq(rope["rope_theta"], D, rope["factor"], rope["low_freq_factor"],
+                              rope["high_freq_factor"], rope["original_max_position_embeddings"])
+        wavelen = 2 * math.pi * (rope["rope_theta"] ** (np.arange(0, D, 2) / D))
+        bands = {int(w < 16) - int(w > 64) for w in wavelen}  # 1 high, 0 smoothed, -1 low
+        check(bands == {-1, 0, 1}, f"{label}: the llama3 scaling uses all three frequency bands")
+    else:
+        inv = rope["rope_theta"] ** (-np.arange(0, D, 2, dtype=np.float64) / D)
+        if arch == "qwen2":
+            with safe_open(str(d / "model.safetensors"), framework="pt") as f:
+                b = f.get_tensor("model.layers.0.self_attn.q_proj.bias")
+            check(float(b.abs().max()) > 0, f"{label}: q_proj has a (nonzero) bias in the checkpoint")
     T = len(ids)
     for L in range(2):
         for x, n in (("q", heads), ("k", kv)):
             src = trace[f"layer.{L}.{x}_proj"].double().numpy().reshape(T, n, D)
             ref = rope64(src, inv).reshape(T, -1)
             err = float(np.abs(trace[f"layer.{L}.{x}_rope"].double().numpy() - ref).max())
-            check(err < 1e-5, f"{label}: layer.{L}.{x}_rope == float64 llama3 RoPE of {x}_proj (max_abs {err:.1e})")
+            check(err < 1e-5, f"{label}: layer.{L}.{x}_rope == float64 {'llama3' if arch == 'llama' else 'default'} "
+                              f"RoPE of {x}_proj (max_abs {err:.1e})")
     with safe_open(str(d / "model.safetensors"), framework="pt") as f:
         head = f.get_tensor("model.embed_tokens.weight" if tied else "lm_head.weight")
         check(tied == ("lm_head.weight" not in f.keys()), f"{label}: checkpoint {'has no' if tied else 'has its'} lm_head.weight")
@@ -209,6 +229,8 @@ def main() -> int:
         qwen3_fixtures(tmp)
         llama(tmp, tied=True)
         llama(tmp, tied=False)
+        llama(tmp, tied=False, arch="qwen2")
+        llama(tmp, tied=True, arch="mistral")
         zoo_compare(tmp)
         bad_input(tmp)
     if failures:
