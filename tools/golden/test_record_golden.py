@@ -200,7 +200,8 @@ def zoo_compare(tmp: Path) -> None:
     trace = tmp / "zoo-qwen3-tiny.safetensors"
     r = subprocess.run([str(zoo), "trace", str(config), "--request", str(request), "--out", str(trace),
                         "--points", "*"], capture_output=True, text=True)
-    check(r.returncode == 0, f"zoo trace {config.name} --points '*' (rc {r.returncode}) {r.stderr.strip()[-300:]}")
+    check(r.returncode == 0, f"zoo trace {config.name} --points '*'"
+                             + ("" if r.returncode == 0 else f" (rc {r.returncode}: {r.stderr.strip()[-300:]})"))
     r = subprocess.run([str(zoo), "compare", str(golden), str(trace), "--gates", str(config)],
                        capture_output=True, text=True)
     summary = [line for line in r.stdout.splitlines() if line.startswith(("gates:", "result:"))]
