@@ -219,9 +219,12 @@ def shape_table(name: str, zoo: dict | None, hf: dict | None, shape: Shape | Non
                  + (f" {DASH if cm is None else f'{cm:.2f} GB'} | {ratio(False, zm, cm)} |" if with_compiled else ""))
     if with_compiled:
         how = get(hfc, "runtime", "compile")
-        lines += ["", "transformers compiled: StaticCache, decode steps under "
-                  + (f"`{how}`" if how else "torch.compile (reduce-overhead)")
-                  + "; the prefill runs eagerly (as in transformers' generate()), so it has no prefill rows."]
+        if isinstance(how, str) and how.startswith("none"):
+            how_text = "without torch.compile (a smoke test: --no-compile)"
+        else:
+            how_text = "under " + (f"`{how}`" if how else "torch.compile (reduce-overhead)")
+        lines += ["", f"transformers compiled: StaticCache, decode steps {how_text}; the prefill runs eagerly "
+                  "(as in transformers' generate()), so it has no prefill rows."]
     lines.append("")
     return lines
 
