@@ -25,6 +25,7 @@
 #               0: delete each after its shape]
 #   COMPILED [1: also run the compiled transformers baseline; 0: skip it]
 #   COMPILED_ARGS [] extra bench_transformers.py arguments for it (--no-compile: CPU dry runs)
+#   COMPILED_TIMEOUT [480: seconds for that step; torch.compile of a large body takes minutes]
 set -uo pipefail
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; }
@@ -60,6 +61,7 @@ ROOFLINE_ARGS=${ROOFLINE_ARGS:-}
 KEEP_SYNTH=${KEEP_SYNTH:-1}
 COMPILED=${COMPILED:-1}
 COMPILED_ARGS=${COMPILED_ARGS:-}
+COMPILED_TIMEOUT=${COMPILED_TIMEOUT:-480}
 BENCH_PY=$ROOT/tools/bench/bench_transformers.py
 SIDE_PY=$ROOT/tools/bench/side_by_side.py
 CANONICAL=(qwen3-0.6b qwen3-1.7b qwen3-4b qwen3-8b higgs-v3-4b)
@@ -104,7 +106,7 @@ step() {
   else
     local why=""
     if [[ $rc -eq 124 || $rc -eq 137 ]]; then
-      why=" (timed out after ${STEP_TIMEOUT} s?)"
+      why=" (timed out after ${TIMEOUT[3]:-$STEP_TIMEOUT} s?)"
     elif [[ $rc -gt 128 ]]; then
       why=" (killed by signal $((rc - 128)))"
     fi
@@ -241,10 +243,13 @@ EOF
     --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json
   if [[ $COMPILED == 1 ]]; then
     warm_page_cache "$ckpt"
+    saved_timeout=(${TIMEOUT[@]+"${TIMEOUT[@]}"})
+    if [[ ${#TIMEOUT[@]} -gt 0 ]]; then TIMEOUT=(timeout -k 15 "$COMPILED_TIMEOUT"); fi
     # shellcheck disable=SC2086  # COMPILED_ARGS is a list of words
     step "transformers compiled $shape" "$WORK_DIR/hfc-$shape.json" \
       "$PYTHON" "$BENCH_PY" "$ckpt" --mode compiled --device "$DEVICE" --dtype "$HF_DTYPE" \
       --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json $COMPILED_ARGS
+    TIMEOUT=(${saved_timeout[@]+"${saved_timeout[@]}"})
   fi
   if [[ $KEEP_SYNTH == 0 ]]; then
     log "deleting $ckpt (KEEP_SYNTH=0)"

@@ -217,7 +217,9 @@ def shape_table(name: str, zoo: dict | None, hf: dict | None, shape: Shape | Non
     lines.append(f"| peak device memory | {DASH if zm is None else f'{zm:.2f} GB'} | {hf_cell} | "
                  f"{ratio(False, zm, hm)} | | |"
                  + (f" {DASH if cm is None else f'{cm:.2f} GB'} | {ratio(False, zm, cm)} |" if with_compiled else ""))
-    if with_compiled:
+    if with_compiled and hfc is None:
+        lines += ["", "transformers compiled: no result (see the notes below)."]
+    elif with_compiled:
         how = get(hfc, "runtime", "compile")
         if isinstance(how, str) and how.startswith("none"):
             how_text = "without torch.compile (a smoke test: --no-compile)"
