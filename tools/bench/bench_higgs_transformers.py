@@ -89,7 +89,8 @@ def build_codec(tiny: bool, codebooks: int, device: torch.device, seed: int):
 
     cfg = codec_config(tiny, codebooks)
     torch.manual_seed(seed)
-    codec = HiggsAudioV2TokenizerModel(cfg).eval()
+    with torch.device(device):  # initialize on the device: the HuBERT branch alone is ~95M parameters
+        codec = HiggsAudioV2TokenizerModel(cfg).eval()
     with torch.no_grad():
         for name, buf in codec.named_buffers():
             if name.endswith("codebook.embed"):
