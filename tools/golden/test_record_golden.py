@@ -44,6 +44,7 @@ except Exception as e:  # noqa: BLE001 - any import failure means "cannot test h
     sys.exit(SKIP)
 
 sys.path.insert(0, str(RECORDER.parent))
+import make_tiny_dense as M  # noqa: E402
 import record_golden as R  # noqa: E402
 
 failures: list[str] = []
@@ -120,37 +121,13 @@ def rope64(x: np.ndarray, inv: np.ndarray) -> np.ndarray:
 
 
 def llama(tmp: Path, tied: bool, arch: str = "llama") -> None:
-    """A tiny random model without q/k norm: llama (llama3 RoPE scaling), or qwen2 (q/k/v biases)
-    and mistral with default RoPE."""
-    import transformers as tf
-
+    """A tiny random model without q/k norm (make_tiny_dense.py): llama (llama3 RoPE scaling), or
+    qwen2 (q/k/v biases) and mistral with default RoPE."""
     label = f"{arch}-tiny-{'tied' if tied else 'untied'}"
-    if arch == "llama":
-        rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
-    else:
-        rope = {"rope_type": "default", "rope_theta": 10000.0}
-    config_cls, model_cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
-                             "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM),
-                             "mistral": (tf.MistralConfig, tf.MistralForCausalLM)}[arch]
-    heads, kv, D, hidden = 4, 2, 16, 64
-    extra = {"sliding_window": None} if arch == "mistral" else {}
-    cfg = config_cls(vocab_size=256, hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=heads, num_key_value_heads=kv, head_dim=D, rms_norm_eps=1e-5,
-                     max_position_embeddings=512, tie_word_embeddings=tied, rope_parameters=rope,
-                     bos_token_id=None, eos_token_id=None, pad_token_id=None, **extra)
-    torch.manual_seed(7 if tied else 8)
-    model = model_cls(cfg)
-    with torch.no_grad():  # random norm weights, so a skipped norm weight would show
-        for n, p in model.named_parameters():
-            if n.endswith("norm.weight"):
-                p.copy_(1 + 0.1 * torch.randn_like(p))
-            elif n.endswith(".bias"):  # qwen2's q/k/v biases start at zero
-                p.copy_(0.1 * torch.randn_like(p))
+    heads, kv, D = M.SIZES["num_attention_heads"], M.SIZES["num_key_value_heads"], M.SIZES["head_dim"]
     d = tmp / label
-    model.save_pretrained(str(d))
-    ids = [int(i) for i in torch.randint(0, 256, (40,), generator=torch.Generator().manual_seed(3))]
-    (d / "request.json").write_text(json.dumps({"input_ids": ids}))
+    rope = M.make(d, arch, tied, seed=7 if tied else 8)
+    ids = json.loads((d / "request.json").read_text())["input_ids"]
     out = tmp / f"{label}.safetensors"
     run_recorder(d, d / "request.json", out)
     trace = load_file(str(out))
