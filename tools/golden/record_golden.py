@@ -18,7 +18,7 @@ standard module names; the result is written sequence-major, float32 (I64 input_
     layer.L.{gate_proj, up_proj, act} [T,I]
 
 How each value is captured (module names relative to the decoder, `model.`):
-    embed           embed_tokens output (checked == hidden_states[0])
+    embed           embed_tokens output; hidden_states[0] instead (with a note) where they differ
     input_norm      layers.L.input_layernorm output
     q/k/v_proj      layers.L.self_attn.{q,k,v}_proj output
     q_norm, k_norm  layers.L.self_attn.{q,k}_norm output, only where the model has them (Qwen3);
