@@ -36,6 +36,11 @@ void add_compare_command(CLI::App& app, Action& run);
 void add_validate_command(CLI::App& app, Action& run);
 void add_bench_command(CLI::App& app, Action& run);
 void add_synth_command(CLI::App& app, Action& run);
+void add_tokenize_command(CLI::App& app, Action& run);
+
+// MODEL argument -> tokenizer.json (a model directory, a tokenizer.json, or a model YAML whose
+// checkpoint has one beside it). InputError naming what is missing.
+std::filesystem::path tokenizer_json_for(const std::string& model);
 
 // Loads the model YAML, opens the model through plugins, checks the plan.
 OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry);

@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   add_validate_command(app, run);
   add_bench_command(app, run);
   add_synth_command(app, run);
+  add_tokenize_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

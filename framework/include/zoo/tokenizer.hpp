@@ -1,0 +1,48 @@
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zoo {
+
+// A Hugging Face tokenizer.json of the byte-level BPE family, run the way the `tokenizers` library
+// runs it: added tokens split out of the raw text first, then the normalizer, the pre-tokenizer and
+// BPE on every remaining piece. Supported components (anything else is an InputError naming the
+// file and the component): normalizers NFC/NFD/NFKC/NFKD, Lowercase, Strip, Replace, Prepend and
+// Sequence; pre-tokenizers Split (Regex or String, every behaviour, invert), ByteLevel (last in the
+// chain) and Sequence; model BPE (both merges formats, ignore_merges, byte_fallback, unk_token);
+// decoder ByteLevel (or none). Thread-safe: encode/decode may run concurrently.
+class Tokenizer {
+ public:
+  static Tokenizer from_file(const std::filesystem::path& tokenizer_json);  // InputError naming the file
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  // Like HF encode(text, add_special_tokens=False). InputError if text is not valid UTF-8.
+  std::vector<int64_t> encode(std::string_view text) const;
+  // Like HF decode(ids, skip_special_tokens): invalid UTF-8 from split characters becomes U+FFFD;
+  // unknown ids are skipped.
+  std::string decode(std::span<const int64_t> ids, bool skip_special_tokens = false) const;
+  std::optional<int64_t> token_to_id(std::string_view token) const;  // vocab or added token
+  std::optional<std::string> id_to_token(int64_t id) const;
+  bool is_special(int64_t id) const;
+  int64_t vocab_size() const;  // highest id + 1 incl. added tokens
+
+  // The raw bytes a token stands for after the decoder (what decode() concatenates), for
+  // streaming: callers can hold back an incomplete UTF-8 sequence. nullopt for an unknown id.
+  std::optional<std::string> token_bytes(int64_t id) const;
+  const std::filesystem::path& file() const;
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zoo

@@ -1,0 +1,1117 @@
+// Hugging Face tokenizer.json (byte-level BPE family), mirroring what the `tokenizers` library does
+// for encode(add_special_tokens=False) and decode: the order of operations, the Split behaviours,
+// the added-token flags and the merge order are the library's, so ids come out identical.
+#include "zoo/tokenizer.hpp"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <fmt/format.h>
+#include <pcre2.h>
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <shared_mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "tokenizer_unicode.hpp"
+#include "zoo/error.hpp"
+
+namespace zoo {
+namespace {
+
+using Json = nlohmann::json;
+using tokenizer_detail::append_codepoint;
+using tokenizer_detail::append_lossy_utf8;
+using tokenizer_detail::decode_codepoint;
+using tokenizer_detail::first_invalid_utf8;
+using tokenizer_detail::is_white_space;
+using tokenizer_detail::is_word_char;
+
+// ---- PCRE2 -------------------------------------------------------------------------------------
+
+// A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
+// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here.
+// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E. Spell \s and
+// \S out as White_Space so both engines split alike (\S inside a class is left as is).
+std::string onig_compatible(const std::string& pattern) {
+  static constexpr const char* kWhite = R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char e = pattern[i + 1];
+      ++i;
+      if (e == 's') out += in_class ? std::string(kWhite) : fmt::format("[{}]", kWhite);
+      else if (e == 'S' && !in_class) out += fmt::format("[^{}]", kWhite);
+      else (out += '\\') += e;
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];  // a leading ] is literal
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+class Regex {
+ public:
+  Regex(const std::string& source, const std::string& where) {
+    const std::string pattern = onig_compatible(source);
+    int err = 0;
+    PCRE2_SIZE offset = 0;
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                          &offset, nullptr);
+    if (!code_) {
+      std::array<PCRE2_UCHAR, 256> msg{};
+      pcre2_get_error_message(err, msg.data(), msg.size());
+      throw InputError(fmt::format("{}: regex /{}/ does not compile at offset {}: {}", where, source, offset,
+                                   reinterpret_cast<const char*>(msg.data())));
+    }
+    jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
+  }
+  ~Regex() { pcre2_code_free(code_); }
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // Calls f(start, end) for every match in s, left to right, the way the onig crate's find_iter
+  // steps (an empty match right after the previous match is skipped by advancing one character).
+  // s must be valid UTF-8.
+  template <class F>
+  void for_each_match(std::string_view s, F&& f) const {
+    MatchData md;
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+    size_t search_from = 0;
+    std::optional<size_t> last_match_end;
+    while (search_from <= s.size()) {
+      int rc = jit_ ? pcre2_jit_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK, md.get(), nullptr)
+                    : pcre2_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter keeps its frames on the heap
+        rc = pcre2_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md.get(), nullptr);
+      if (rc == PCRE2_ERROR_NOMATCH) return;
+      if (rc < 0) {
+        std::array<PCRE2_UCHAR, 256> msg{};
+        pcre2_get_error_message(rc, msg.data(), msg.size());
+        throw std::runtime_error(fmt::format("tokenizer regex match failed: {}", reinterpret_cast<const char*>(msg.data())));
+      }
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+      const size_t start = ov[0], end = ov[1];
+      if (start == end && last_match_end && *last_match_end == end) {
+        if (search_from >= s.size()) return;
+        search_from += tokenizer_detail::utf8_length(static_cast<unsigned char>(s[search_from]));
+        continue;
+      }
+      search_from = end;
+      last_match_end = end;
+      f(start, end);
+    }
+  }
+
+ private:
+  // One match data per call (a pattern is shared between threads); one ovector pair is all we read.
+  struct MatchData {
+    pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
+    ~MatchData() { pcre2_match_data_free(md); }
+    pcre2_match_data* get() const {
+      if (!md) throw std::bad_alloc();
+      return md;
+    }
+  };
+  pcre2_code* code_ = nullptr;
+  bool jit_ = false;
+};
+
+// A Split/Replace pattern: {"Regex": ...} or {"String": ...} (a literal).
+struct Pattern {
+  std::unique_ptr<Regex> regex;
+  std::string literal;
+
+  template <class F>
+  void for_each_match(std::string_view s, F&& f) const {
+    if (regex) return regex->for_each_match(s, f);
+    if (literal.empty()) return;
+    for (size_t pos = s.find(literal); pos != std::string_view::npos; pos = s.find(literal, pos + literal.size()))
+      f(pos, pos + literal.size());
+  }
+};
+
+// ---- reading tokenizer.json ---------------------------------------------------------------------
+
+struct Reader {
+  std::string file;
+  [[noreturn]] void fail(const std::string& what) const { throw InputError(fmt::format("{}: {}", file, what)); }
+  const Json& member(const Json& obj, const char* key, const std::string& where) const {
+    if (!obj.is_object() || !obj.contains(key)) fail(fmt::format("{} has no \"{}\"", where, key));
+    return obj.at(key);
+  }
+  std::string string_of(const Json& obj, const char* key, const std::string& where) const {
+    const Json& v = member(obj, key, where);
+    if (!v.is_string()) fail(fmt::format("{}.{} is not a string", where, key));
+    return v.get<std::string>();
+  }
+  bool bool_of(const Json& obj, const char* key, bool fallback) const {
+    if (!obj.contains(key) || obj.at(key).is_null()) return fallback;
+    if (!obj.at(key).is_boolean()) fail(fmt::format("\"{}\" is not a boolean", key));
+    return obj.at(key).get<bool>();
+  }
+  Pattern pattern(const Json& obj, const std::string& where) const {
+    const Json& p = member(obj, "pattern", where);
+    Pattern out;
+    if (p.is_object() && p.contains("Regex") && p.at("Regex").is_string()) {
+      out.regex = std::make_unique<Regex>(p.at("Regex").get<std::string>(), file + ": " + where);
+    } else if (p.is_object() && p.contains("String") && p.at("String").is_string()) {
+      out.literal = p.at("String").get<std::string>();
+    } else {
+      fail(fmt::format("{}.pattern must be {{\"Regex\": ...}} or {{\"String\": ...}}", where));
+    }
+    return out;
+  }
+};
+
+// ---- normalizers ----------------------------------------------------------------------------------
+
+enum class NormKind { NFC, NFD, NFKC, NFKD, Lowercase, Strip, Replace, Prepend };
+
+struct NormStep {
+  NormKind kind;
+  bool strip_left = false, strip_right = false;
+  Pattern pattern;
+  std::string content;  // Replace's content, Prepend's prepend
+};
+
+std::string utf8proc_normalize(std::string_view s, NormKind kind) {
+  // Pure ASCII is invariant under every normalization form; below U+0300 nothing composes, so NFC
+  // leaves it alone too. Both are the common case and skip the library call.
+  unsigned char top = 0;
+  bool below_300 = true;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    top |= c;
+    if (c >= 0xCC) below_300 = false;  // lead bytes of U+0300 and above
+  }
+  if (top < 0x80 || (kind == NormKind::NFC && below_300)) return std::string(s);
+  int options = UTF8PROC_STABLE;
+  switch (kind) {
+    case NormKind::NFC: options |= UTF8PROC_COMPOSE; break;
+    case NormKind::NFD: options |= UTF8PROC_DECOMPOSE; break;
+    case NormKind::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    default: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  }
+  utf8proc_uint8_t* out = nullptr;
+  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()), static_cast<utf8proc_ssize_t>(s.size()),
+                              &out, static_cast<utf8proc_option_t>(options));
+  std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> hold(out, &std::free);
+  if (n < 0) throw std::runtime_error(fmt::format("tokenizer normalization failed: {}", utf8proc_errmsg(n)));
+  return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 0;
+    const uint32_t cp = decode_codepoint(s, i, len);
+    i += len;
+    if (cp < 0x80) {
+      out.push_back(static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp));
+    } else if (cp == 0x130) {  // the one unconditional multi-character lowercase mapping (Rust's char::to_lowercase)
+      out += "i\xCC\x87";
+    } else {
+      append_codepoint(out, static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+    }
+  }
+  return out;
+}
+
+void apply_normalizer(const NormStep& step, std::string& s) {
+  switch (step.kind) {
+    case NormKind::NFC:
+    case NormKind::NFD:
+    case NormKind::NFKC:
+    case NormKind::NFKD: s = utf8proc_normalize(s, step.kind); return;
+    case NormKind::Lowercase: s = lowercase(s); return;
+    case NormKind::Strip: {
+      size_t b = 0, e = s.size();
+      if (step.strip_left) {
+        while (b < e) {
+          size_t len = 0;
+          if (!is_white_space(decode_codepoint(s, b, len))) break;
+          b += len;
+        }
+      }
+      if (step.strip_right) {
+        while (e > b) {
+          size_t p = e - 1;
+          while (p > b && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+          size_t len = 0;
+          if (!is_white_space(decode_codepoint(s, p, len))) break;
+          e = p;
+        }
+      }
+      s = s.substr(b, e - b);
+      return;
+    }
+    case NormKind::Replace: {
+      std::string out;
+      size_t prev = 0;
+      step.pattern.for_each_match(s, [&](size_t a, size_t b) {
+        out.append(s, prev, a - prev);
+        out += step.content;
+        prev = b;
+      });
+      out.append(s, prev, std::string::npos);
+      s = std::move(out);
+      return;
+    }
+    case NormKind::Prepend:
+      if (!s.empty()) s = step.content + s;
+      return;
+  }
+}
+
+void read_normalizer(const Reader& r, const Json& j, std::vector<NormStep>& out) {
+  if (j.is_null()) return;
+  const std::string type = r.string_of(j, "type", "normalizer");
+  if (type == "Sequence") {
+    const Json& list = r.member(j, "normalizers", "normalizer Sequence");
+    if (!list.is_array()) r.fail("normalizer Sequence.normalizers is not an array");
+    for (const auto& n : list) read_normalizer(r, n, out);
+    return;
+  }
+  NormStep step{};
+  if (type == "NFC") step.kind = NormKind::NFC;
+  else if (type == "NFD") step.kind = NormKind::NFD;
+  else if (type == "NFKC") step.kind = NormKind::NFKC;
+  else if (type == "NFKD") step.kind = NormKind::NFKD;
+  else if (type == "Lowercase") step.kind = NormKind::Lowercase;
+  else if (type == "Strip") {
+    step.kind = NormKind::Strip;
+    step.strip_left = r.bool_of(j, "strip_left", true);
+    step.strip_right = r.bool_of(j, "strip_right", true);
+  } else if (type == "Replace") {
+    step.kind = NormKind::Replace;
+    step.pattern = r.pattern(j, "normalizer Replace");
+    step.content = r.string_of(j, "content", "normalizer Replace");
+  } else if (type == "Prepend") {
+    step.kind = NormKind::Prepend;
+    step.content = r.string_of(j, "prepend", "normalizer Prepend");
+  } else {
+    r.fail(fmt::format("normalizer type '{}' is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, "
+                       "Replace, Prepend, Sequence)",
+                       type));
+  }
+  out.push_back(std::move(step));
+}
+
+// ---- pre-tokenizers -----------------------------------------------------------------------------
+
+enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
+
+struct SplitStep {
+  Pattern pattern;
+  Behavior behavior = Behavior::Isolated;
+  bool invert = false;
+};
+
+struct Span {
+  size_t begin, end;
+  bool match;
+};
+
+// HF's SplitDelimiterBehavior applied to a piece: the matches and the gaps between them, combined
+// as the behaviour says. Empty results are dropped (as PreTokenizedString::split does).
+void split_piece(const SplitStep& step, std::string_view piece, std::vector<std::string_view>& out,
+                 std::vector<Span>& spans) {
+  spans.clear();
+  size_t prev = 0;
+  step.pattern.for_each_match(piece, [&](size_t a, size_t b) {
+    if (prev != a) spans.push_back({prev, a, false});
+    spans.push_back({a, b, true});
+    prev = b;
+  });
+  if (prev != piece.size()) spans.push_back({prev, piece.size(), false});
+  if (step.invert)
+    for (auto& s : spans) s.match = !s.match;
+  auto emit = [&](size_t a, size_t b) {
+    if (b > a) out.push_back(piece.substr(a, b - a));
+  };
+  switch (step.behavior) {
+    case Behavior::Removed:
+      for (const auto& s : spans)
+        if (!s.match) emit(s.begin, s.end);
+      return;
+    case Behavior::Isolated:
+      for (const auto& s : spans) emit(s.begin, s.end);
+      return;
+    case Behavior::MergedWithPrevious: {
+      std::vector<Span> acc;
+      bool previous_match = false;
+      for (const auto& s : spans) {
+        if (s.match && !previous_match && !acc.empty()) acc.back().end = s.end;
+        else acc.push_back(s);
+        previous_match = s.match;
+      }
+      for (const auto& s : acc) emit(s.begin, s.end);
+      return;
+    }
+    case Behavior::MergedWithNext: {
+      std::vector<Span> acc;
+      bool previous_match = false;
+      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
+        if (it->match && !previous_match && !acc.empty()) acc.back().begin = it->begin;
+        else acc.push_back(*it);
+        previous_match = it->match;
+      }
+      for (auto it = acc.rbegin(); it != acc.rend(); ++it) emit(it->begin, it->end);
+      return;
+    }
+    case Behavior::Contiguous: {
+      std::vector<Span> acc;
+      std::optional<bool> previous;
+      for (const auto& s : spans) {
+        if (previous && *previous == s.match && !acc.empty()) acc.back().end = s.end;
+        else acc.push_back(s);
+        previous = s.match;
+      }
+      for (const auto& s : acc) emit(s.begin, s.end);
+      return;
+    }
+  }
+}
+
+// GPT-2's pattern, the one ByteLevel splits with when use_regex is set.
+constexpr const char* kByteLevelPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 (controls, space,
+// 0x7F-0xA0, 0xAD) for U+0100 upwards in byte order.
+std::array<uint32_t, 256> byte_to_codepoint() {
+  std::array<uint32_t, 256> table{};
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+    table[b] = printable ? b : next++;
+  }
+  return table;
+}
+
+// ---- added tokens ---------------------------------------------------------------------------------
+
+struct AddedToken {
+  int64_t id = 0;
+  std::string content;
+  bool single_word = false, lstrip = false, rstrip = false, normalized = false, special = false;
+  // What id_to_token and decode give: HF hands back a normalized token in its normalized form.
+  std::string shown;
+};
+
+// Leftmost-longest matching of a set of strings (what HF does with a LeftmostLongest
+// Aho-Corasick); added-token sets are small, a byte trie is enough.
+class TokenTrie {
+ public:
+  void add(std::string_view key, size_t token) {
+    if (key.empty()) return;
+    int32_t node = 0;
+    for (unsigned char c : key) {
+      int32_t next = child(node, c);
+      if (next < 0) {
+        next = static_cast<int32_t>(nodes_.size());
+        nodes_[static_cast<size_t>(node)].children.push_back({c, next});
+        nodes_.emplace_back();
+      }
+      node = next;
+    }
+    nodes_[static_cast<size_t>(node)].token = static_cast<int64_t>(token);
+    first_[static_cast<unsigned char>(key[0])] = true;
+    empty_ = false;
+  }
+  bool empty() const { return empty_; }
+  // The leftmost match at or after `from`: {start, length, token index}; nullopt if none.
+  std::optional<std::array<size_t, 3>> find(std::string_view s, size_t from) const {
+    for (size_t i = from; i < s.size(); ++i) {
+      if (!first_[static_cast<unsigned char>(s[i])]) continue;
+      int32_t node = 0;
+      size_t best_len = 0;
+      int64_t best = -1;
+      for (size_t j = i; j < s.size(); ++j) {
+        node = child(node, static_cast<unsigned char>(s[j]));
+        if (node < 0) break;
+        if (nodes_[static_cast<size_t>(node)].token >= 0) {
+          best = nodes_[static_cast<size_t>(node)].token;
+          best_len = j + 1 - i;
+        }
+      }
+      if (best >= 0) return std::array<size_t, 3>{i, best_len, static_cast<size_t>(best)};
+    }
+    return std::nullopt;
+  }
+
+ private:
+  struct Node {
+    std::vector<std::pair<unsigned char, int32_t>> children;
+    int64_t token = -1;
+  };
+  int32_t child(int32_t node, unsigned char c) const {
+    for (const auto& [k, v] : nodes_[static_cast<size_t>(node)].children)
+      if (k == c) return v;
+    return -1;
+  }
+  std::vector<Node> nodes_ = std::vector<Node>(1);
+  std::array<bool, 256> first_{};
+  bool empty_ = true;
+};
+
+// One piece of the input after splitting on added tokens: text (id < 0) or an added token.
+struct Segment {
+  size_t begin, end;
+  int64_t id;
+};
+
+bool ends_with_word(std::string_view s) {
+  if (s.empty()) return false;
+  size_t p = s.size() - 1;
+  while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+  size_t len = 0;
+  return is_word_char(decode_codepoint(s, p, len));
+}
+
+bool starts_with_word(std::string_view s) {
+  if (s.empty()) return false;
+  size_t len = 0;
+  return is_word_char(decode_codepoint(s, 0, len));
+}
+
+// ---- BPE ----------------------------------------------------------------------------------------
+
+struct PairHash {
+  size_t operator()(uint64_t k) const noexcept {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return static_cast<size_t>(k);
+  }
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+
+template <class V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
+struct Merge {
+  uint32_t rank;
+  int32_t id;
+};
+
+struct Symbol {
+  int32_t id;
+  int32_t prev, next;
+  bool live;
+};
+
+}  // namespace
+
+// ---- the tokenizer --------------------------------------------------------------------------------
+
+struct Tokenizer::Impl {
+  std::filesystem::path file;
+  std::vector<AddedToken> added;
+  std::unordered_map<int64_t, size_t> added_by_id;
+  StringMap<size_t> added_by_content;
+  TokenTrie raw_trie, normalized_trie;  // tokens matched on raw text / on normalized text
+
+  std::vector<NormStep> normalizers;
+  std::vector<SplitStep> splits;
+  bool byte_level = false, prefix_space = false;
+  std::unique_ptr<Regex> byte_level_regex;
+
+  StringMap<int32_t> vocab;
+  std::vector<std::string> vocab_r;  // id -> token string ("" for holes)
+  std::unordered_map<uint64_t, Merge, PairHash> merges;
+  bool ignore_merges = false, byte_fallback = false, fuse_unk = false;
+  std::optional<int32_t> unk;
+  std::string prefix, suffix;
+  std::array<uint32_t, 256> byte_cp{};
+  std::array<int32_t, 256> byte_id{};  // vocab id of each byte's character, -1 if absent
+  StringMap<int32_t> raw_vocab;        // byte-level vocab keyed by the bytes (for ignore_merges)
+
+  enum class Decoder { None, ByteLevel } decoder = Decoder::None;
+  std::vector<std::string> id_bytes;  // decoder output per id (ByteLevel)
+  int64_t size = 0;
+
+  // Per-piece BPE results. HF caches the same way (no effect on ids); pieces are short and repeat.
+  mutable std::shared_mutex cache_mutex;
+  mutable StringMap<std::vector<int32_t>> cache;
+  static constexpr size_t kCacheCapacity = 1 << 17, kCacheMaxPiece = 256;
+
+  void load(const Json& root);
+  void encode_text(std::string_view text, std::vector<int64_t>& out) const;
+  void encode_normalized(std::string_view text, std::vector<int64_t>& out) const;
+  void bpe_piece(std::string_view piece, std::vector<int64_t>& out) const;
+  void bpe_symbols(std::vector<Symbol>& symbols) const;
+  void symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const;
+  std::vector<Segment> split_added(std::string_view s, const TokenTrie& trie) const;
+};
+
+void Tokenizer::Impl::load(const Json& root) {
+  const Reader r{file.string()};
+  if (!root.is_object()) r.fail("not a JSON object");
+  const Json& model = r.member(root, "model", "tokenizer.json");
+  std::string type = model.contains("type") && model.at("type").is_string() ? model.at("type").get<std::string>() : "";
+  if (type.empty() && model.contains("merges")) type = "BPE";
+  if (type != "BPE")
+    r.fail(fmt::format("tokenizer model type '{}' is not supported (only BPE, the byte-level family)",
+                       type.empty() ? "?" : type));
+  if (model.contains("dropout") && !model.at("dropout").is_null() && model.at("dropout").get<double>() > 0.0)
+    r.fail("BPE dropout is not supported (it makes encode random)");
+
+  // Vocabulary.
+  const Json& v = r.member(model, "vocab", "model");
+  if (!v.is_object()) r.fail("model.vocab is not an object");
+  vocab.reserve(v.size());
+  int64_t max_id = -1;
+  for (const auto& [token, idj] : v.items()) {
+    if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() > INT32_MAX)
+      r.fail(fmt::format("model.vocab[\"{}\"] is not a valid id", token));
+    const auto id = idj.get<int32_t>();
+    vocab.emplace(token, id);
+    max_id = std::max<int64_t>(max_id, id);
+  }
+  vocab_r.assign(static_cast<size_t>(max_id + 1), std::string());
+  for (const auto& [token, id] : vocab) vocab_r[static_cast<size_t>(id)] = token;
+
+  ignore_merges = r.bool_of(model, "ignore_merges", false);
+  byte_fallback = r.bool_of(model, "byte_fallback", false);
+  fuse_unk = r.bool_of(model, "fuse_unk", false);
+  if (model.contains("continuing_subword_prefix") && model.at("continuing_subword_prefix").is_string())
+    prefix = model.at("continuing_subword_prefix").get<std::string>();
+  if (model.contains("end_of_word_suffix") && model.at("end_of_word_suffix").is_string())
+    suffix = model.at("end_of_word_suffix").get<std::string>();
+  if (model.contains("unk_token") && model.at("unk_token").is_string()) {
+    const auto it = vocab.find(model.at("unk_token").get<std::string>());
+    if (it == vocab.end()) r.fail(fmt::format("model.unk_token '{}' is not in the vocab", model.at("unk_token").get<std::string>()));
+    unk = it->second;
+  }
+
+  // Merges: rank = position; "a b" strings (legacy) or ["a", "b"] pairs.
+  const Json& m = r.member(model, "merges", "model");
+  if (!m.is_array()) r.fail("model.merges is not an array");
+  merges.reserve(m.size());
+  for (size_t i = 0; i < m.size(); ++i) {
+    std::string a, b;
+    const Json& e = m[i];
+    if (e.is_string()) {
+      const auto s = e.get<std::string>();
+      const auto sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        r.fail(fmt::format("model.merges[{}] \"{}\" is not two tokens separated by one space", i, s));
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      a = e[0].get<std::string>();
+      b = e[1].get<std::string>();
+    } else {
+      r.fail(fmt::format("model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", i));
+    }
+    const auto ia = vocab.find(a), ib = vocab.find(b);
+    if (ia == vocab.end() || ib == vocab.end())
+      r.fail(fmt::format("model.merges[{}]: '{}' is not in the vocab", i, ia == vocab.end() ? a : b));
+    if (!prefix.empty() && b.size() < prefix.size())
+      r.fail(fmt::format("model.merges[{}]: '{}' is shorter than the continuing_subword_prefix", i, b));
+    const std::string joined = a + b.substr(prefix.size());
+    const auto ij = vocab.find(joined);
+    if (ij == vocab.end()) r.fail(fmt::format("model.merges[{}]: the merged token '{}' is not in the vocab", i, joined));
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ia->second)) << 32) | static_cast<uint32_t>(ib->second);
+    merges.try_emplace(key, Merge{static_cast<uint32_t>(i), ij->second});
+  }
+
+  // Added tokens.
+  if (root.contains("added_tokens") && !root.at("added_tokens").is_null()) {
+    const Json& list = root.at("added_tokens");
+    if (!list.is_array()) r.fail("added_tokens is not an array");
+    for (const auto& t : list) {
+      AddedToken a;
+      if (!t.is_object() || !t.contains("id") || !t.at("id").is_number_integer() || !t.contains("content") ||
+          !t.at("content").is_string())
+        r.fail("an added_tokens entry lacks an integer \"id\" or a string \"content\"");
+      a.id = t.at("id").get<int64_t>();
+      if (a.id < 0) r.fail(fmt::format("added token '{}' has a negative id", t.at("content").get<std::string>()));
+      a.content = t.at("content").get<std::string>();
+      a.single_word = r.bool_of(t, "single_word", false);
+      a.lstrip = r.bool_of(t, "lstrip", false);
+      a.rstrip = r.bool_of(t, "rstrip", false);
+      a.special = r.bool_of(t, "special", false);
+      a.normalized = r.bool_of(t, "normalized", !a.special);
+      if (first_invalid_utf8(a.content) != std::string_view::npos) r.fail("an added token is not valid UTF-8");
+      added_by_id[a.id] = added.size();
+      added_by_content[a.content] = added.size();
+      max_id = std::max(max_id, a.id);
+      added.push_back(std::move(a));
+    }
+  }
+  size = max_id + 1;
+
+  read_normalizer(r, root.contains("normalizer") ? root.at("normalizer") : Json(), normalizers);
+
+  // Pre-tokenizer chain: Splits, then at most one ByteLevel, last.
+  std::vector<const Json*> chain;
+  if (root.contains("pre_tokenizer") && !root.at("pre_tokenizer").is_null()) {
+    const Json& p = root.at("pre_tokenizer");
+    if (r.string_of(p, "type", "pre_tokenizer") == "Sequence") {
+      const Json& list = r.member(p, "pretokenizers", "pre_tokenizer Sequence");
+      if (!list.is_array()) r.fail("pre_tokenizer Sequence.pretokenizers is not an array");
+      for (const auto& e : list) chain.push_back(&e);
+    } else {
+      chain.push_back(&p);
+    }
+  }
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const Json& p = *chain[i];
+    const std::string ptype = r.string_of(p, "type", "pre_tokenizer");
+    if (byte_level) r.fail(fmt::format("pre_tokenizer '{}' after ByteLevel is not supported", ptype));
+    if (ptype == "Split") {
+      SplitStep s;
+      s.pattern = r.pattern(p, "pre_tokenizer Split");
+      const std::string beh = r.string_of(p, "behavior", "pre_tokenizer Split");
+      if (beh == "Removed") s.behavior = Behavior::Removed;
+      else if (beh == "Isolated") s.behavior = Behavior::Isolated;
+      else if (beh == "MergedWithPrevious") s.behavior = Behavior::MergedWithPrevious;
+      else if (beh == "MergedWithNext") s.behavior = Behavior::MergedWithNext;
+      else if (beh == "Contiguous") s.behavior = Behavior::Contiguous;
+      else r.fail(fmt::format("pre_tokenizer Split behavior '{}' is unknown", beh));
+      s.invert = r.bool_of(p, "invert", false);
+      splits.push_back(std::move(s));
+    } else if (ptype == "ByteLevel") {
+      byte_level = true;
+      prefix_space = r.bool_of(p, "add_prefix_space", true);
+      if (r.bool_of(p, "use_regex", true)) byte_level_regex = std::make_unique<Regex>(kByteLevelPattern, r.file);
+    } else {
+      r.fail(fmt::format("pre_tokenizer type '{}' is not supported (supported: Split, ByteLevel, Sequence)", ptype));
+    }
+  }
+
+  byte_cp = byte_to_codepoint();
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    append_codepoint(s, byte_cp[static_cast<size_t>(b)]);
+    const auto it = vocab.find(s);
+    byte_id[static_cast<size_t>(b)] = it == vocab.end() ? -1 : it->second;
+  }
+
+  // Decoder.
+  std::unordered_map<uint32_t, unsigned char> cp_byte;
+  for (int b = 0; b < 256; ++b) cp_byte[byte_cp[static_cast<size_t>(b)]] = static_cast<unsigned char>(b);
+  // The bytes a byte-level token string stands for; a string with a character outside the table
+  // stands for its own UTF-8 (as HF's ByteLevel decoder does).
+  auto unmap = [&](const std::string& token) -> std::optional<std::string> {
+    std::string out;
+    for (size_t i = 0; i < token.size();) {
+      size_t len = 0;
+      const uint32_t cp = decode_codepoint(token, i, len);
+      i += len;
+      const auto it = cp_byte.find(cp);
+      if (it == cp_byte.end()) return std::nullopt;
+      out.push_back(static_cast<char>(it->second));
+    }
+    return out;
+  };
+  if (byte_level && ignore_merges && prefix.empty() && suffix.empty()) {
+    raw_vocab.reserve(vocab.size());
+    for (const auto& [token, id] : vocab)
+      if (auto raw = unmap(token)) raw_vocab.emplace(std::move(*raw), id);
+  }
+  if (root.contains("decoder") && !root.at("decoder").is_null()) {
+    const Json& d = root.at("decoder");
+    const std::string dtype = r.string_of(d, "type", "decoder");
+    if (dtype != "ByteLevel") r.fail(fmt::format("decoder type '{}' is not supported (supported: ByteLevel)", dtype));
+    decoder = Decoder::ByteLevel;
+    id_bytes.assign(static_cast<size_t>(size), std::string());
+    for (size_t id = 0; id < vocab_r.size(); ++id)
+      if (!vocab_r[id].empty()) id_bytes[id] = unmap(vocab_r[id]).value_or(vocab_r[id]);
+  }
+
+  // Normalized tokens are matched, shown and decoded in their normalized form.
+  for (size_t i = 0; i < added.size(); ++i) {
+    AddedToken& a = added[i];
+    a.shown = a.content;
+    if (a.normalized) {
+      for (const auto& n : normalizers) apply_normalizer(n, a.shown);
+      normalized_trie.add(a.shown, i);
+    } else {
+      raw_trie.add(a.content, i);
+    }
+    if (decoder == Decoder::ByteLevel) id_bytes[static_cast<size_t>(a.id)] = unmap(a.shown).value_or(a.shown);
+  }
+  cache.reserve(4096);
+}
+
+// HF AddedVocabulary::find_matches: leftmost-longest, then single_word / lstrip / rstrip.
+std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const TokenTrie& trie) const {
+  std::vector<Segment> out;
+  size_t start_offset = 0, from = 0;
+  while (!trie.empty()) {
+    const auto m = trie.find(s, from);
+    if (!m) break;
+    size_t start = (*m)[0], stop = (*m)[0] + (*m)[1];
+    from = stop;
+    const AddedToken& tok = added[(*m)[2]];
+    if (tok.single_word) {
+      const bool start_space = start == 0 || !ends_with_word(s.substr(0, start));
+      const bool stop_space = stop == s.size() || !starts_with_word(s.substr(stop));
+      if (!start_space || !stop_space) continue;
+    }
+    if (tok.lstrip) {
+      size_t newstart = start;
+      while (newstart > 0) {
+        size_t p = newstart - 1;
+        while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
+        size_t len = 0;
+        if (!is_white_space(decode_codepoint(s, p, len))) break;
+        newstart = p;
+      }
+      start = std::max(newstart, start_offset);
+    }
+    if (tok.rstrip) {
+      while (stop < s.size()) {
+        size_t len = 0;
+        if (!is_white_space(decode_codepoint(s, stop, len))) break;
+        stop += len;
+      }
+    }
+    if (start_offset < start) out.push_back({start_offset, start, -1});
+    out.push_back({start, stop, tok.id});
+    start_offset = stop;
+  }
+  if (start_offset != s.size()) out.push_back({start_offset, s.size(), -1});
+  return out;
+}
+
+void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& out) const {
+  for (const auto& seg : split_added(text, raw_trie)) {
+    if (seg.id >= 0) {
+      out.push_back(seg.id);
+      continue;
+    }
+    const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
+    // Then the normalizer, then the tokens matched in normalized text (normalized: true).
+    std::string owned;
+    std::string_view normalized = piece;
+    if (!normalizers.empty()) {
+      owned.assign(piece);
+      for (const auto& n : normalizers) apply_normalizer(n, owned);
+      normalized = owned;
+    }
+    if (normalized_trie.empty()) {
+      encode_normalized(normalized, out);
+      continue;
+    }
+    for (const auto& s2 : split_added(normalized, normalized_trie)) {
+      if (s2.id >= 0) out.push_back(s2.id);
+      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), out);
+    }
+  }
+}
+
+void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64_t>& out) const {
+  if (text.empty()) return;
+  std::vector<std::string_view> pieces{text}, next;
+  std::vector<Span> spans;
+  for (const auto& step : splits) {
+    next.clear();
+    for (const auto& p : pieces) split_piece(step, p, next, spans);
+    pieces.swap(next);
+  }
+  std::deque<std::string> prefixed;  // storage for pieces that got a prefix space
+  for (const auto& p : pieces) {
+    std::string_view piece = p;
+    if (byte_level && prefix_space && piece.front() != ' ') {
+      prefixed.push_back(" " + std::string(piece));
+      piece = prefixed.back();
+    }
+    if (byte_level_regex) {
+      // Isolated: gaps between matches are pieces too (the GPT-2 pattern leaves none in practice).
+      size_t prev = 0;
+      byte_level_regex->for_each_match(piece, [&](size_t a, size_t b) {
+        if (prev != a) bpe_piece(piece.substr(prev, a - prev), out);
+        if (b > a) bpe_piece(piece.substr(a, b - a), out);
+        prev = b;
+      });
+      if (prev != piece.size()) bpe_piece(piece.substr(prev), out);
+    } else {
+      bpe_piece(piece, out);
+    }
+  }
+}
+
+// Initial symbols of a word given as characters (the byte-level mapping already applied when
+// there is one): each character, with the continuing-subword prefix and end-of-word suffix, looked
+// up in the vocab; unknown characters go through byte_fallback / unk_token / are dropped, as HF.
+void Tokenizer::Impl::symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const {
+  std::string s;
+  bool last_unk = false;
+  for (size_t i = 0; i < word.size();) {
+    size_t len = 0;
+    decode_codepoint(word, i, len);
+    const bool first = i == 0, last = i + len == word.size();
+    s.clear();
+    if (!first) s += prefix;
+    s.append(word.substr(i, len));
+    if (last) s += suffix;
+    const auto it = vocab.find(s);
+    if (it != vocab.end()) {
+      symbols.push_back({it->second, 0, 0, true});
+      last_unk = false;
+    } else {
+      bool done = false;
+      if (byte_fallback) {
+        std::vector<int32_t> ids;
+        for (size_t k = i; k < i + len; ++k) {
+          const auto bt = vocab.find(fmt::format("<0x{:02X}>", static_cast<unsigned char>(word[k])));
+          if (bt == vocab.end()) break;
+          ids.push_back(bt->second);
+        }
+        if (ids.size() == len) {
+          for (int32_t id : ids) symbols.push_back({id, 0, 0, true});
+          done = true;
+          last_unk = false;
+        }
+      }
+      if (!done && unk) {
+        if (!(fuse_unk && last_unk)) symbols.push_back({*unk, 0, 0, true});
+        last_unk = true;
+      }
+    }
+    i += len;
+  }
+}
+
+void Tokenizer::Impl::bpe_piece(std::string_view piece, std::vector<int64_t>& out) const {
+  if (piece.empty()) return;
+  const bool cacheable = piece.size() < kCacheMaxPiece;
+  if (cacheable) {
+    std::shared_lock lock(cache_mutex);
+    const auto it = cache.find(piece);
+    if (it != cache.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  thread_local std::vector<Symbol> symbols;
+  symbols.clear();
+  std::vector<int32_t> ids;
+  const bool fast = byte_level && prefix.empty() && suffix.empty();
+  std::string mapped;
+  if (!fast && byte_level)
+    for (unsigned char c : piece) append_codepoint(mapped, byte_cp[c]);
+  const std::string_view word = fast || !byte_level ? piece : std::string_view(mapped);
+
+  std::optional<int32_t> whole;
+  if (ignore_merges) {
+    if (fast) {
+      if (const auto it = raw_vocab.find(word); it != raw_vocab.end()) whole = it->second;
+    } else if (const auto it = vocab.find(word); it != vocab.end()) {
+      whole = it->second;
+    }
+  }
+  if (whole) {
+    ids.push_back(*whole);
+  } else {
+    bool all_bytes = fast;
+    if (fast) {
+      for (unsigned char c : piece) {
+        const int32_t id = byte_id[c];
+        if (id < 0) {
+          all_bytes = false;
+          break;
+        }
+        symbols.push_back({id, 0, 0, true});
+      }
+    }
+    if (fast && !all_bytes) {  // a vocab lacking some byte's character: the general path handles unk
+      symbols.clear();
+      for (unsigned char c : piece) append_codepoint(mapped, byte_cp[c]);
+      symbols_for_chars(mapped, symbols);
+    } else if (!fast) {
+      symbols_for_chars(word, symbols);
+    }
+    bpe_symbols(symbols);
+    for (const auto& s : symbols)
+      if (s.live) ids.push_back(s.id);
+  }
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::unique_lock lock(cache_mutex);
+    if (cache.size() < kCacheCapacity) cache.try_emplace(std::string(piece), std::move(ids));
+  }
+}
+
+// HF word.rs merge_all: repeatedly merge the adjacent pair with the lowest rank, leftmost first.
+// Short words scan linearly; long ones use a heap keyed by (rank, position) as HF does.
+void Tokenizer::Impl::bpe_symbols(std::vector<Symbol>& sym) const {
+  const auto n = static_cast<int32_t>(sym.size());
+  if (n < 2) return;
+  for (int32_t i = 0; i < n; ++i) {
+    sym[static_cast<size_t>(i)].prev = i - 1;
+    sym[static_cast<size_t>(i)].next = i + 1 < n ? i + 1 : -1;
+  }
+  auto lookup = [&](int32_t a, int32_t b) -> const Merge* {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    const auto it = merges.find(key);
+    return it == merges.end() ? nullptr : &it->second;
+  };
+  auto merge_at = [&](int32_t pos, int32_t new_id) {
+    auto& s = sym[static_cast<size_t>(pos)];
+    auto& nx = sym[static_cast<size_t>(s.next)];
+    s.id = new_id;
+    nx.live = false;
+    s.next = nx.next;
+    if (s.next >= 0) sym[static_cast<size_t>(s.next)].prev = pos;
+  };
+  if (n <= 48) {
+    for (;;) {
+      uint32_t best_rank = UINT32_MAX;
+      int32_t best_pos = -1, best_id = -1;
+      for (int32_t i = 0; i >= 0 && sym[static_cast<size_t>(i)].next >= 0; i = sym[static_cast<size_t>(i)].next) {
+        const Merge* m = lookup(sym[static_cast<size_t>(i)].id, sym[static_cast<size_t>(sym[static_cast<size_t>(i)].next)].id);
+        if (m && m->rank < best_rank) {
+          best_rank = m->rank;
+          best_pos = i;
+          best_id = m->id;
+        }
+      }
+      if (best_pos < 0) return;
+      merge_at(best_pos, best_id);
+    }
+  }
+  struct Entry {
+    uint32_t rank;
+    int32_t pos, id;
+    bool operator>(const Entry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  for (int32_t i = 0; i + 1 < n; ++i)
+    if (const Merge* m = lookup(sym[static_cast<size_t>(i)].id, sym[static_cast<size_t>(i + 1)].id))
+      heap.push({m->rank, i, m->id});
+  while (!heap.empty()) {
+    const Entry top = heap.top();
+    heap.pop();
+    auto& s = sym[static_cast<size_t>(top.pos)];
+    if (!s.live || s.next < 0) continue;
+    const Merge* m = lookup(s.id, sym[static_cast<size_t>(s.next)].id);
+    if (!m || m->id != top.id) continue;
+    merge_at(top.pos, top.id);
+    if (s.prev >= 0)
+      if (const Merge* pm = lookup(sym[static_cast<size_t>(s.prev)].id, s.id)) heap.push({pm->rank, s.prev, pm->id});
+    if (s.next >= 0)
+      if (const Merge* nm = lookup(s.id, sym[static_cast<size_t>(s.next)].id)) heap.push({nm->rank, top.pos, nm->id});
+  }
+}
+
+// ---- public API -----------------------------------------------------------------------------------
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+
+Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
+  std::ifstream in(tokenizer_json, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open the tokenizer file", tokenizer_json.string()));
+  Json root;
+  try {
+    root = Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw InputError(fmt::format("{}: not valid JSON: {}", tokenizer_json.string(), e.what()));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->file = tokenizer_json;
+  try {
+    impl->load(root);
+  } catch (const Json::exception& e) {  // a field of the wrong JSON type somewhere we did not check
+    throw InputError(fmt::format("{}: {}", tokenizer_json.string(), e.what()));
+  }
+  return Tokenizer(std::move(impl));
+}
+
+std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
+  if (const auto bad = first_invalid_utf8(text); bad != std::string_view::npos)
+    throw InputError(fmt::format("{}: text to encode is not valid UTF-8 (byte {})", impl_->file.string(), bad));
+  std::vector<int64_t> out;
+  out.reserve(text.size() / 3 + 4);
+  impl_->encode_text(text, out);
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const int64_t> ids, bool skip_special_tokens) const {
+  const Impl& m = *impl_;
+  std::string bytes;
+  bool first = true;
+  for (const int64_t id : ids) {
+    if (id < 0 || id >= m.size) continue;
+    const auto added = m.added_by_id.find(id);
+    if (added != m.added_by_id.end()) {
+      if (skip_special_tokens && m.added[added->second].special) continue;
+    } else if (static_cast<size_t>(id) >= m.vocab_r.size() || m.vocab_r[static_cast<size_t>(id)].empty()) {
+      continue;
+    }
+    if (m.decoder == Impl::Decoder::ByteLevel) {
+      bytes += m.id_bytes[static_cast<size_t>(id)];
+    } else {  // no decoder: HF joins the token strings with spaces
+      if (!first) bytes += ' ';
+      bytes += added != m.added_by_id.end() ? m.added[added->second].shown : m.vocab_r[static_cast<size_t>(id)];
+    }
+    first = false;
+  }
+  std::string out;
+  out.reserve(bytes.size());
+  append_lossy_utf8(out, bytes);
+  return out;
+}
+
+std::optional<int64_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (const auto it = impl_->added_by_content.find(token); it != impl_->added_by_content.end())
+    return impl_->added[it->second].id;
+  if (const auto it = impl_->vocab.find(token); it != impl_->vocab.end()) return it->second;
+  return std::nullopt;
+}
+
+std::optional<std::string> Tokenizer::id_to_token(int64_t id) const {
+  if (const auto it = impl_->added_by_id.find(id); it != impl_->added_by_id.end()) return impl_->added[it->second].shown;
+  if (id >= 0 && static_cast<size_t>(id) < impl_->vocab_r.size() && !impl_->vocab_r[static_cast<size_t>(id)].empty())
+    return impl_->vocab_r[static_cast<size_t>(id)];
+  return std::nullopt;
+}
+
+bool Tokenizer::is_special(int64_t id) const {
+  const auto it = impl_->added_by_id.find(id);
+  return it != impl_->added_by_id.end() && impl_->added[it->second].special;
+}
+
+int64_t Tokenizer::vocab_size() const { return impl_->size; }
+
+std::optional<std::string> Tokenizer::token_bytes(int64_t id) const {
+  if (impl_->decoder == Impl::Decoder::ByteLevel) {
+    if (!id_to_token(id)) return std::nullopt;
+    return impl_->id_bytes[static_cast<size_t>(id)];
+  }
+  return id_to_token(id);
+}
+
+const std::filesystem::path& Tokenizer::file() const { return impl_->file; }
+
+}  // namespace zoo

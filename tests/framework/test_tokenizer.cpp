@@ -1,0 +1,190 @@
+// The tokenizer against Hugging Face `tokenizers` 0.23 (goldens made by
+// tools/tokenizer/make_fixtures.py): ids and decode on a ~0.9 MB corpus for a Qwen2-style
+// tokenizer.json rebuilt from the real Qwen ranks and a Llama-3-style one, plus every Split
+// behaviour, normalizer and ByteLevel flag on a smaller sample.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "framework/tokenizer_fixture_util.hpp"
+#include "zoo/error.hpp"
+#include "zoo/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+using zoo::Tokenizer;
+using Ids = std::vector<int64_t>;
+
+namespace {
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& file) {
+  std::ifstream in(file);
+  REQUIRE(in);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// Every line: ids equal HF's, decode equal HF's, decode(skip_special_tokens) equal HF's.
+void check_against_hf(const Tokenizer& tok, const fs::path& corpus, const fs::path& expected) {
+  const auto lines = read_jsonl(corpus);
+  const auto rows = read_jsonl(expected);
+  REQUIRE(lines.size() == rows.size());
+  size_t bad_ids = 0, bad_decode = 0, bytes = 0, tokens = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto text = lines[i].get<std::string>();
+    bytes += text.size();
+    const Ids want = rows[i].at("ids").get<Ids>();
+    tokens += want.size();
+    const Ids got = tok.encode(text);
+    if (got != want) {
+      size_t k = 0;
+      while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+      if (++bad_ids <= 5)
+        UNSCOPED_INFO(fmt::format("{} line {}: ids differ at token {} (got {} want {}), text near: {}", expected.filename().string(),
+                                  i, k, k < got.size() ? got[k] : -1, k < want.size() ? want[k] : -1,
+                                  tok.decode(std::span(want).subspan(k > 3 ? k - 3 : 0, std::min<size_t>(8, want.size() - (k > 3 ? k - 3 : 0))))));
+    }
+    const std::string want_decode = rows[i].at("decode").is_null() ? text : rows[i].at("decode").get<std::string>();
+    const std::string want_skip = rows[i].at("skip").is_null() ? want_decode : rows[i].at("skip").get<std::string>();
+    if (tok.decode(want) != want_decode || tok.decode(want, true) != want_skip) {
+      if (++bad_decode <= 5) UNSCOPED_INFO(fmt::format("{} line {}: decode differs", expected.filename().string(), i));
+    }
+  }
+  INFO(fmt::format("{}: {} lines, {} bytes, {} tokens", expected.filename().string(), lines.size(), bytes, tokens));
+  CHECK(bad_ids == 0);
+  CHECK(bad_decode == 0);
+}
+
+const Tokenizer& qwen() {
+  static const Tokenizer tok = Tokenizer::from_file(zoo::test::tokenizer_fixture_dir() / "qwen/tokenizer.json");
+  return tok;
+}
+
+fs::path write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / fmt::format("zoo-tok-{}-{}", ::getpid(), name);
+  std::ofstream(p) << text;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: Qwen-style tokenizer.json gives HF's ids and decode on the corpus") {
+  const auto dir = zoo::test::tokenizer_fixture_dir();
+  check_against_hf(qwen(), dir / "corpus.jsonl", dir / "expected/qwen.jsonl");
+}
+
+TEST_CASE("tokenizer: Llama-3-style tokenizer.json (ignore_merges, added-token flags) gives HF's ids") {
+  const auto dir = zoo::test::tokenizer_fixture_dir();
+  const auto tok = Tokenizer::from_file(dir / "llama3/tokenizer.json");
+  check_against_hf(tok, dir / "corpus.jsonl", dir / "expected/llama3.jsonl");
+}
+
+TEST_CASE("tokenizer: Split behaviours, invert, normalizers and ByteLevel flags match HF") {
+  const auto dir = zoo::test::tokenizer_fixture_dir();
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir / "variants")) {
+    const auto name = e.path().filename().string();
+    if (!name.ends_with(".json")) continue;
+    const auto stem = name.substr(0, name.size() - 5);
+    INFO(stem);
+    const auto tok = Tokenizer::from_file(e.path());
+    check_against_hf(tok, dir / "variants/sample.jsonl", dir / "variants" / (stem + ".expected.jsonl"));
+    ++n;
+  }
+  CHECK(n >= 15);
+}
+
+TEST_CASE("tokenizer: known answers from transformers' Qwen2 tests and docs") {
+  const auto& tok = qwen();
+  CHECK(tok.encode("Hello world") == Ids{9707, 1879});
+  CHECK(tok.encode(" Hello world") == Ids{21927, 1879});
+  CHECK(tok.encode("Hello, world!") == Ids{9707, 11, 1879, 0});
+  CHECK(tok.encode("a  b") == Ids{64, 220, 293});  // \s+(?!\S) leaves the last space to the word
+  CHECK(tok.encode("Hello from PegaInfer.") == Ids{9707, 504, 393, 11188, 641, 802, 13});
+  CHECK(tok.encode("") == Ids{});
+  // Special tokens split out of raw text; the text beside them is pre-tokenized on its own.
+  CHECK(tok.encode("<|im_start|>user\nHi<|im_end|>") == Ids{151644, 872, 198, 13048, 151645});
+}
+
+TEST_CASE("tokenizer: vocabulary queries") {
+  const auto& tok = qwen();
+  CHECK(tok.vocab_size() == 151669);  // 151,643 ranks + 26 added tokens
+  CHECK(tok.token_to_id("<|im_end|>") == 151645);
+  CHECK(tok.token_to_id("Hello") == 9707);
+  CHECK(tok.token_to_id("no such token") == std::nullopt);
+  CHECK(tok.id_to_token(151643) == "<|endoftext|>");
+  CHECK(tok.id_to_token(220) == "\xC4\xA0");  // Ġ, the byte-level space
+  CHECK(tok.id_to_token(-1) == std::nullopt);
+  CHECK(tok.id_to_token(151669) == std::nullopt);
+  CHECK(tok.is_special(151645));
+  CHECK_FALSE(tok.is_special(*tok.token_to_id("<think>")));  // added but not special
+  CHECK_FALSE(tok.is_special(9707));
+  CHECK(tok.token_bytes(220) == " ");
+}
+
+TEST_CASE("tokenizer: decode skips special tokens on request and replaces split UTF-8") {
+  const auto& tok = qwen();
+  const Ids ids = tok.encode("<|im_start|>你好<think>x</think><|im_end|>");
+  CHECK(tok.decode(ids) == "<|im_start|>你好<think>x</think><|im_end|>");
+  CHECK(tok.decode(ids, true) == "你好<think>x</think>");
+  // "é" is one token of two bytes in byte-level space only when merged; its first byte alone
+  // decodes to U+FFFD (lossy, as HF).
+  const auto e_first = tok.token_to_id("\xC3\x83");  // byte 0xC3 as a byte-level character
+  REQUIRE(e_first);
+  CHECK(tok.decode(Ids{*e_first}) == "\xEF\xBF\xBD");
+  CHECK(tok.decode(Ids{9707, 999999999, -5, 1879}) == "Hello world");  // unknown ids are skipped
+}
+
+TEST_CASE("tokenizer: errors name the file") {
+  const auto missing = fs::temp_directory_path() / "zoo-no-such-dir/tokenizer.json";
+  CHECK_THROWS_WITH(Tokenizer::from_file(missing), Catch::Contains(missing.string()));
+
+  const auto unigram = write_temp("unigram.json", R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})");
+  CHECK_THROWS_AS(Tokenizer::from_file(unigram), zoo::InputError);
+  CHECK_THROWS_WITH(Tokenizer::from_file(unigram), Catch::Contains(unigram.string()) && Catch::Contains("Unigram"));
+
+  const auto wordpiece = write_temp("wordpiece.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
+  CHECK_THROWS_WITH(Tokenizer::from_file(wordpiece), Catch::Contains("WordPiece"));
+
+  const auto bert_norm = write_temp("bertnorm.json",
+                                    R"({"normalizer": {"type": "BertNormalizer"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  CHECK_THROWS_WITH(Tokenizer::from_file(bert_norm), Catch::Contains(bert_norm.string()) && Catch::Contains("BertNormalizer"));
+
+  const auto bad_merge = write_temp("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]}})");
+  CHECK_THROWS_WITH(Tokenizer::from_file(bad_merge), Catch::Contains("merges[0]") && Catch::Contains("'ab'"));
+
+  const auto bad_regex = write_temp("badregex.json", R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"},
+      "behavior": "Isolated", "invert": false}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  CHECK_THROWS_WITH(Tokenizer::from_file(bad_regex), Catch::Contains(bad_regex.string()) && Catch::Contains("(unclosed"));
+
+  const auto not_json = write_temp("notjson.json", "{\"model\": ");
+  CHECK_THROWS_WITH(Tokenizer::from_file(not_json), Catch::Contains(not_json.string()));
+
+  CHECK_THROWS_AS(qwen().encode("bad \xC3( utf-8"), zoo::InputError);
+  for (const auto& p : {unigram, wordpiece, bert_norm, bad_merge, bad_regex, not_json}) fs::remove(p);
+}
+
+TEST_CASE("tokenizer: concurrent encodes agree (the BPE cache is shared)") {
+  const auto& tok = qwen();
+  const std::string text = "The quick brown fox 🦊 jumps over the lazy dog. 快速的棕色狐狸。 ";
+  const Ids want = tok.encode(text);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i)
+        if (tok.encode(text + std::to_string(i)).size() < want.size()) ++bad;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(bad == 0);
+}
