@@ -392,11 +392,11 @@ void split_piece(const SplitStep& step, std::string_view piece, std::vector<std:
   }
 }
 
-// GPT-2's pattern, the one ByteLevel splits with when use_regex is set.
+// ByteLevel's own pattern, the one it splits with when use_regex is set.
 constexpr const char* kByteLevelPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 (controls, space,
+// The ByteLevel byte table (bytes_to_unicode): printable bytes stand for themselves, the other 68 (controls, space,
 // 0x7F-0xA0, 0xAD) for U+0100 upwards in byte order.
 std::array<uint32_t, 256> byte_to_codepoint() {
   std::array<uint32_t, 256> table{};
@@ -844,7 +844,7 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64
       piece = prefixed.back();
     }
     if (byte_level_regex) {
-      // Isolated: gaps between matches are pieces too (the GPT-2 pattern leaves none in practice).
+      // Isolated: gaps between matches are pieces too (ByteLevel's pattern leaves none in practice).
       size_t prev = 0;
       byte_level_regex->for_each_match(piece, [&](size_t a, size_t b) {
         if (prev != a) bpe_piece(piece.substr(prev, a - prev), out);
