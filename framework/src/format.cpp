@@ -12,4 +12,33 @@ std::string format_bytes(std::size_t bytes) {
   return fmt::format("{:.2f} GB", b / 1e9);
 }
 
+std::string escape_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    // U+0080..U+009F (C1 controls, e.g. CSI) are 0xC2 0x80..0x9F in UTF-8.
+    if (u == 0xC2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9F) {
+        out += fmt::format("\\u{:04x}", next);
+        ++i;
+        continue;
+      }
+    }
+    if (u >= 0x20 && u != 0x7f) {
+      out += text[i];
+      continue;
+    }
+    switch (u) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case 0x1b: out += "\\e"; break;
+      default: out += fmt::format("\\x{:02x}", u); break;
+    }
+  }
+  return out;
+}
+
 }  // namespace zoo

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "zoo/error.hpp"
+#include "zoo/output_file.hpp"
 
 namespace zoo {
 namespace {
@@ -262,14 +263,6 @@ TensorView SafetensorsFile::view(const SafetensorsEntry& entry) const {
   return {map_.bytes().data() + header_.data_offset + entry.begin, entry.dtype, entry.shape, Device{}};
 }
 
-namespace {
-
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-}  // namespace
-
 void write_safetensors(const std::filesystem::path& path,
                        const std::vector<std::pair<std::string, TensorView>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
@@ -314,19 +307,16 @@ void write_safetensors(const std::filesystem::path& path,
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');  // data section starts 8-byte aligned
 
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "wb"));
-  if (!file) throw InputError(fmt::format("{}: cannot open for writing: {}", label, std::strerror(errno)));
-  auto put = [&](const void* data, std::size_t size) {
-    if (size && std::fwrite(data, 1, size, file.get()) != size)
-      throw InputError(fmt::format("{}: write failed: {}", label, std::strerror(errno)));
-  };
+  // Through a temporary file and a rename: a failure never leaves a half-written trace, and a
+  // reader that mapped the old file keeps its bytes.
+  AtomicFileWriter file(path);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(header.size()) >> (8 * i));
-  put(length, sizeof length);
-  put(header.data(), header.size());
-  for (const auto& [name, view] : tensors) put(view.data, view.nbytes());
-  if (std::fclose(file.release()) != 0)
-    throw InputError(fmt::format("{}: write failed: {}", label, std::strerror(errno)));
+  file.write(length, sizeof length);
+  file.write(header);
+  for (const auto& [name, view] : tensors)
+    if (view.nbytes()) file.write(view.data, view.nbytes());
+  file.commit();
 }
 
 }  // namespace zoo
