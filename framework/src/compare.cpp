@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "zoo/diagnostic_hook.hpp"
+#include "zoo/format.hpp"
 #include "zoo/safetensors.hpp"
 
 namespace zoo {
@@ -196,7 +197,7 @@ std::string multi_index(const Shape& shape, std::int64_t flat) {
 
 // " (got X)" for checks that measured something; missing tensors and shape mismatches did not.
 std::string describe_value(const GateResult& r) {
-  for (std::string_view bare : {"present", "matches", "shape", "logit metrics"})
+  for (std::string_view bare : {"present", "matches", "shape", "logit metrics", "finite"})
     if (r.check.starts_with(bare)) return "";
   if (r.check.starts_with("argmax")) return fmt::format(" (got {} matching)", static_cast<std::int64_t>(r.value));
   if (r.check.starts_with("cosine")) return fmt::format(" (got {})", std::isnan(r.value) ? "nan" : fmt::format("{:.10f}", r.value));
@@ -243,6 +244,10 @@ TensorMetrics compare_tensors(const std::string& name, const TensorView& golden,
       const double x = g[j], y = a[j];
       const double d = x == y ? 0.0 : std::abs(y - x);  // equal infinities are no difference
       const std::int64_t i = begin + j;
+      const bool golden_finite = std::isfinite(x), actual_finite = std::isfinite(y);
+      m.golden_non_finite += !golden_finite;
+      m.actual_non_finite += !actual_finite;
+      if ((!golden_finite || !actual_finite) && m.first_non_finite < 0) m.first_non_finite = i;
       if (!m.integer || is_floating(actual.dtype)) m.mismatches += x != y;
       dot += x * y;
       gg += x * x;
@@ -263,6 +268,7 @@ TensorMetrics compare_tensors(const std::string& name, const TensorView& golden,
   }
   if (!m.integer) m.mismatches = 0;  // only meaningful for integer tensors
   if (saw_nan) m.max_abs = kNaN;
+  const bool non_finite = m.golden_non_finite > 0 || m.actual_non_finite > 0;
 
   if (n > 0) {
     const auto nd = static_cast<double>(n);
@@ -291,6 +297,12 @@ TensorMetrics compare_tensors(const std::string& name, const TensorView& golden,
       m.nmse = mse / var;
     }
   }
+  // An infinity or NaN in either tensor means the numbers cannot be trusted: no metric may look
+  // finite (a p99 over a few NaNs, a max_abs over equal infinities), and it points at the first one.
+  if (non_finite) {
+    m.cosine = m.max_abs = m.mean_abs = m.rmse = m.p99_abs = m.nmse = kNaN;
+    m.max_abs_index = m.first_non_finite;
+  }
 
   const bool rows_wanted = logit_metrics || topk > 0 || std::string_view(name).ends_with("logits");
   if (rows_wanted && row_capable(golden, actual)) {
@@ -302,17 +314,24 @@ TensorMetrics compare_tensors(const std::string& name, const TensorView& golden,
     for_each_row(golden, actual, [&](std::int64_t r, const std::vector<double>& gr, const std::vector<double>& ar) {
       const auto best = argmax(gr), chosen = argmax(ar);
       ++m.rows;
-      if (best == chosen) {
+      // A row holding a non-finite value has no meaningful argmax: it never counts as a match.
+      auto finite = [](const std::vector<double>& row) {
+        return std::all_of(row.begin(), row.end(), [](double x) { return std::isfinite(x); });
+      };
+      const bool rows_finite = finite(gr) && finite(ar);
+      if (best == chosen && rows_finite) {
         ++m.argmax_matches;
       } else if (m.first_argmax_mismatch < 0) {
         m.first_argmax_mismatch = r;
       }
       // log_softmax(g)[i] = g[i] - logsumexp(g): the row constant cancels in the difference.
-      const double regret = best == chosen ? 0.0 : gr[best] - gr[chosen];
+      const double regret = !rows_finite ? kNaN : best == chosen ? 0.0 : gr[best] - gr[chosen];
       m.max_regret = std::isnan(regret) || std::isnan(m.max_regret) ? kNaN : std::max(m.max_regret, regret);
       regret_sum += regret;
       if (k > 0)
-        m.min_topk_overlap = std::min(m.min_topk_overlap, static_cast<double>(overlap(topk_indices(gr, k), topk_indices(ar, k))));
+        m.min_topk_overlap = rows_finite ? std::min(m.min_topk_overlap,
+                                                    static_cast<double>(overlap(topk_indices(gr, k), topk_indices(ar, k))))
+                                         : kNaN;
     });
     m.mean_regret = m.rows ? regret_sum / static_cast<double>(m.rows) : 0.0;
   }
@@ -404,33 +423,41 @@ CompareReport compare_trace_tensors(const NamedTensors& golden, const NamedTenso
         add(fmt::format("shape {} == golden {}", shape_str(m.actual_shape), shape_str(m.shape)), 0.0, false);
         continue;
       }
-      if (gate.min_cosine) add("cosine >= " + fmt_threshold(*gate.min_cosine), m.cosine, m.cosine >= *gate.min_cosine);
-      if (gate.max_abs) add("max_abs <= " + fmt_threshold(*gate.max_abs), m.max_abs, m.max_abs <= *gate.max_abs);
+      // A non-finite value in either tensor fails every check of every gate on it, whatever the
+      // metric would say (NaN compares false, but a NaN row can still "match" an argmax).
+      if (m.golden_non_finite || m.actual_non_finite)
+        add(fmt::format("finite (golden has {}, actual has {} non-finite values)", m.golden_non_finite,
+                        m.actual_non_finite),
+            static_cast<double>(m.golden_non_finite + m.actual_non_finite), false);
+      const bool finite = m.golden_non_finite == 0 && m.actual_non_finite == 0;
+      auto check = [&](std::string what, double value, bool ok) { add(std::move(what), value, ok && finite); };
+      if (gate.min_cosine) check("cosine >= " + fmt_threshold(*gate.min_cosine), m.cosine, m.cosine >= *gate.min_cosine);
+      if (gate.max_abs) check("max_abs <= " + fmt_threshold(*gate.max_abs), m.max_abs, m.max_abs <= *gate.max_abs);
       if (gate.max_mean_abs)
-        add("mean_abs <= " + fmt_threshold(*gate.max_mean_abs), m.mean_abs, m.mean_abs <= *gate.max_mean_abs);
-      if (gate.max_rmse) add("rmse <= " + fmt_threshold(*gate.max_rmse), m.rmse, m.rmse <= *gate.max_rmse);
-      if (gate.max_nmse) add("nmse <= " + fmt_threshold(*gate.max_nmse), m.nmse, m.nmse <= *gate.max_nmse);
+        check("mean_abs <= " + fmt_threshold(*gate.max_mean_abs), m.mean_abs, m.mean_abs <= *gate.max_mean_abs);
+      if (gate.max_rmse) check("rmse <= " + fmt_threshold(*gate.max_rmse), m.rmse, m.rmse <= *gate.max_rmse);
+      if (gate.max_nmse) check("nmse <= " + fmt_threshold(*gate.max_nmse), m.nmse, m.nmse <= *gate.max_nmse);
       if (gate.exact) {
         if (m.integer)
-          add("exact (differing elements == 0)", static_cast<double>(m.mismatches), m.mismatches == 0);
+          check("exact (differing elements == 0)", static_cast<double>(m.mismatches), m.mismatches == 0);
         else
-          add("exact (max_abs == 0)", m.max_abs, m.max_abs == 0.0);
+          check("exact (max_abs == 0)", m.max_abs, m.max_abs == 0.0);
       }
       if (gate.wants_rows() && !m.has_rows) {
         add("logit metrics (needs a floating tensor with rows)", 0.0, false);
         continue;
       }
       if (gate.argmax_exact)
-        add(fmt::format("argmax exact ({} rows)", m.rows), static_cast<double>(m.argmax_matches),
+        check(fmt::format("argmax exact ({} rows)", m.rows), static_cast<double>(m.argmax_matches),
             m.argmax_matches == m.rows);
-      if (gate.max_regret) add("regret <= " + fmt_threshold(*gate.max_regret), m.max_regret, m.max_regret <= *gate.max_regret);
+      if (gate.max_regret) check("regret <= " + fmt_threshold(*gate.max_regret), m.max_regret, m.max_regret <= *gate.max_regret);
       if (gate.topk) {
         double value = m.min_topk_overlap;
         if (gate.topk->k != m.topk) {
           const TensorView& gv = *golden_by.at(name);
           value = static_cast<double>(min_topk_overlap(gv, *actual_by.at(name), gate.topk->k));
         }
-        add(fmt::format("top-{} overlap >= {}", gate.topk->k, gate.topk->min_overlap), value,
+        check(fmt::format("top-{} overlap >= {}", gate.topk->k, gate.topk->min_overlap), value,
             value >= gate.topk->min_overlap);
       }
     }
@@ -453,7 +480,10 @@ CompareReport compare_traces(const std::filesystem::path& golden, const std::fil
   return compare_trace_tensors(named(*golden_file), named(*actual_file), gates, only);
 }
 
+bool CompareReport::evaluated() const { return !gate_results.empty(); }
+
 bool CompareReport::passed() const {
+  if (!evaluated()) return false;
   for (const auto& r : gate_results)
     if (!r.passed) return false;
   for (const auto& m : tensors)
@@ -498,7 +528,7 @@ std::string CompareReport::table() const {
                                            "p99_abs", "nmse",   "argmax",  "regret", "top-k"};
   std::vector<std::vector<std::string>> rows;
   for (const auto& m : tensors) {
-    std::vector<std::string> row = {m.name, shape_str(m.shape)};
+    std::vector<std::string> row = {escape_text(m.name), shape_str(m.shape)};
     if (!m.shape_match) {
       row.push_back(fmt::format("SHAPE MISMATCH: actual {}", shape_str(m.actual_shape)));
     } else {
@@ -552,32 +582,44 @@ std::string CompareReport::table() const {
     out += fmt::format("gates: {} passed, {} failed\n", passes, failures);
     for (const auto& r : gate_results) {
       if (r.passed) continue;
-      const std::string group = r.gate_group.empty() ? "" : "[" + r.gate_group + "] ";
-      out += fmt::format("  FAIL {}{}: {}{}\n", group, r.tensor, r.check, describe_value(r));
+      const std::string group = r.gate_group.empty() ? std::string() : fmt::format("[{}] ", escape_text(r.gate_group));
+      out += fmt::format("  FAIL {}{}: {}{}\n", group, escape_text(r.tensor), r.check, describe_value(r));
     }
   }
   std::vector<std::string> mismatched;
   for (const auto& m : tensors)
-    if (!m.shape_match) mismatched.push_back(m.name);
+    if (!m.shape_match) mismatched.push_back(escape_text(m.name));
   if (!mismatched.empty()) out += fmt::format("shape mismatches: {}\n", fmt::join(mismatched, ", "));
-  if (!only_golden.empty()) out += fmt::format("only in golden: {}\n", fmt::join(only_golden, ", "));
-  if (!only_actual.empty()) out += fmt::format("only in actual: {}\n", fmt::join(only_actual, ", "));
+  auto escaped = [](const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (const auto& name : names) out.push_back(escape_text(name));
+    return out;
+  };
+  if (!only_golden.empty()) out += fmt::format("only in golden: {}\n", fmt::join(escaped(only_golden), ", "));
+  if (!only_actual.empty()) out += fmt::format("only in actual: {}\n", fmt::join(escaped(only_actual), ", "));
+  for (const auto& m : tensors)
+    if (m.golden_non_finite || m.actual_non_finite)
+      out += fmt::format("non-finite values: {} (golden {}, actual {}; first at {})\n", escape_text(m.name), m.golden_non_finite,
+                         m.actual_non_finite, multi_index(m.shape, m.first_non_finite));
   if (auto first = first_failure()) {
     const bool missing = std::find(only_golden.begin(), only_golden.end(), *first) != only_golden.end();
-    out += fmt::format("first failing tensor: {} ({})\n", *first,
+    out += fmt::format("first failing tensor: {} ({})\n", escape_text(*first),
                        missing ? "missing from the actual trace; no measured check failed" : "drift starts here");
   }
   if (auto worst = worst_tensor()) {
     for (const auto& m : tensors)
-      if (m.name == *worst) out += fmt::format("worst tensor: {} (cosine {})\n", m.name, fmt_cosine(m.cosine));
+      if (m.name == *worst) out += fmt::format("worst tensor: {} (cosine {})\n", escape_text(m.name), fmt_cosine(m.cosine));
   }
-  out += fmt::format("result: {}\n", passed() ? "PASS" : "FAIL");
+  const bool failed = std::any_of(gate_results.begin(), gate_results.end(), [](const auto& r) { return !r.passed; }) ||
+                      !mismatched.empty();
+  out += fmt::format("result: {}\n", passed() ? "PASS" : failed ? "FAIL" : "NOT CHECKED (no gate was evaluated)");
   return out;
 }
 
 nlohmann::json CompareReport::to_json() const {
   nlohmann::json j;
   j["passed"] = passed();
+  j["gates_evaluated"] = gate_results.size();
   const auto first = first_failure();
   const auto worst = worst_tensor();
   j["first_failure"] = first ? nlohmann::json(*first) : nlohmann::json(nullptr);
@@ -590,6 +632,11 @@ nlohmann::json CompareReport::to_json() const {
                         {"p99_abs", num(m.p99_abs)}, {"nmse", num(m.nmse)}};
     if (!m.shape_match) t["actual_shape"] = m.actual_shape;
     if (m.integer) t["mismatches"] = m.mismatches;
+    if (m.golden_non_finite || m.actual_non_finite) {
+      t["golden_non_finite"] = m.golden_non_finite;
+      t["actual_non_finite"] = m.actual_non_finite;
+      t["first_non_finite"] = m.first_non_finite;
+    }
     if (m.has_rows) {
       t["rows"] = m.rows;
       t["argmax_matches"] = m.argmax_matches;

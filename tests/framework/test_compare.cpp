@@ -377,7 +377,7 @@ TEST_CASE("compare_traces reads two safetensors files", "[compare]") {
   CHECK_FALSE(report.passed());
   CHECK(*report.first_failure() == "layer.2.output");
   CHECK(report.tensors.size() == 5);
-  const auto same = compare_traces(dir / "golden.safetensors", dir / "golden.safetensors", {});
+  const auto same = compare_traces(dir / "golden.safetensors", dir / "golden.safetensors", sample_gates());
   CHECK(same.passed());
   for (const auto& m : same.tensors) CHECK(m.max_abs == 0.0);
   CHECK_THROWS_AS(compare_traces(dir / "missing.safetensors", dir / "golden.safetensors", {}), InputError);
@@ -404,4 +404,78 @@ TEST_CASE("compare_trace_tensors: the actual's record order orders a name-sorted
   REQUIRE(only_missing.first_failure());
   CHECK(*only_missing.first_failure() == "embed");
   CHECK_THAT(only_missing.table(), Contains("first failing tensor: embed (missing from the actual trace"));
+}
+
+// Issue 8, "silent wrong answers": a NaN passed argmax, top-k and regret gates.
+TEST_CASE("compare: a non-finite value in either tensor fails every gate on it", "[compare]") {
+  const auto gates = parse_gates(YAML::Load(R"(
+- {tensor: logits, argmax: exact}
+- {tensor: logits, topk: {k: 2, min_overlap: 1}}
+- {tensor: logits, regret: 100}
+- {tensor: logits, cosine: -1}
+- {tensor: logits, max_abs: 1.0e30, nmse: 1.0e30, rmse: 1.0e30, mean_abs: 1.0e30}
+)"),
+                                 "g.yaml");
+  const std::vector<float> golden = {1, 5, 2, 0, 3, 1};
+  // NaN in a row whose argmax still "matches" (NaN sorts last), +inf in the golden, -inf in both.
+  for (const auto& [g, a] : std::vector<std::pair<std::vector<float>, std::vector<float>>>{
+           {golden, {1, 5, NAN, 0, 3, 1}},
+           {{1, INFINITY, 2, 0, 3, 1}, {1, INFINITY, 2, 0, 3, 1}},
+           {{1, 5, -INFINITY, 0, 3, 1}, {1, 5, -INFINITY, 0, 3, 1}}}) {
+    const auto report = compare_trace_tensors({{"logits", f32(g, {2, 3})}}, {{"logits", f32(a, {2, 3})}}, gates);
+    CHECK_FALSE(report.passed());
+    CHECK_THAT(report.table(), Contains("result: FAIL") && Contains("non-finite values: logits"));
+    for (const auto& r : report.gate_results) {
+      INFO(r.check);
+      CHECK_FALSE(r.passed);
+    }
+    const auto& m = report.tensors.at(0);
+    CHECK(m.golden_non_finite + m.actual_non_finite >= 1);
+    CHECK(m.argmax_matches == 1);  // the row holding the non-finite value is no match
+    for (double x : {m.cosine, m.max_abs, m.mean_abs, m.rmse, m.p99_abs, m.nmse}) CHECK(std::isnan(x));
+  }
+}
+
+TEST_CASE("compare_tensors: p99 and friends are NaN, not finite, for a few NaNs", "[compare]") {
+  // Before: one NaN among 1000 left p99 (and with equal infinities, everything) finite.
+  std::vector<float> golden(1000, 1.0f), actual(1000, 1.0f);
+  actual[17] = NAN;
+  const auto m = compare_tensors("x", f32(golden), f32(actual));
+  CHECK(std::isnan(m.p99_abs));
+  CHECK(std::isnan(m.mean_abs));
+  CHECK(std::isnan(m.nmse));
+  CHECK(m.max_abs_index == 17);
+  CHECK(m.actual_non_finite == 1);
+  golden[3] = actual[3] = INFINITY;
+  actual[17] = 1.0f;
+  const auto inf = compare_tensors("x", f32(golden), f32(actual));
+  CHECK(std::isnan(inf.max_abs));
+  CHECK(std::isnan(inf.p99_abs));
+  CHECK(inf.max_abs_index == 3);
+}
+
+TEST_CASE("compare: nothing checked is not a pass", "[compare]") {
+  Traces t;
+  // No gates at all.
+  const auto no_gates = compare_trace_tensors(t.golden(), t.actual(false), {});
+  CHECK_FALSE(no_gates.evaluated());
+  CHECK_FALSE(no_gates.passed());
+  CHECK_THAT(no_gates.table(), !Contains("PASS") && Contains("result: NOT CHECKED (no gate was evaluated)"));
+  CHECK(no_gates.to_json()["passed"] == false);
+  // Disjoint names, an empty golden: no gates evaluated, or gates that match nothing fail.
+  const NamedTensors other = {{"something.else", f32(t.embed, {3, 2})}};
+  CHECK_FALSE(compare_trace_tensors(t.golden(), other, {}).passed());
+  CHECK_FALSE(compare_trace_tensors(t.golden(), other, sample_gates()).passed());
+  CHECK_FALSE(compare_trace_tensors({}, t.actual(false), {}).passed());
+  CHECK_FALSE(compare_trace_tensors({}, t.actual(false), sample_gates()).passed());
+  CHECK_THAT(compare_trace_tensors({}, {}, {}).table(), !Contains("PASS"));
+}
+
+TEST_CASE("compare report escapes names read from files", "[compare]") {
+  const std::vector<float> x = {1, 2}, y = {1, 3};
+  const std::string crafted = "x\nresult: PASS\n";
+  const NamedTensors golden = {{crafted, f32(x)}}, actual = {{crafted, f32(y)}};
+  const auto gates = parse_gates(YAML::Load("- {tensor: '*', cosine: 0.99999}"), "g.yaml");
+  const auto table = compare_trace_tensors(golden, actual, gates).table();
+  CHECK_THAT(table, !Contains("\nresult: PASS") && Contains("x\\nresult: PASS\\n") && Contains("result: FAIL"));
 }

@@ -93,12 +93,16 @@ TEST_CASE("higgs manifest: the unedited copy plans and validates cleanly", "[hig
   const auto golden = fixture_dir("higgs-tiny");
   const auto trace = yaml.parent_path() / "trace.safetensors";
   const auto t = run_zoo("trace -q " + shell_quote(yaml.string()) + " --request " +
-                         shell_quote((golden / "request.json").string()) + " --out " + shell_quote(trace.string()));
+                         shell_quote((golden / "request.json").string()) + " --points '*' --out " +
+                         shell_quote(trace.string()));
   check_no_signal(t);
   CHECK(t.exit_code == 0);
+  // With the shipped config's gates: a compare without gates checks nothing and never passes.
   const auto c = run_zoo("compare " + shell_quote((golden / "golden.safetensors").string()) + " " +
-                         shell_quote(trace.string()));
+                         shell_quote(trace.string()) + " --gates " +
+                         shell_quote((fs::path(ZOO_SOURCE_DIR) / "configs" / "higgs-tiny.yaml").string()));
   check_no_signal(c);
+  INFO(c.output);
   CHECK(c.exit_code == 0);
 }
 

@@ -241,8 +241,8 @@ expect_error 2 "compare gates wrong type" "~gates-wrong-type\.yaml:[0-9]+:[0-9]+
   compare "$GOLDEN" "$GOLDEN" --gates "$DATA/gates-wrong-type.yaml"
 expect_error 2 "compare missing gates file" "$TMP/gates.yaml" -- compare "$GOLDEN" "$GOLDEN" --gates "$TMP/gates.yaml"
 
-# Positive: a golden against itself passes, with and without gates.
-expect_code 0 "compare golden golden" compare "$GOLDEN" "$GOLDEN"
+# Positive: a golden against itself passes its gates; without gates nothing is checked (exit 1).
+expect_code 1 "compare golden golden without gates" compare "$GOLDEN" "$GOLDEN"
 expect_code 0 "compare golden golden with gates" compare "$GOLDEN" "$GOLDEN" --gates "$DATA/gates-qwen3-drift.yaml"
 # A trace of a perturbed request (last id changed) fails the gates, and the report names the
 # first tensor in forward order that fails: embed (the changed token's embedding row).

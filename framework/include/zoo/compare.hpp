@@ -28,6 +28,11 @@ struct TensorMetrics {
   double rmse = 0.0;
   double p99_abs = 0.0;
   double nmse = 0.0;  // MSE / Var(golden)
+  // NaN and infinities in each tensor. Any makes every metric above NaN and fails every gate on
+  // the tensor; max_abs_index then points at the first one.
+  std::int64_t golden_non_finite = 0;
+  std::int64_t actual_non_finite = 0;
+  std::int64_t first_non_finite = -1;  // flat index, -1 when none
   // Logit-like tensors (rank 2, compared row by row):
   bool has_rows = false;
   std::int64_t rows = 0;
@@ -75,7 +80,10 @@ struct CompareReport {
   std::vector<std::string> only_actual;
   std::vector<GateResult> gate_results;  // grouped by tensor, forward order; pattern failures last
   std::vector<std::string> order;          // every golden name considered, forward order
-  // Every gate result passed and every compared shape matched.
+  // At least one gate check measured a compared tensor (passed or not). Nothing checked is not a
+  // pass: without this, no gates, disjoint names or an empty golden would all "pass".
+  bool evaluated() const;
+  // Some gate was evaluated, every gate result passed and every compared shape matched.
   bool passed() const;
   // First tensor (forward order) with a failed gate or a shape mismatch (measured failures before
   // tensors missing from the actual trace), and the float tensor with
