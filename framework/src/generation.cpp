@@ -43,6 +43,16 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
   if (options_.top_k < 0) throw InputError(fmt::format("--top-k: must be >= 0, got {}", options_.top_k));
   if (!(options_.top_p >= 0 && options_.top_p <= 1))
     throw InputError(fmt::format("--top-p: must be within [0, 1], got {}", options_.top_p));
+  // Greedy decoding takes the argmax, which top-k and top-p never change: a filter given without a
+  // temperature would be silently ignored, so say so instead.
+  if (options_.temperature == 0.0f && options_.top_k > 0)
+    throw InputError(fmt::format("--top-k {}: has no effect under greedy decoding (temperature 0); give --temperature "
+                                 "to sample",
+                                 options_.top_k));
+  if (options_.temperature == 0.0f && options_.top_p < 1.0f)
+    throw InputError(fmt::format("--top-p {}: has no effect under greedy decoding (temperature 0); give --temperature "
+                                 "to sample",
+                                 options_.top_p));
 }
 
 std::int64_t Sampler::next(std::span<const float> logits) {
@@ -103,9 +113,23 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
     if (logits.empty() || logits.shape().empty() || logits.shape().back() <= 0 || logits.dtype() != DType::F32)
       throw std::runtime_error(fmt::format("generate: the model returned no float32 logits (shape {})",
                                            shape_str(logits.shape())));
+    if (logits.shape().size() != 2)
+      throw std::runtime_error(fmt::format("generate: the model returned logits of shape {}, not [rows, vocab]",
+                                           shape_str(logits.shape())));
     const auto vocab = static_cast<std::size_t>(logits.shape().back());
     const auto all = logits.span<float>();
-    const std::int64_t token = sampler.next(all.subspan(all.size() - vocab));  // the last row
+    const auto row = all.subspan(all.size() - vocab);  // the last row
+    // NaN or +inf logits mean the forward pass is broken (bad weights, overflow in a low-precision
+    // dtype); a token drawn from them would be noise presented as output. -inf alone is a masked
+    // token, fine unless every token is masked.
+    const auto bad = std::find_if(row.begin(), row.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
+    const bool all_masked = std::all_of(row.begin(), row.end(), [](float x) { return x == -INFINITY; });
+    if (bad != row.end() || all_masked)
+      throw ValidationError(fmt::format(
+          "generate: the model returned non-finite logits for new token {} ({}); the weights or the compute dtype "
+          "are broken",
+          out.size(), bad != row.end() ? fmt::format("{} at id {}", *bad, bad - row.begin()) : "every one is -inf"));
+    const std::int64_t token = sampler.next(row);
     out.push_back(token);
     if (on_token) on_token(token);
     if (options.eos_token_id && token == *options.eos_token_id) break;

@@ -199,3 +199,58 @@ TEST_CASE("generate: sampling through generate is reproducible per seed", "[gene
   CHECK(a.size() == 12);
   CHECK(a != expected_greedy(prompt.ids, 12));  // T = 3 over a 16-token vocab does wander
 }
+
+// Issue 8: flags silently ignored, and all-NaN logits sampled as token 0.
+TEST_CASE("Sampler: top-k or top-p under greedy decoding is an error, not ignored", "[generation]") {
+  CHECK_THROWS_WITH(Sampler({.temperature = 0.0f, .top_k = 5}), Catch::Contains("--top-k 5") &&
+                                                                    Catch::Contains("no effect under greedy"));
+  CHECK_THROWS_WITH(Sampler({.temperature = 0.0f, .top_k = 0, .top_p = 0.9f}), Catch::Contains("--top-p"));
+  CHECK_THROWS_AS(Sampler({.temperature = 0.0f, .top_k = 5}), InputError);
+  CHECK_NOTHROW(Sampler({.temperature = 0.0f, .top_k = 0, .top_p = 1.0f}));
+  CHECK_NOTHROW(Sampler({.temperature = 0.7f, .top_k = 5, .top_p = 0.9f}));
+}
+
+namespace {
+
+// A session whose logits at decode step `bad_step` (0: the prefill) are `bad`.
+class PoisonedSession : public Session {
+ public:
+  PoisonedSession(int bad_step, std::vector<float> bad) : bad_step_(bad_step), bad_(std::move(bad)) {}
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* = nullptr) override {
+    position_ += static_cast<std::int64_t>(step.ids.size());
+    std::vector<float> logits = {0, 1, 0, 0};
+    if (steps_++ == bad_step_) logits = bad_;
+    ForwardResult result;
+    result.logits = HostTensor::from_f32({1, static_cast<std::int64_t>(logits.size())}, logits);
+    return result;
+  }
+  std::int64_t position() const override { return position_; }
+  void reset() override { position_ = 0; }
+
+ private:
+  int bad_step_;
+  std::vector<float> bad_;
+  int steps_ = 0;
+  std::int64_t position_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("generate: non-finite logits are an error, never a token", "[generation]") {
+  Prompt prompt;
+  prompt.ids = {1, 2};
+  GenerationOptions options;
+  options.max_new_tokens = 4;
+  for (const auto& bad : std::vector<std::vector<float>>{
+           {NAN, NAN, NAN, NAN}, {0, NAN, 0, 0}, {0, INFINITY, 0, 0}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY}}) {
+    for (int step : {0, 2}) {
+      PoisonedSession session(step, bad);
+      std::vector<std::int64_t> seen;
+      CHECK_THROWS_AS(generate(session, prompt, options, [&](std::int64_t id) { seen.push_back(id); }), ValidationError);
+      CHECK(seen.size() == static_cast<std::size_t>(step));  // nothing emitted from the broken step
+    }
+  }
+  // A masked token (-inf) among finite ones is fine.
+  PoisonedSession masked(0, {-INFINITY, 0, 2, -INFINITY});
+  CHECK(generate(masked, prompt, options).front() == 2);
+}

@@ -16,7 +16,9 @@ struct SamplingOptions {
   std::uint64_t seed = 0;
 };
 
-// Picks the next token from one row of logits. Greedy ties go to the lower index.
+// Picks the next token from one row of logits. Greedy ties go to the lower index. Options are
+// checked on construction (InputErrors named after the CLI flags): top-k or top-p with temperature
+// 0 is an error, since greedy decoding ignores them.
 class Sampler {
  public:
   explicit Sampler(SamplingOptions options);
@@ -35,7 +37,8 @@ struct GenerationOptions {
 };
 
 // Prefills the prompt in a fresh session, then decodes one token at a time. `on_token` (optional)
-// sees each new id as it is produced.
+// sees each new id as it is produced. Logits holding NaN or +inf (or only -inf) are a
+// ValidationError: nothing is sampled from a broken forward pass.
 std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const GenerationOptions& options,
                                    const std::function<void(std::int64_t)>& on_token = {});
 
