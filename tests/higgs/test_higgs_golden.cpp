@@ -57,10 +57,14 @@ void check_one_step_gate(const std::string& name) {
     CHECK(metrics(tensor).cosine >= 0.9998);
   }
 
-  // The step returns the audio logits [K, V] as its logits.
+  // The step returns the audio logits [K, V] as extra "audio_logits", never as text logits.
+  CHECK(out.logits.empty());
   const HostTensor* traced = recorder.find("audio_logits");
-  REQUIRE(out.logits.shape() == traced->shape());
-  CHECK(max_abs_diff(out.logits, *traced) == 0.0);
+  const HostTensor* audio = out.find_extra("audio_logits");
+  REQUIRE(audio != nullptr);
+  REQUIRE(audio->shape() == traced->shape());
+  CHECK(max_abs_diff(*audio, *traced) == 0.0);
+  CHECK_FALSE(opened.model->text_generation_unsupported().empty());
 }
 
 // Writes a copy of the fixture's request with `edit` applied, and returns the message of the
@@ -174,7 +178,9 @@ TEST_CASE("higgs text-only request runs", "[higgs]") {
   auto session = opened.model->new_session();
   const ForwardResult out = session->forward(prompt.step());
   const auto config = load_hf_config(fixture_dir("higgs-tiny"));
-  CHECK(out.logits.shape() == Shape{config.at("audio_encoder_config").at("num_codebooks").get<std::int64_t>(),
+  CHECK(out.logits.empty());
+  REQUIRE(out.find_extra("audio_logits") != nullptr);
+  CHECK(out.find_extra("audio_logits")->shape() == Shape{config.at("audio_encoder_config").at("num_codebooks").get<std::int64_t>(),
                                     config.at("audio_encoder_config").at("vocab_size").get<std::int64_t>()});
 }
 

@@ -4,6 +4,8 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -62,10 +64,20 @@ struct Prompt {
   }
 };
 
-// Host float32 results: [rows, hidden] and [rows, vocab]; empty when not asked for.
+// Host float32 results: [rows, hidden] and [rows, vocab]; empty when not asked for. `logits` are
+// always text logits over the model's vocabulary (ModelInfo::vocab_size), so a caller may sample
+// them as token ids; a model whose head predicts something else (another modality, several
+// codebooks) returns it in `extra` under a name its documentation gives, never in `logits`.
 struct ForwardResult {
   HostTensor hidden;
   HostTensor logits;
+  std::vector<std::pair<std::string, HostTensor>> extra;
+
+  const HostTensor* find_extra(std::string_view name) const {
+    for (const auto& [key, tensor] : extra)
+      if (key == name) return &tensor;
+    return nullptr;
+  }
 };
 
 // One sequence and its KV cache. Not thread-safe; must not outlive the Model that made it.
@@ -98,6 +110,10 @@ class Model {
   virtual std::vector<std::string> extra_trace_points() const { return {}; }
   // Backend facts for benchmarks and diagnostics (e.g. peak device memory), free-form.
   virtual nlohmann::json runtime_stats() const { return nlohmann::json::object(); }
+  // Empty for a text LM. Otherwise why sampling its forward pass as text is meaningless and what
+  // to use instead (one line, e.g. "it predicts X, not text: use `zoo Y`"); such a model returns
+  // no text logits, and `zoo generate` refuses it with this message.
+  virtual std::string text_generation_unsupported() const { return {}; }
 };
 
 }  // namespace zoo

@@ -43,7 +43,8 @@ class HiggsSession : public Session {
   std::int64_t position() const override { return body_->position(); }
   void reset() override { body_->reset(); }
 
-  // Returns the audio logits [K, V] at the last position as `logits`; text logits are not produced.
+  // Returns the audio logits [K, V] at the last position as extra "audio_logits"; text logits are
+  // not produced (`logits` holds text logits only, see ForwardResult).
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
     ForwardStep body_step = step;
     body_step.outputs = {.hidden = true, .logits = false, .all_positions = false};
@@ -60,7 +61,7 @@ class HiggsSession : public Session {
       hook->record("audio_argmax", argmax.view());
     }
     if (step.outputs.hidden) result.hidden = std::move(body.hidden);
-    if (step.outputs.logits) result.logits = std::move(logits);
+    if (step.outputs.logits) result.extra.emplace_back("audio_logits", std::move(logits));
     return result;
   }
 
@@ -113,6 +114,9 @@ class HiggsModel : public Model {
   }
 
   std::vector<std::string> extra_trace_points() const override { return {"audio_logits", "audio_argmax"}; }
+  std::string text_generation_unsupported() const override {
+    return "it predicts audio codes, not text; for text-to-speech use `zoo tts`";
+  }
   nlohmann::json runtime_stats() const override { return body_->runtime_stats(); }
 
   // input_ids equal to audio_token_id are audio slots, filled in order by the rows of audio_codes
