@@ -47,23 +47,26 @@ int inspect(const std::string& path, bool json, bool summary_only) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("{}\n", source->describe());
+  // Names, metadata and paths come from the files: escaped so none can print a line of its own.
+  fmt::print("{}\n", escape_text(source->describe()));
   fmt::print("  {} tensors, {} in {} file(s)\n", names.size(), format_bytes(total), files.size());
   for (const auto& [file, stats] : files)
-    fmt::print("  file {}: {} tensors, {}\n", file, stats.tensors, format_bytes(stats.bytes));
+    fmt::print("  file {}: {} tensors, {}\n", escape_text(file), stats.tensors, format_bytes(stats.bytes));
   std::string dtype_list;
   for (const auto& [dtype, count] : dtypes) dtype_list += fmt::format("{}{} x{}", dtype_list.empty() ? "" : ", ", dtype, count);
   fmt::print("  dtypes: {}\n", dtype_list);
   const auto metadata = source->metadata();
-  for (const auto& [key, value] : metadata) fmt::print("  metadata {}: {}\n", key, value);
+  for (const auto& [key, value] : metadata) fmt::print("  metadata {}: {}\n", escape_text(key), escape_text(value));
   if (summary_only) return 0;
+  std::vector<std::string> shown;
+  for (const auto& name : names) shown.push_back(escape_text(name));
   std::size_t width = 4;
-  for (const auto& name : names) width = std::max(width, name.size());
+  for (const auto& name : shown) width = std::max(width, name.size());
   fmt::print("\n  {:<{}}  {:<5}  {:<20}  {:>10}  {}\n", "name", width, "dtype", "shape", "size", "file");
   for (std::size_t i = 0; i < infos.size(); ++i) {
     const auto& info = infos[i];
-    fmt::print("  {:<{}}  {:<5}  {:<20}  {:>10}  {}\n", names[i], width, dtype_name(info.dtype), shape_str(info.shape),
-               format_bytes(info.nbytes), std::filesystem::path(info.file).filename().string());
+    fmt::print("  {:<{}}  {:<5}  {:<20}  {:>10}  {}\n", shown[i], width, dtype_name(info.dtype), shape_str(info.shape),
+               format_bytes(info.nbytes), escape_text(std::filesystem::path(info.file).filename().string()));
   }
   return 0;
 }

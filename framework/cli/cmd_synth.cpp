@@ -5,13 +5,14 @@
 
 #include <atomic>
 #include <cmath>
-#include <fstream>
+#include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "commands.hpp"
 #include "zoo/error.hpp"
+#include "zoo/output_file.hpp"
 #include "zoo/safetensors.hpp"
 
 namespace zoo::cli {
@@ -63,10 +64,58 @@ struct SynthOptions {
   std::uint64_t seed = 0;
   double shard_gb = 5.0;
   float stddev = 0.02f;
-  bool quiet = false;
+  bool quiet = false, force = false;
 };
 
+namespace fs = std::filesystem;
+
+bool is_shard_name(const std::string& name) {
+  // model-00001-of-00003.safetensors, as written below
+  return name.size() == 32 && name.starts_with("model-") && name.ends_with(".safetensors") && name.substr(11, 4) == "-of-";
+}
+
+// Refuses a non-empty output directory unless --force; with --force removes config.json first, so
+// that a synth failing half-way leaves no directory that looks like a complete checkpoint.
+void prepare_output_dir(const fs::path& out, bool force, const fs::path& config) {
+  std::error_code ec;
+  const auto status = fs::status(out, ec);
+  if (fs::exists(status) && !fs::is_directory(status))
+    throw InputError(fmt::format("--out {}: exists and is not a directory", out.string()));
+  if (fs::exists(status)) {
+    std::vector<std::string> entries;
+    for (const auto& entry : fs::directory_iterator(out, ec)) entries.push_back(entry.path().filename().string());
+    if (ec) throw InputError(fmt::format("--out {}: cannot list: {}", out.string(), ec.message()));
+    if (!entries.empty() && !force)
+      throw InputError(fmt::format("--out {}: is not empty ({} entries, e.g. '{}'); refusing to overwrite a "
+                                   "checkpoint (use --force to replace its model files)",
+                                   out.string(), entries.size(), entries.front()));
+    // Unless it is the --config being read: that one is rewritten with the same content at the end.
+    const bool is_input = fs::equivalent(out / "config.json", config, ec);
+    if (!is_input && (fs::remove(out / "config.json", ec), ec))
+      throw InputError(fmt::format("{}: cannot remove: {}", (out / "config.json").string(), ec.message()));
+  }
+  fs::create_directories(out, ec);
+  if (ec) throw InputError(fmt::format("--out {}: cannot create: {}", out.string(), ec.message()));
+}
+
+// After the new weights are in place: no older single file beside a new index, no older index or
+// shards beside a new single file (loaders would pick the stale one).
+void remove_stale_weights(const fs::path& out, const std::set<std::string>& written) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(out, ec)) {
+    const auto name = entry.path().filename().string();
+    if (written.count(name)) continue;
+    if (name == "model.safetensors" || name == "model.safetensors.index.json" || is_shard_name(name))
+      stale.push_back(entry.path());
+  }
+  for (const auto& path : stale)
+    if (fs::remove(path, ec); ec) throw InputError(fmt::format("{}: cannot remove: {}", path.string(), ec.message()));
+}
+
 int synth(const SynthOptions& options) {
+  if (!std::isfinite(options.stddev) || options.stddev < 0)
+    throw InputError(fmt::format("--std: must be a finite number >= 0, got {}", options.stddev));
   const auto dtype = dtype_from_config_name(options.dtype);
   if (!dtype || !is_floating(*dtype) || *dtype == DType::F64)
     throw InputError(fmt::format("--dtype: '{}' is not one of bf16, f16, f32", options.dtype));
@@ -93,12 +142,8 @@ int synth(const SynthOptions& options) {
     total += static_cast<std::size_t>(numel(req.shape)) * dtype_size(*dtype);
   }
   const std::filesystem::path out = options.out;
-  std::filesystem::create_directories(out);
-  {
-    std::ofstream cfg(out / "config.json");
-    cfg << config.dump(2) << "\n";
-    if (!cfg) throw InputError(fmt::format("{}: cannot write", (out / "config.json").string()));
-  }
+  prepare_output_dir(out, options.force, options.config);
+  std::set<std::string> written;
 
   // Group tensors into shards of about shard_gb; one shard is built in memory, written, freed.
   const auto shard_limit = static_cast<std::size_t>(options.shard_gb * 1e9);
@@ -141,15 +186,19 @@ int synth(const SynthOptions& options) {
       done += owned[j].nbytes();
     }
     write_safetensors(out / file, views, {{"format", "pt"}, {"producer", "zoo synth"}});
+    written.insert(file);
     if (!options.quiet)
       fmt::print(stderr, "synth: wrote {} ({} tensors), {:.2f} / {:.2f} GB\n", (out / file).string(), views.size(),
                  static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9);
   }
   if (shards.size() > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    std::ofstream idx(out / "model.safetensors.index.json");
-    idx << index.dump(2) << "\n";
+    write_file_atomic(out / "model.safetensors.index.json", index.dump(2) + "\n");
+    written.insert("model.safetensors.index.json");
   }
+  remove_stale_weights(out, written);
+  // Last: a directory becomes a checkpoint only once its weights are complete.
+  write_file_atomic(out / "config.json", config.dump(2) + "\n");
   if (!options.quiet) fmt::print(stderr, "synth: {} tensors, {:.2f} GB in {}\n", tensors.size(), total / 1e9, out.string());
   return 0;
 }
@@ -167,6 +216,7 @@ void add_synth_command(CLI::App& app, Action& run) {
   cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)");
   cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)");
   cmd->add_option("--plugin-dir", options->plugin_dirs, "Extra plugin directory (repeatable)");
+  cmd->add_flag("--force", options->force, "Write into a non-empty directory, replacing its model files");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return synth(*options); }; });
 }

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "run_helpers.hpp"
+#include "zoo/error.hpp"
 
 namespace zoo::cli {
 
@@ -24,13 +25,24 @@ void add_trace_command(CLI::App& app, Action& run) {
     run = [options] {
       PluginRegistry registry;
       auto opened = open_from_options(options->model, registry);
-      load_model(opened, !options->quiet);
+      check_output("--out", options->out, opened, {{"request", options->request}});
       std::string points = options->points;
-      if (points.empty()) {
+      const bool user_points = !points.empty();
+      if (!user_points) {
         points = default_trace_points();
         for (const auto& extra : opened.model->extra_trace_points()) points += "," + extra;
       }
-      auto recorder = trace_request(opened, options->request, PointSelection::parse(points));
+      const auto selection = PointSelection::parse(points);
+      if (user_points && selection.globs().empty()) throw InputError("--points: selects no tap point");
+      load_model(opened, !options->quiet);
+      auto recorder = trace_request(opened, options->request, selection);
+      // Explicit points must each record something: a typo would otherwise give a trace without
+      // the tensor a later gate is meant to check. The default list may name points a model lacks.
+      if (user_points) {
+        std::vector<std::string> recorded;
+        for (const auto& [name, tensor] : recorder.tensors()) recorded.push_back(name);
+        require_every_glob_matches(selection, recorded, "--points", "tap point this model recorded");
+      }
       recorder.write(options->out, trace_metadata(opened));
       if (!options->quiet)
         fmt::print(stderr, "wrote {} tensors to {}\n", recorder.tensors().size(), options->out);

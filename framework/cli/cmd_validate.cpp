@@ -32,12 +32,17 @@ void add_validate_command(CLI::App& app, Action& run) {
       const auto& validation = *opened.spec.validation;
       const auto gates = parse_gates(validation.gates, opened.spec.file.string());
       // Trace exactly what the golden holds (or the YAML's points), so nothing is left unchecked.
+      if (!options->out.empty()) check_output("--out", options->out, opened);
       const auto golden = SafetensorsFile::open(validation.golden);
-      std::vector<std::string> points;
+      std::vector<std::string> golden_names;
+      for (const auto& entry : golden->entries()) golden_names.push_back(entry.name);
+      std::vector<std::string> points = golden_names;
       if (validation.points) {
         points = *validation.points;
-      } else {
-        for (const auto& entry : golden->entries()) points.push_back(entry.name);
+        // A point that selects nothing is a typo, not a smaller check.
+        require_every_glob_matches(PointSelection(points), golden_names,
+                                   fmt::format("{}: validation.points", opened.spec.file.string()),
+                                   fmt::format("tensor of the golden {}", validation.golden.string()));
       }
       load_model(opened, !options->quiet && !options->json);
       auto recorder = trace_request(opened, validation.request, PointSelection(points));
@@ -50,7 +55,10 @@ void add_validate_command(CLI::App& app, Action& run) {
       if (options->json)
         fmt::print("{}\n", report.to_json().dump(2));
       else
-        fmt::print("{}{}\n", report.table(), report.passed() ? "VALIDATION PASSED" : "VALIDATION FAILED");
+        fmt::print("{}{}\n", report.table(),
+                   report.passed()      ? "VALIDATION PASSED"
+                   : report.evaluated() ? "VALIDATION FAILED"
+                                        : "VALIDATION FAILED: no gate was evaluated (add validation.gates)");
       return report.passed() ? 0 : 1;
     };
   });

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
 
 namespace zoo::cli {
 
@@ -29,7 +30,9 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
   command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)");
   command.add_option("--device", options.device, "Override the YAML's device: cpu, cuda, cuda:N");
   command.add_option("--dtype", options.dtype, "Override the YAML's compute dtype");
-  command.add_option("--max-context", options.max_context, "KV-cache capacity per session (tokens)");
+  // 0 and negative values were once silently ignored (the YAML's value ran instead): refuse them.
+  command.add_option("--max-context", options.max_context, "KV-cache capacity per session (tokens)")
+      ->check(CLI::PositiveNumber);
 }
 
 OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry) {
@@ -64,23 +67,26 @@ int main(int argc, char** argv) {
     // CLI11 reports a misspelt command as "A subcommand is required"; name the word instead.
     const auto extra = app.remaining();
     const bool misspelt = app.get_subcommands().empty() && !extra.empty() && !extra.front().starts_with('-');
-    fmt::print(stderr, "zoo: error: {}\n", misspelt ? fmt::format("unknown command '{}'", extra.front()) : e.what());
+    fmt::print(stderr, "zoo: error: {}\n",
+               zoo::escape_text(misspelt ? fmt::format("unknown command '{}'", extra.front()) : e.what()));
     fmt::print(stderr, "Run with --help for usage.\n");
     return 2;
   }
   try {
     return run ? run() : 2;
   } catch (const zoo::ValidationError& e) {
-    fmt::print(stderr, "zoo: validation failed: {}\n", e.what());
+    fmt::print(stderr, "zoo: validation failed: {}\n", zoo::escape_text(e.what()));
     return 1;
   } catch (const zoo::InputError& e) {
-    fmt::print(stderr, "zoo: error: {}\n", e.what());
+    // Messages quote names and paths from files; escaping here, in the one place every error is
+    // printed, keeps each error one line and lets no crafted name print a line of its own.
+    fmt::print(stderr, "zoo: error: {}\n", zoo::escape_text(e.what()));
     return 2;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "zoo: error: out of memory\n");
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "zoo: error: {}\n", e.what());
+    fmt::print(stderr, "zoo: error: {}\n", zoo::escape_text(e.what()));
     return 2;
   }
 }

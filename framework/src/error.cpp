@@ -4,5 +4,6 @@ namespace zoo {
 
 InputError::~InputError() = default;
 ValidationError::~ValidationError() = default;
+SettingError::~SettingError() = default;
 
 }  // namespace zoo

@@ -54,6 +54,7 @@ struct Reader {
         have_checkpoint = true;
       } else if (e.key == "device") {
         const auto text = yc::as_string(label, e.value, "model.device");
+        spec.device_origin = yc::where(label, e.value.Mark());
         try {
           spec.device = Device::parse(text);
         } catch (const InputError&) {
@@ -69,7 +70,10 @@ struct Reader {
     if (!have_checkpoint) yc::fail(label, node, "model.checkpoint is required (a checkpoint directory or file)");
     // The default depends on the device, which may come after dtype in the map.
     spec.dtype = spec.device.is_cpu() ? DType::F32 : DType::BF16;
+    if (spec.device_origin.empty()) spec.device_origin = label + " (default)";
+    spec.dtype_origin = label + " (default for the device)";
     if (dtype_node) {
+      spec.dtype_origin = yc::where(label, dtype_node->Mark());
       const auto text = yc::as_string(label, *dtype_node, "model.dtype");
       const auto dtype = dtype_from_config_name(text);
       if (!dtype || (*dtype != DType::F32 && *dtype != DType::BF16 && *dtype != DType::F16))

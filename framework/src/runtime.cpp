@@ -14,9 +14,16 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
   if (overrides.device) {
     const bool dtype_was_default = spec.dtype == (spec.device.is_cpu() ? DType::F32 : DType::BF16);
     spec.device = *overrides.device;
-    if (dtype_was_default) spec.dtype = spec.device.is_cpu() ? DType::F32 : DType::BF16;
+    spec.device_origin = "--device";
+    if (dtype_was_default) {
+      spec.dtype = spec.device.is_cpu() ? DType::F32 : DType::BF16;
+      spec.dtype_origin = "--device (its default dtype)";
+    }
   }
-  if (overrides.dtype) spec.dtype = *overrides.dtype;
+  if (overrides.dtype) {
+    spec.dtype = *overrides.dtype;
+    spec.dtype_origin = "--dtype";
+  }
   if (overrides.max_context) spec.max_context = *overrides.max_context;
 
   std::vector<std::filesystem::path> dirs = overrides.plugin_dirs;
@@ -39,6 +46,11 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
   const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(opened.config, label).name;
   try {
     opened.model = registry.create_model(plugin, args);
+  } catch (const SettingError& e) {
+    // The device or dtype is the problem, not config.json: name where each was set.
+    throw SettingError(fmt::format("{}: {} (device {} from {}; dtype {} from {})", spec.file.string(), e.what(),
+                                   spec.device.str(), spec.device_origin.empty() ? "the caller" : spec.device_origin,
+                                   dtype_name(spec.dtype), spec.dtype_origin.empty() ? "the caller" : spec.dtype_origin));
   } catch (const InputError& e) {
     // A plugin rejecting the config: say which file it came from.
     throw InputError(fmt::format("{}: {}", label, e.what()));

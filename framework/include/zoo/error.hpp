@@ -15,6 +15,15 @@ class InputError : public std::runtime_error {
   ~InputError() override;
 };
 
+// A plugin cannot run with a setting the caller chose (device, dtype), as opposed to a problem of
+// the checkpoint's config.json: the host prefixes where the setting came from (the YAML line or the
+// command-line flag) instead of blaming config.json. Exit code 2, like any InputError.
+class SettingError : public InputError {
+ public:
+  using InputError::InputError;
+  ~SettingError() override;
+};
+
 // The input was well formed but did not pass a check (load plan, gates). Exit code 1.
 class ValidationError : public std::runtime_error {
  public:

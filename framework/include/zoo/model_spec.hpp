@@ -30,6 +30,9 @@ struct ModelSpec {
   std::filesystem::path checkpoint;
   Device device;
   DType dtype = DType::F32;
+  // Where device and dtype were set, for messages: "FILE:LINE:COL" of the YAML key, a flag such as
+  // "--dtype", or "FILE (default)".
+  std::string device_origin, dtype_origin;
   std::int64_t max_context = 4096;
   std::vector<std::filesystem::path> plugin_paths;
   std::vector<AliasRule> aliases;

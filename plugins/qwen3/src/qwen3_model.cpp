@@ -55,11 +55,11 @@ class Qwen3Model : public Model {
     if (args.max_context <= 0) throw InputError(fmt::format("qwen3: max_context must be positive (got {})", args.max_context));
     if (args.device.is_cpu()) {
       if (args.dtype != DType::F32)
-        throw InputError(fmt::format("qwen3: the CPU backend computes in float32, not {}", dtype_name(args.dtype)));
+        throw SettingError(fmt::format("qwen3: the CPU backend computes in float32, not {}", dtype_name(args.dtype)));
       backend_ = make_cpu_backend(config_, args);
     } else {
       if (args.dtype != DType::BF16)
-        throw InputError(fmt::format("qwen3: the CUDA backend computes in bfloat16, not {}", dtype_name(args.dtype)));
+        throw SettingError(fmt::format("qwen3: the CUDA backend computes in bfloat16, not {}", dtype_name(args.dtype)));
       backend_ = make_cuda_backend(config_, args);
     }
   }
