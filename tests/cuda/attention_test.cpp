@@ -43,7 +43,7 @@ constexpr double kAttnRelL2 = 1e-2;
 
 TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tiles, start offset)", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const auto seed = fresh_seed();
+  const std::uint32_t seed = 1010;  // fixed: a failure reproduces
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   Stream stream;
@@ -84,7 +84,7 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
 
 TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA groups, several queries)", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const auto seed = fresh_seed();
+  const std::uint32_t seed = 1011;  // fixed: a failure reproduces
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   Stream stream;
@@ -134,7 +134,7 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
 
 TEST_CASE("attention_decode replays in a CUDA graph at growing lengths", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(1012);
   const int Hq = 16, Hk = 4, D = 128;
   const std::int64_t max_len = 3000;
   const auto in = make_inputs(rng, 1, 0, max_len, Hq, Hk, D);  // q and the cache; ref recomputed below

@@ -76,7 +76,7 @@ TEST_CASE("Events time stream work", "[cuda]") {
 
 TEST_CASE("CudaGraph replays captured work and updates it in place", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(1009);
   const std::int64_t n = 4099;
   const auto a = random_bf16_values(rng, n), b = random_bf16_values(rng, n), c = random_bf16_values(rng, n);
   DeviceBuffer da = upload_bf16(a), db = upload_bf16(b), dc = upload_bf16(c), out(n * sizeof(Bf16));

@@ -11,7 +11,7 @@ namespace cpu = zoo::kernels::cpu;
 
 TEST_CASE("Gemm matches cpu::linear for bf16 and float32 outputs, with and without accumulation", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const auto seed = fresh_seed();
+  const std::uint32_t seed = 1007;  // fixed: a failure reproduces
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   Gemm gemm;
@@ -77,7 +77,7 @@ TEST_CASE("Gemm matches cpu::linear for bf16 and float32 outputs, with and witho
 
 TEST_CASE("Gemm is capturable in a CUDA graph", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(1008);
   const std::int64_t m = 5, n = 384, k = 256;
   const auto x = random_bf16_values(rng, m * k), w = random_bf16_values(rng, n * k);
   DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), dy(m * n * sizeof(float));

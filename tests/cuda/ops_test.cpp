@@ -33,7 +33,7 @@ std::vector<float> rms_norm_bf16_ref(const std::vector<float>& x, const std::vec
 
 TEST_CASE("embedding_gather copies table rows and scatter_rows_f32 overrides rows", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(1001);
   Stream stream;
   for (std::int64_t hidden : {64, 100}) {  // vectorized and scalar paths
     INFO("hidden " << hidden);
@@ -72,7 +72,7 @@ TEST_CASE("embedding_gather copies table rows and scatter_rows_f32 overrides row
 
 TEST_CASE("rms_norm and add_rms_norm follow transformers' bf16 rounding", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const auto seed = fresh_seed();
+  const std::uint32_t seed = 1002;  // fixed: a failure reproduces
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   Stream stream;
@@ -117,7 +117,7 @@ TEST_CASE("rms_norm and add_rms_norm follow transformers' bf16 rounding", "[cuda
 
 TEST_CASE("qk_norm_rope_cache normalizes, rotates and writes the cache at the right positions", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const auto seed = fresh_seed();
+  const std::uint32_t seed = 1003;  // fixed: a failure reproduces
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   Stream stream;
@@ -244,7 +244,7 @@ TEST_CASE("qk_norm_rope_cache normalizes, rotates and writes the cache at the ri
 
 TEST_CASE("silu_and_mul matches cpu::silu_mul", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(1004);
   Stream stream;
   for (std::int64_t inter : {256, 100}) {
     for (std::int64_t tokens : {1, 7, 65}) {
@@ -277,7 +277,7 @@ TEST_CASE("silu_and_mul matches cpu::silu_mul", "[cuda]") {
 
 TEST_CASE("add and dtype conversions are exact", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  std::mt19937 rng(fresh_seed());
+  std::mt19937 rng(1005);
   Stream stream;
   for (std::int64_t n : {1, 4096, 4099}) {
     INFO("n " << n);
@@ -331,7 +331,7 @@ TEST_CASE("add and dtype conversions are exact", "[cuda]") {
 
 TEST_CASE("argmax_rows, log_softmax_rows and top_k_rows match the CPU reference", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const auto seed = fresh_seed();
+  const std::uint32_t seed = 1006;  // fixed: a failure reproduces
   INFO("seed " << seed);
   std::mt19937 rng(seed);
   Stream stream;
