@@ -80,7 +80,14 @@ struct ForwardResult {
   }
 };
 
-// One sequence and its KV cache. Not thread-safe; must not outlive the Model that made it.
+// One sequence and its KV cache.
+// Lifetime: a session keeps the model state it uses (weights, device buffers, streams) alive, so it
+// may outlive the Model object that made it; it must not outlive the plugin library, which stays
+// loaded while the PluginRegistry that made the model lives.
+// Threads: a session is used by one thread at a time, and sessions of one model may share state
+// (on CUDA: one stream and one GEMM plan cache for all of them). Plugins enforce this: a call that
+// overlaps another on state it shares throws ConcurrentUseError (zoo/exclusive_use.hpp) rather
+// than racing. Use one model per thread to run in parallel.
 class Session {
  public:
   virtual ~Session() = default;

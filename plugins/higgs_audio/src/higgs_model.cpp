@@ -24,15 +24,16 @@ std::shared_ptr<const WeightSource> backbone_view(std::shared_ptr<const WeightSo
                              AliasRule::with_prefix("model.layers.", kBodyPrefix)});
 }
 
-// The audio table, widened to float32 once: it serves both as slot embedding and as head.
+// The audio table, widened to float32 once: it serves both as slot embedding and as head. Sessions
+// hold copies, which share the weights: they stay valid after the model is destroyed.
 struct AudioTable {
-  HostTensor weights;  // [K * V, H]
+  std::shared_ptr<const HostTensor> weights;  // [K * V, H]
   std::int64_t K = 0, V = 0, H = 0;
 
   // sum_c E[code_c + c * V]
   void embed_slot(const std::vector<std::int64_t>& codes, float* out) const {
     std::fill(out, out + H, 0.0f);
-    for (std::int64_t c = 0; c < K; ++c) ops::add_inplace(out, weights.as<float>() + (codes[c] + c * V) * H, H);
+    for (std::int64_t c = 0; c < K; ++c) ops::add_inplace(out, weights->as<float>() + (codes[c] + c * V) * H, H);
   }
 };
 
@@ -51,7 +52,7 @@ class HiggsSession : public Session {
     ForwardResult body = body_->forward(body_step, hook);
     ForwardResult result;
     HostTensor logits(DType::F32, {table_.K, table_.V});
-    ops::linear(body.hidden.as<float>(), table_.weights.as<float>(), logits.as<float>(), 1, table_.K * table_.V,
+    ops::linear(body.hidden.as<float>(), table_.weights->as<float>(), logits.as<float>(), 1, table_.K * table_.V,
                 table_.H);
     if (hook && hook->wants("audio_logits")) hook->record("audio_logits", logits.view());
     if (hook && hook->wants("audio_argmax")) {
@@ -66,8 +67,8 @@ class HiggsSession : public Session {
   }
 
  private:
-  std::unique_ptr<Session> body_;
-  const AudioTable& table_;
+  std::unique_ptr<Session> body_;  // keeps the body model's state alive itself
+  const AudioTable table_;
 };
 
 class HiggsModel : public Model {
@@ -106,7 +107,7 @@ class HiggsModel : public Model {
 
   void load(const ProgressFn& progress) override {
     body_->load(progress);
-    table_.weights = to_f32_tensor(weights_->view(kAudioTable));
+    table_.weights = std::make_shared<const HostTensor>(to_f32_tensor(weights_->view(kAudioTable)));
   }
 
   std::unique_ptr<Session> new_session() override {
@@ -145,7 +146,7 @@ class HiggsModel : public Model {
         rows.push_back(std::move(parsed));
       }
     }
-    if (table_.weights.empty()) throw std::logic_error("higgs_audio: prepare() before load()");
+    if (!table_.weights) throw std::logic_error("higgs_audio: prepare() before load()");
     Prompt prompt;
     prompt.ids = request.input_ids;
     std::size_t next = 0;

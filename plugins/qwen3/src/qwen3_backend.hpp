@@ -26,8 +26,9 @@ inline constexpr const char* kLayerStages[] = {
 // a row count that doesn't match.
 void check_overrides(const ForwardStep& step, std::int64_t hidden);
 
-// Where a model runs: the CPU (float32 reference) or CUDA (bf16).
-class Qwen3Backend {
+// Where a model runs: the CPU (float32 reference) or CUDA (bf16). Owned through a shared_ptr so
+// that each session can keep the backend (weights, device state) alive after the Model is gone.
+class Qwen3Backend : public std::enable_shared_from_this<Qwen3Backend> {
  public:
   virtual ~Qwen3Backend() = default;
   virtual void load(const WeightSource& weights, const ProgressFn& progress) = 0;
@@ -35,7 +36,7 @@ class Qwen3Backend {
   virtual nlohmann::json runtime_stats() const { return nlohmann::json::object(); }
 };
 
-std::unique_ptr<Qwen3Backend> make_cpu_backend(const Qwen3Config& config, const ModelArgs& args);
-std::unique_ptr<Qwen3Backend> make_cuda_backend(const Qwen3Config& config, const ModelArgs& args);
+std::shared_ptr<Qwen3Backend> make_cpu_backend(const Qwen3Config& config, const ModelArgs& args);
+std::shared_ptr<Qwen3Backend> make_cuda_backend(const Qwen3Config& config, const ModelArgs& args);
 
 }  // namespace zoo::qwen3

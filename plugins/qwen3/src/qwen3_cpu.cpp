@@ -7,6 +7,7 @@
 
 #include "qwen3_backend.hpp"
 #include "zoo/error.hpp"
+#include "zoo/exclusive_use.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
@@ -45,13 +46,17 @@ class Taps {
 
 class CpuSession : public Session {
  public:
-  CpuSession(const Qwen3Config& config, const CpuWeights& weights, std::int64_t max_context)
-      : c_(config), w_(weights), max_context_(max_context), k_cache_(config.num_layers), v_cache_(config.num_layers) {}
+  // `owner` keeps `config` and `weights` alive for as long as this session lives.
+  CpuSession(std::shared_ptr<const void> owner, const Qwen3Config& config, const CpuWeights& weights,
+             std::int64_t max_context)
+      : owner_(std::move(owner)), c_(config), w_(weights), max_context_(max_context), k_cache_(config.num_layers),
+        v_cache_(config.num_layers) {}
 
   std::int64_t position() const override { return pos_; }
   void reset() override { pos_ = 0; }
 
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+    const ExclusiveUse::Scope one_thread(in_use_);
     const auto T = static_cast<std::int64_t>(step.ids.size());
     if (T == 0) throw InputError("qwen3: a forward step needs at least one token");
     if (pos_ + T > max_context_)
@@ -155,11 +160,13 @@ class CpuSession : public Session {
       for (auto& layer : *cache) layer.resize(capacity);
   }
 
+  std::shared_ptr<const void> owner_;  // first member: destroyed last
   const Qwen3Config& c_;
   const CpuWeights& w_;
   std::int64_t max_context_;
   std::int64_t pos_ = 0;
   std::vector<std::vector<float>> k_cache_, v_cache_;
+  ExclusiveUse in_use_{"a qwen3 CPU session (its KV cache)"};
 };
 
 class CpuBackend : public Qwen3Backend {
@@ -202,7 +209,9 @@ class CpuBackend : public Qwen3Backend {
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(kLmHead);
   }
 
-  std::unique_ptr<Session> new_session() override { return std::make_unique<CpuSession>(c_, w_, max_context_); }
+  std::unique_ptr<Session> new_session() override {
+    return std::make_unique<CpuSession>(shared_from_this(), c_, w_, max_context_);
+  }
 
  private:
   Qwen3Config c_;
@@ -212,8 +221,8 @@ class CpuBackend : public Qwen3Backend {
 
 }  // namespace
 
-std::unique_ptr<Qwen3Backend> make_cpu_backend(const Qwen3Config& config, const ModelArgs& args) {
-  return std::make_unique<CpuBackend>(config, args);
+std::shared_ptr<Qwen3Backend> make_cpu_backend(const Qwen3Config& config, const ModelArgs& args) {
+  return std::make_shared<CpuBackend>(config, args);
 }
 
 }  // namespace zoo::qwen3

@@ -5,7 +5,7 @@
 
 namespace zoo::qwen3 {
 
-std::unique_ptr<Qwen3Backend> make_cuda_backend(const Qwen3Config&, const ModelArgs& args) {
+std::shared_ptr<Qwen3Backend> make_cuda_backend(const Qwen3Config&, const ModelArgs& args) {
   throw SettingError("qwen3: device " + args.device.str() + " requested, but this build of Zoo has no CUDA backend");
 }
 

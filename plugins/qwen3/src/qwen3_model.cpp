@@ -82,7 +82,7 @@ class Qwen3Model : public Model {
  private:
   Qwen3Config config_;
   std::shared_ptr<const WeightSource> weights_;
-  std::unique_ptr<Qwen3Backend> backend_;
+  std::shared_ptr<Qwen3Backend> backend_;  // shared with the sessions
   bool loaded_ = false;
 };
 

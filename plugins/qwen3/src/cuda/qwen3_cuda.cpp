@@ -13,6 +13,7 @@
 
 #include "../qwen3_backend.hpp"
 #include "zoo/error.hpp"
+#include "zoo/exclusive_use.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
@@ -144,7 +145,7 @@ class CudaBackend;
 
 class CudaSession : public Session {
  public:
-  CudaSession(CudaBackend& backend);
+  explicit CudaSession(std::shared_ptr<CudaBackend> backend);
   std::int64_t position() const override { return pos_; }
   void reset() override { pos_ = 0; }
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override;
@@ -164,6 +165,7 @@ class CudaSession : public Session {
   void compute_logits(std::int64_t rows, const Bf16* x_rows);
   void run_decode_body(std::int64_t T);
 
+  std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
   CudaBackend& b_;
   const Qwen3Config& c_;
   std::int64_t pos_ = 0;
@@ -267,7 +269,7 @@ class CudaBackend : public Qwen3Backend {
 
   std::unique_ptr<Session> new_session() override {
     ZOO_CUDA_CHECK(cudaSetDevice(device_));
-    return std::make_unique<CudaSession>(*this);
+    return std::make_unique<CudaSession>(std::static_pointer_cast<CudaBackend>(shared_from_this()));
   }
 
   nlohmann::json runtime_stats() const override {
@@ -283,6 +285,9 @@ class CudaBackend : public Qwen3Backend {
   }
 
   const Qwen3Config c_;
+  // All sessions of this model launch on one stream and share one Gemm plan cache, neither of which
+  // is thread-safe: forward() from two threads at once is refused, not raced.
+  ExclusiveUse in_use_{"a qwen3 CUDA model's sessions (they share one stream and GEMM plan cache)"};
   int device_;
   std::int64_t max_context_;
   std::unique_ptr<cu::Stream> stream_;
@@ -294,7 +299,8 @@ class CudaBackend : public Qwen3Backend {
 
 constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
 
-CudaSession::CudaSession(CudaBackend& backend) : b_(backend), c_(backend.c_) {
+CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
+    : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {
   const std::size_t cache_bytes =
       static_cast<std::size_t>(c_.num_layers * b_.max_context_ * c_.kv_dim()) * sizeof(Bf16);
   k_cache_ = cu::DeviceBuffer(cache_bytes);
@@ -485,6 +491,7 @@ void CudaSession::run_decode_body(std::int64_t T) {
 }
 
 ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
+  const ExclusiveUse::Scope one_thread(b_.in_use_);
   const auto T = static_cast<std::int64_t>(step.ids.size());
   if (T == 0) throw InputError("qwen3: a forward step needs at least one token");
   if (pos_ + T > b_.max_context_)
@@ -579,8 +586,8 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
 
 }  // namespace
 
-std::unique_ptr<Qwen3Backend> make_cuda_backend(const Qwen3Config& config, const ModelArgs& args) {
-  return std::make_unique<CudaBackend>(config, args);
+std::shared_ptr<Qwen3Backend> make_cuda_backend(const Qwen3Config& config, const ModelArgs& args) {
+  return std::make_shared<CudaBackend>(config, args);
 }
 
 }  // namespace zoo::qwen3
