@@ -5,23 +5,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <stdexcept>
-#include <string>
 
 #include "simd_cpu.hpp"
-#include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::kernels::cpu {
+namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
 
+// Arguments checked by the dispatcher (cpu_dispatch.cpp).
 void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
                           std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
                           float scale) {
-  if (kv_heads <= 0 || q_heads <= 0 || q_heads % kv_heads != 0) {
-    throw std::invalid_argument("attention_causal_gqa: q_heads (" + std::to_string(q_heads) +
-                                ") must be a positive multiple of kv_heads (" + std::to_string(kv_heads) + ")");
-  }
-  if (start < 0) throw std::invalid_argument("attention_causal_gqa: start must be >= 0");
   if (tokens <= 0 || head_dim <= 0) return;
   const std::int64_t group = q_heads / kv_heads;
   const std::int64_t context = start + tokens;
@@ -65,4 +58,4 @@ void attention_causal_gqa(const float* q, const float* k, const float* v, float*
   });
 }
 
-}  // namespace zoo::kernels::cpu
+}  // namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS

@@ -2,10 +2,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "zoo/kernels/cpu_ops.hpp"
+#include "cpu_isa_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::kernels::cpu {
+namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
 namespace {
 // Elementwise loops are memory-bound; only very long ones (prefill) are worth splitting.
 constexpr std::int64_t kElementwiseGrain = std::int64_t{1} << 16;
@@ -27,4 +27,4 @@ void add_inplace(float* y, const float* x, std::int64_t n) {
   });
 }
 
-}  // namespace zoo::kernels::cpu
+}  // namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS

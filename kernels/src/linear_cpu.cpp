@@ -10,14 +10,15 @@
 //    micro-kernel runs over them: per k step it loads 2 vectors of w, broadcasts 6 values of x
 //    and issues 12 FMAs into 12 accumulators that stay in registers for the whole panel.
 // All paths split n (and the GEMM also m) over ThreadPool::global().
+// That is the avx2 build of this file; the generic build (no AVX2) has one simpler path, below.
 #include <algorithm>
 #include <cstdint>
 
 #include "simd_cpu.hpp"
-#include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::kernels::cpu {
+namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
+#ifdef ZOO_CPU_SIMD_AVX2
 namespace {
 using detail::AlignedBuffer;
 
@@ -342,4 +343,35 @@ void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64
   gemm(x, w, y, m, n, k, accumulate);
 }
 
-}  // namespace zoo::kernels::cpu
+#else  // portable
+
+namespace {
+// Rows of w per block: a block (kBlock * k floats, 16 KiB at k = 1024) stays in L1 while every row
+// of x is dotted with it, so w streams from memory once whatever m is.
+constexpr std::int64_t kBlock = 4;
+}  // namespace
+
+void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
+            bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) std::fill(y, y + m * n, 0.0f);
+    return;
+  }
+  const std::int64_t grain = std::max<std::int64_t>(kBlock, (std::int64_t{1} << 15) / k);
+  ThreadPool::global().parallel_for(n, grain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t j0 = begin; j0 < end; j0 += kBlock) {
+      const std::int64_t j1 = std::min(end, j0 + kBlock);
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = j0; j < j1; ++j) {
+          const float s = detail::dot(x + i * k, w + j * k, k);
+          float& out = y[i * n + j];
+          out = accumulate ? out + s : s;
+        }
+      }
+    }
+  });
+}
+
+#endif
+}  // namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS

@@ -5,10 +5,9 @@
 #include <cstdint>
 
 #include "simd_cpu.hpp"
-#include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::kernels::cpu {
+namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
 
 void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps) {
   if (rows <= 0 || dim <= 0) return;
@@ -27,4 +26,4 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::
   });
 }
 
-}  // namespace zoo::kernels::cpu
+}  // namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS

@@ -7,20 +7,16 @@
 // up to position * inv_freq * 2^-24, and the model was trained with the float32 one.
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
-#include "zoo/kernels/cpu_ops.hpp"
+#include "simd_cpu.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::kernels::cpu {
+namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
 
+// head_dim is checked to be even by the dispatcher (cpu_dispatch.cpp).
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
                      const std::int64_t* positions, float theta) {
-  if (head_dim % 2 != 0) {
-    throw std::invalid_argument("rope_half_split: head_dim must be even, got " + std::to_string(head_dim));
-  }
   if (tokens <= 0 || heads <= 0 || head_dim <= 0) return;
   const std::int64_t half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<std::size_t>(half));
@@ -51,4 +47,4 @@ void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int
   });
 }
 
-}  // namespace zoo::kernels::cpu
+}  // namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS

@@ -1,16 +1,30 @@
 #pragma once
-// Small AVX2/FMA helpers shared by the CPU ops. The kernels library is built with
-// -march=x86-64-v3, so AVX2 and FMA are always available here.
-#include <immintrin.h>
-
+// Small helpers shared by the per-ISA CPU ops (see cpu_isa_ops.hpp): AVX2/FMA intrinsics in the
+// avx2 build of a source, portable loops in the generic one. Everything here lives in the ISA's
+// own namespace, so the two builds never share an inline function (the linker would keep one copy,
+// possibly the AVX2 one, for both).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
 
-namespace zoo::kernels::cpu::detail {
+#include "cpu_isa_ops.hpp"
 
+#ifndef ZOO_CPU_ISA_NS
+#error "per-ISA source: kernels/CMakeLists.txt compiles it with ZOO_CPU_ISA_NS set"
+#endif
+#if defined(ZOO_CPU_ISA_AVX2) && !(defined(__AVX2__) && defined(__FMA__))
+#error "the avx2 build of the CPU ops needs -mavx2 -mfma"
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define ZOO_CPU_SIMD_AVX2 1
+#include <immintrin.h>
+#endif
+
+namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS::detail {
+
+#ifdef ZOO_CPU_SIMD_AVX2
 inline float hsum(__m256 v) {
   __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   __m128 shuf = _mm_movehdup_ps(lo);
@@ -46,6 +60,20 @@ inline float dot(const float* a, const float* b, std::int64_t n) {
   return hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
 }
 
+#else
+// Eight independent partial sums: the compiler vectorizes them with SSE2 without reassociating, and
+// the blocked order stays close to the AVX2 path's.
+inline float dot(const float* a, const float* b, std::int64_t n) {
+  float acc[8] = {};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+#endif
+
 // Float32 sum of squares, blocked like dot().
 inline float sum_squares(const float* a, std::int64_t n) { return dot(a, a, n); }
 
@@ -72,4 +100,4 @@ class AlignedBuffer {
   std::size_t capacity_ = 0;
 };
 
-}  // namespace zoo::kernels::cpu::detail
+}  // namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS::detail

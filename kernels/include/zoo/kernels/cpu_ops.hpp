@@ -6,6 +6,23 @@
 
 namespace zoo::kernels::cpu {
 
+// The instruction set the ops below run with. Binaries are portable x86-64; the AVX2/FMA kernels
+// are picked at run time, once, at the first op, when the CPU has both. The environment variable
+// ZOO_CPU_ISA=generic forces the portable kernels (avx2 demands the others, auto is the default).
+// Both give the same results up to float32 rounding order.
+enum class CpuIsa { generic, avx2 };
+const char* cpu_isa_name(CpuIsa isa);
+// Whether this CPU and this build can run `isa`.
+bool cpu_isa_supported(CpuIsa isa);
+// What a ZOO_CPU_ISA value selects on this machine (nullptr or "" or "auto": the best supported).
+// Throws std::runtime_error naming ZOO_CPU_ISA for an unknown or unsupported value.
+CpuIsa resolve_cpu_isa(const char* requested);
+// The active instruction set (resolves ZOO_CPU_ISA on first use).
+CpuIsa cpu_isa();
+// Switches the active instruction set (tests, benchmarks); throws std::invalid_argument when not
+// supported. Not to be called while ops run on other threads.
+void set_cpu_isa(CpuIsa isa);
+
 // y[m, n] = x[m, k] @ w[n, k]^T  (w laid out like a torch Linear weight). Multithreaded and
 // cache-blocked. When `accumulate` is set, adds into y instead of overwriting it.
 void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,

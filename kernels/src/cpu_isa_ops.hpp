@@ -1,0 +1,29 @@
+#pragma once
+// The CPU ops that exist once per instruction set. kernels/CMakeLists.txt compiles their sources
+// (attention, elementwise, linear, norm, rope) twice: portable x86-64 into namespace `generic`, and
+// with -mavx2 -mfma into namespace `avx2`. cpu_dispatch.cpp picks one set at run time and defines
+// the public zoo::kernels::cpu functions, which also check their arguments (so that the per-ISA
+// code needs no std::string: see the note in kernels/CMakeLists.txt on what they may not share).
+#include <cstdint>
+
+#define ZOO_CPU_ISA_OPS_DECLARATIONS                                                                       \
+  void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,     \
+              bool accumulate);                                                                            \
+  void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps); \
+  void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,           \
+                       const std::int64_t* positions, float theta);                                        \
+  void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens, \
+                            std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads,              \
+                            std::int64_t head_dim, float scale);                                           \
+  void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);                           \
+  void add_inplace(float* y, const float* x, std::int64_t n);
+
+namespace zoo::kernels::cpu::generic {
+ZOO_CPU_ISA_OPS_DECLARATIONS
+}  // namespace zoo::kernels::cpu::generic
+
+namespace zoo::kernels::cpu::avx2 {
+ZOO_CPU_ISA_OPS_DECLARATIONS
+}  // namespace zoo::kernels::cpu::avx2
+
+#undef ZOO_CPU_ISA_OPS_DECLARATIONS
