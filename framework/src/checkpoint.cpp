@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <system_error>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/safetensors.hpp"
 #include "zoo/weight_source.hpp"
 
@@ -21,6 +20,17 @@ using nlohmann::json;
 
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
+
+// Names from an index are quoted in messages; control characters are not passed to the terminal.
+std::string printable_name(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (text.size() > 200) out += "...";
+  return out;
+}
 
 // Every tensor of one or more safetensors files, found by name. Shards stay mapped for as long
 // as the source lives, so views stay valid.
@@ -72,13 +82,17 @@ class CheckpointSource final : public WeightSource {
   std::map<std::string, Slot, std::less<>> tensors_;
 };
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open: {}", path.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: read failed", path.string()));
-  return std::move(text).str();
+// A weight_map shard name must stay inside the checkpoint directory: a relative path with no ".."
+// component. Anything else could make a crafted index open (and quote errors about) any file.
+void check_shard_name(const std::string& shard, const std::string& tensor, const std::string& label) {
+  const fs::path p(shard);
+  bool escapes = shard.empty() || p.is_absolute() || p.has_root_name() || p.has_root_directory();
+  for (const auto& part : p)
+    if (part == "..") escapes = true;
+  if (escapes)
+    throw InputError(fmt::format("{}: weight_map entry for '{}' names '{}', which is not a file inside the "
+                                 "checkpoint directory",
+                                 label, printable_name(tensor), printable_name(shard)));
 }
 
 std::shared_ptr<const WeightSource> open_single(const fs::path& file, std::string description) {
@@ -90,40 +104,25 @@ std::shared_ptr<const WeightSource> open_single(const fs::path& file, std::strin
 
 std::shared_ptr<const WeightSource> open_index(const fs::path& index, std::string description) {
   const auto label = index.string();
-  json root;
-  try {
-    root = json::parse(read_text(index));
-  } catch (const json::exception& e) {
-    std::string_view what = e.what();  // drop nlohmann's "[json.exception.parse_error.101] " tag
-    if (auto close = what.find("] "); what.starts_with('[') && close != std::string_view::npos)
-      what.remove_prefix(close + 2);
-    throw InputError(fmt::format("{}: not valid JSON: {}", label, what));
-  }
-  if (!root.is_object()) throw InputError(fmt::format("{}: index must be a JSON object", label));
-  auto map_it = root.find("weight_map");
-  if (map_it == root.end()) throw InputError(fmt::format("{}: no \"weight_map\" in the index", label));
-  if (!map_it->is_object()) throw InputError(fmt::format("{}: \"weight_map\" must be an object", label));
-
+  const auto weight_map = parse_shard_index(read_text_file(index, "a shard index JSON file", kMaxJsonFileBytes), label);
   const fs::path dir = index.parent_path();
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> shards;  // each shard opened once
   auto source = std::make_shared<CheckpointSource>(std::move(description));
-  for (const auto& [name, shard_value] : map_it->items()) {
-    if (!shard_value.is_string())
-      throw InputError(fmt::format("{}: weight_map entry for '{}' must be a file name", label, name));
-    const auto& shard = shard_value.get_ref<const std::string&>();
+  for (const auto& [name, shard] : weight_map) {
     auto it = shards.find(shard);
     if (it == shards.end()) {
       const fs::path shard_path = dir / shard;
       std::error_code ec;
-      if (!fs::exists(shard_path, ec))
-        throw InputError(fmt::format("{}: shard '{}' (holding '{}') not found at {}", label, shard, name,
-                                     shard_path.string()));
+      (void)fs::symlink_status(shard_path, ec);
+      if (ec.value() == ENOENT || ec.value() == ENOTDIR)
+        throw InputError(fmt::format("{}: shard '{}' (holding '{}') not found at {}", label, printable_name(shard),
+                                     printable_name(name), shard_path.string()));
       it = shards.emplace(shard, SafetensorsFile::open(shard_path)).first;
     }
     const auto* entry = it->second->find(name);
     if (!entry)
-      throw InputError(fmt::format("{}: weight_map puts '{}' in shard '{}', which does not contain it", label, name,
-                                   shard));
+      throw InputError(fmt::format("{}: weight_map puts '{}' in shard '{}', which does not contain it", label,
+                                   printable_name(name), printable_name(shard)));
     source->add(name, it->second, entry);
   }
   return source;
@@ -131,15 +130,46 @@ std::shared_ptr<const WeightSource> open_index(const fs::path& index, std::strin
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_view text, const std::string& label) {
+  const json root = parse_json_text(text, label);
+  if (!root.is_object()) throw InputError(fmt::format("{}: index must be a JSON object", label));
+  auto map_it = root.find("weight_map");
+  if (map_it == root.end()) throw InputError(fmt::format("{}: no \"weight_map\" in the index", label));
+  if (!map_it->is_object()) throw InputError(fmt::format("{}: \"weight_map\" must be an object", label));
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(map_it->size());
+  // Every entry is checked before any shard is opened.
+  for (const auto& [name, shard_value] : map_it->items()) {
+    if (!shard_value.is_string())
+      throw InputError(fmt::format("{}: weight_map entry for '{}' must be a file name", label, printable_name(name)));
+    const auto& shard = shard_value.get_ref<const std::string&>();
+    check_shard_name(shard, name, label);
+    out.emplace_back(name, shard);
+  }
+  return out;
+}
+
 std::shared_ptr<const WeightSource> open_checkpoint(const fs::path& path) {
   std::error_code ec;
   const auto status = fs::status(path, ec);
+  if (ec && ec.value() != ENOENT && ec.value() != ENOTDIR)
+    throw InputError(fmt::format("{}: {}", path.string(), describe_open_error(ec.value())));
   if (!fs::exists(status)) throw InputError(fmt::format("{}: no such file or directory", path.string()));
   const auto description = fmt::format("checkpoint {}", path.string());
   if (fs::is_directory(status)) {
-    // transformers prefers the single file when both are present; do the same.
-    if (fs::exists(path / kSingleFile, ec)) return open_single(path / kSingleFile, description);
-    if (fs::exists(path / kIndexFile, ec)) return open_index(path / kIndexFile, description);
+    // Both present is ambiguous (transformers silently prefers the single file, which may be a
+    // stale leftover next to a newer sharded save), so it is an error naming both.
+    auto present = [&](const char* name) {
+      std::error_code e;
+      (void)fs::symlink_status(path / name, e);
+      return !e;
+    };
+    const bool single = present(kSingleFile), index = present(kIndexFile);
+    if (single && index)
+      throw InputError(fmt::format("{}: directory holds both {} and {}; remove the one that is stale", path.string(),
+                                   kSingleFile, kIndexFile));
+    if (single) return open_single(path / kSingleFile, description);
+    if (index) return open_index(path / kIndexFile, description);
     throw InputError(fmt::format("{}: directory holds neither {} nor {}", path.string(), kSingleFile, kIndexFile));
   }
   if (path.extension() == ".json") return open_index(path, description);

@@ -12,17 +12,10 @@
 #include <utility>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 
 namespace zoo {
 namespace {
-
-// Closes the descriptor on every path out of the constructor; the mapping outlives it.
-struct FdGuard {
-  int fd = -1;
-  ~FdGuard() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 [[noreturn]] void fail(const std::filesystem::path& path, std::string_view what, int err) {
   throw InputError(fmt::format("{}: {}: {}", path.string(), what, std::strerror(err)));
@@ -31,18 +24,13 @@ struct FdGuard {
 }  // namespace
 
 MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
-  FdGuard guard{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (guard.fd < 0) fail(path, "cannot open", errno);
-  struct stat st {};
-  if (::fstat(guard.fd, &st) != 0) fail(path, "cannot stat", errno);
-  if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("{}: is a directory, expected a file", path.string()));
-  if (!S_ISREG(st.st_mode)) throw InputError(fmt::format("{}: not a regular file", path.string()));
-  if (st.st_size == 0) return;  // mmap rejects zero-length maps
-  const auto size = static_cast<std::size_t>(st.st_size);
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, guard.fd, 0);
+  // InputFile refuses anything but a regular file (a FIFO would block, /dev/zero never ends).
+  const InputFile file(path, "a file");
+  if (file.size() == 0) return;  // mmap rejects zero-length maps
+  void* addr = ::mmap(nullptr, file.size(), PROT_READ, MAP_PRIVATE, file.fd(), 0);
   if (addr == MAP_FAILED) fail(path, "cannot map", errno);
   data_ = static_cast<const std::byte*>(addr);
-  size_ = size;
+  size_ = file.size();
 }
 
 MappedFile::~MappedFile() {

@@ -2,13 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
+#include <cerrno>
 #include <system_error>
 
 #include "yaml_checks.hpp"
 #include "zoo/compare.hpp"
 #include "zoo/diagnostic_hook.hpp"
+#include "zoo/checked.hpp"
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 
 namespace zoo {
 
@@ -34,6 +36,8 @@ struct Reader {
     const fs::path p = resolve(text);
     std::error_code ec;
     const auto status = fs::status(p, ec);
+    if (ec && ec.value() != ENOENT && ec.value() != ENOTDIR)  // a symlink loop, no permission, ...
+      yc::fail(label, node, fmt::format("{} '{}': {}", what, text, describe_open_error(ec.value())));
     if (!fs::exists(status)) yc::fail(label, node, fmt::format("{} '{}' does not exist ({})", what, text, p.string()));
     if (want_file && fs::is_directory(status))
       yc::fail(label, node, fmt::format("{} '{}' is a directory, expected a file", what, text));
@@ -65,6 +69,11 @@ struct Reader {
       } else if (e.key == "max_context") {
         spec.max_context = yc::as_int(label, e.value, "model.max_context");
         if (spec.max_context <= 0) yc::fail(label, e.value, "model.max_context must be a positive integer");
+        // Bounded here, before any plugin multiplies it into a KV-cache size.
+        if (spec.max_context > kMaxContextTokens)
+          yc::fail(label, e.value,
+                   fmt::format("model.max_context {} is larger than the limit of {} tokens", spec.max_context,
+                               kMaxContextTokens));
       }
     }
     if (!have_checkpoint) yc::fail(label, node, "model.checkpoint is required (a checkpoint directory or file)");
@@ -191,9 +200,13 @@ struct Reader {
 }  // namespace
 
 ModelSpec load_model_spec(const fs::path& yaml_file) {
-  const YAML::Node root = yc::load_file(yaml_file);
+  return parse_model_spec(read_text_file(yaml_file, "a model YAML file", kMaxYamlFileBytes), yaml_file);
+}
+
+ModelSpec parse_model_spec(const std::string& text, const fs::path& yaml_file) {
   Reader reader{yaml_file.string(), yaml_file.parent_path()};
   const std::string& label = reader.label;
+  const YAML::Node root = yc::parse_text(text, label);
   if (root.IsNull()) yc::fail(label, YAML::Mark(), "empty config (expected a map with a 'model:' section)");
 
   ModelSpec spec;
@@ -219,25 +232,15 @@ ModelSpec load_model_spec(const fs::path& yaml_file) {
 nlohmann::json load_hf_config(const fs::path& checkpoint) {
   std::error_code ec;
   const fs::path file = fs::is_directory(checkpoint, ec) ? checkpoint / "config.json" : checkpoint.parent_path() / "config.json";
-  if (!fs::exists(file, ec))
+  (void)fs::symlink_status(file, ec);
+  if (ec.value() == ENOENT)
     throw InputError(fmt::format("{}: no such file (the checkpoint {} needs a HF config.json)", file.string(),
                                  checkpoint.string()));
   return load_json_object(file);
 }
 
 nlohmann::json load_json_object(const fs::path& file) {
-  std::error_code ec;
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw InputError(fmt::format("{}: {}", file.string(), fs::exists(file, ec) ? "cannot be read" : "no such file"));
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    if (auto close = what.find("] "); what.starts_with("[json.") && close != std::string::npos) what.erase(0, close + 2);
-    throw InputError(fmt::format("{}: not valid JSON: {}", file.string(), what));
-  }
+  nlohmann::json config = read_json_file(file, "a JSON file");
   if (!config.is_object()) throw InputError(fmt::format("{}: expected a JSON object, got {}", file.string(), config.type_name()));
   return config;
 }

@@ -2,25 +2,14 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <limits>
-#include <sstream>
-#include <system_error>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 
 namespace zoo {
 
 namespace {
-
-// nlohmann messages start with "[json.exception.parse_error.101] "; users need only the rest.
-std::string strip_json_prefix(std::string what) {
-  if (what.starts_with("[json.exception.")) {
-    const auto close = what.find("] ");
-    if (close != std::string::npos) what.erase(0, close + 2);
-  }
-  return what;
-}
 
 std::string type_of(const nlohmann::json& value) {
   if (value.is_number_float()) return "a number with a fraction or exponent";
@@ -31,12 +20,7 @@ std::string type_of(const nlohmann::json& value) {
 
 Request parse_request(const std::string& text, const std::filesystem::path& label) {
   const std::string where = label.string();
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", where, strip_json_prefix(e.what())));
-  }
+  nlohmann::json root = parse_json_text(text, where);
   if (!root.is_object())
     throw InputError(fmt::format("{}: a request must be a JSON object with \"input_ids\", got {}", where, type_of(root)));
 
@@ -70,18 +54,7 @@ Request parse_request(const std::string& text, const std::filesystem::path& labe
 }
 
 Request load_request(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw InputError(fmt::format("{}: is a directory, expected a request JSON file", file.string()));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    const bool exists = std::filesystem::exists(file, ec);
-    throw InputError(fmt::format("{}: {}", file.string(), exists ? "cannot be read" : "no such file"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: read error", file.string()));
-  return parse_request(text.str(), file);
+  return parse_request(read_text_file(file, "a request JSON file", kMaxJsonFileBytes), file);
 }
 
 }  // namespace zoo

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/output_file.hpp"
 
 namespace zoo {
@@ -37,15 +38,6 @@ std::string printable(std::string_view text) {
   }
   if (text.size() > 200) out += "...";
   return out;
-}
-
-// nlohmann prefixes its messages with "[json.exception.parse_error.101] "; users need the rest.
-std::string json_message(const json::exception& e) {
-  std::string_view what = e.what();
-  if (what.starts_with('[')) {
-    if (auto close = what.find("] "); close != std::string_view::npos) what.remove_prefix(close + 2);
-  }
-  return printable(what);
 }
 
 std::string_view json_type(const json& value) {
@@ -74,40 +66,63 @@ struct Parsed {
   std::vector<std::string> top_keys;  // in header order, for stable ordering of equal offsets
 };
 
+// A SAX pass before the tree is built: depth, duplicate keys and the order of the tensor names.
+// (nlohmann's parser callback could see the same events, but its parser rescans the parent object
+// at every object end, which made a header of N tensors cost O(N^2): 40k tensors took minutes.)
+struct HeaderScan {
+  std::string_view label;
+  Parsed& out;
+  // One key set per open object: nlohmann keeps the last of duplicate keys silently, but a
+  // duplicate tensor name makes a file ambiguous, so it is an error at every level. Arrays push
+  // an empty marker so that the stack depth is the nesting depth.
+  std::vector<std::set<std::string, std::less<>>> open;
+  std::vector<bool> is_object;
+
+  bool start(bool object) {
+    if (is_object.size() >= static_cast<std::size_t>(kMaxDepth))
+      throw InputError(fmt::format("{}: header is nested more than {} levels deep", label, kMaxDepth));
+    is_object.push_back(object);
+    if (object) open.emplace_back();
+    return true;
+  }
+  bool end() {
+    if (is_object.back()) open.pop_back();
+    is_object.pop_back();
+    return true;
+  }
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const json::string_t&) { return true; }
+  bool string(json::string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) { return start(true); }
+  bool start_array(std::size_t) { return start(false); }
+  bool end_object() { return end(); }
+  bool end_array() { return end(); }
+  bool key(json::string_t& key) {
+    const bool top = is_object.size() == 1;
+    if (!open.back().insert(key).second) {
+      if (top) throw InputError(fmt::format("{}: duplicate tensor name '{}'", label, printable(key)));
+      throw InputError(fmt::format("{}: duplicate key '{}' in the header", label, printable(key)));
+    }
+    if (top) out.top_keys.push_back(key);
+    return true;
+  }
+  [[noreturn]] bool parse_error(std::size_t, const std::string&, const json::exception& e) {
+    throw InputError(fmt::format("{}: header is not valid JSON: {}", label, json_error_text(e)));
+  }
+};
+
 Parsed parse_json(std::string_view text, std::string_view label) {
   Parsed out;
-  // One key set per open object: nlohmann keeps the last of duplicate keys silently, but a
-  // duplicate tensor name makes a file ambiguous, so it is an error at every level.
-  std::vector<std::set<std::string, std::less<>>> open_objects;
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (depth >= kMaxDepth)
-          throw InputError(fmt::format("{}: header is nested more than {} levels deep", label, kMaxDepth));
-        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        const auto& key = parsed.get_ref<const std::string&>();
-        if (!open_objects.empty() && !open_objects.back().insert(key).second) {
-          if (depth == 1) throw InputError(fmt::format("{}: duplicate tensor name '{}'", label, printable(key)));
-          throw InputError(fmt::format("{}: duplicate key '{}' in the header", label, printable(key)));
-        }
-        if (depth == 1) out.top_keys.push_back(key);
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
+  HeaderScan scan{label, out, {}, {}};
   try {
-    out.root = json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true);
+    json::sax_parse(text.begin(), text.end(), &scan);
+    out.root = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: header is not valid JSON: {}", label, json_message(e)));
+    throw InputError(fmt::format("{}: header is not valid JSON: {}", label, json_error_text(e)));
   }
   return out;
 }

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <map>
 #include <sstream>
 #include <system_error>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
+
+#include <yaml-cpp/eventhandler.h>
 
 namespace zoo::yaml_checks {
 
@@ -21,19 +24,93 @@ void fail(const std::string& label, const YAML::Mark& mark, const std::string& w
   throw InputError(fmt::format("{}: {}", where(label, mark), what));
 }
 
-YAML::Node load_file(const std::filesystem::path& file) {
-  const std::string label = file.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(label + ": is a directory, expected a YAML file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(label + (std::filesystem::exists(file, ec) ? ": cannot be read" : ": no such file"));
-  std::ostringstream text;
-  text << in.rdbuf();
+namespace {
+
+// Walks a document's parse events before the node tree is built, to bound what the tree and every
+// later walk of it can cost: nesting depth (yaml-cpp's parser and our readers recurse per level)
+// and expanded size. An alias is a reference that costs nothing to parse, but each use of it is
+// visited and copied as if written out, so "a: &x <1 MB>" plus 20k "*x" would cost 20 GB.
+class Prescan final : public YAML::EventHandler {
+ public:
+  explicit Prescan(const std::string& label) : label_(label) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor, 1); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    for (const auto& o : stack_)
+      if (o.anchor == anchor) fail(label_, mark, "an alias inside the node it refers to makes a cycle");
+    auto it = sizes_.find(anchor);
+    add(mark, it == sizes_.end() ? 1 : it->second);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+    leaf(mark, anchor, 1 + value.size());
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Open {
+    YAML::anchor_t anchor;
+    std::uint64_t size;
+  };
+
+  void add(const YAML::Mark& mark, std::uint64_t size) {
+    total_ += size;
+    if (total_ > kMaxYamlExpandedBytes)
+      fail(label_, mark,
+           fmt::format("aliases expand the document to more than {} MiB (alias bomb?)", kMaxYamlExpandedBytes >> 20));
+    if (!stack_.empty()) stack_.back().size += size;
+  }
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor, std::uint64_t size) {
+    add(mark, size);
+    if (anchor != YAML::NullAnchor) sizes_[anchor] = size;
+  }
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    if (stack_.size() >= static_cast<std::size_t>(kMaxYamlDepth))
+      fail(label_, mark, fmt::format("YAML is nested more than {} levels deep", kMaxYamlDepth));
+    add(mark, 1);
+    stack_.push_back({anchor, 1});
+  }
+  void close() {
+    const Open done = stack_.back();
+    stack_.pop_back();
+    // The parent already counted this node's parts one by one; only the anchor needs the sum.
+    if (done.anchor != YAML::NullAnchor) sizes_[done.anchor] = done.size;
+    if (!stack_.empty()) stack_.back().size += done.size - 1;
+  }
+
+  const std::string& label_;
+  std::vector<Open> stack_;
+  std::map<YAML::anchor_t, std::uint64_t> sizes_;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace
+
+YAML::Node parse_text(const std::string& text, const std::string& label) {
   try {
-    return YAML::Load(text.str());
+    {
+      std::istringstream in(text);
+      YAML::Parser parser(in);
+      Prescan prescan(label);
+      parser.HandleNextDocument(prescan);  // YAML::Load reads the first document only, too
+    }
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     fail(label, e.mark, "invalid YAML: " + e.msg);
   }
+}
+
+YAML::Node load_file(const std::filesystem::path& file) {
+  return parse_text(read_text_file(file, "a YAML file", kMaxYamlFileBytes), file.string());
 }
 
 std::string_view kind_name(const YAML::Node& node) {

@@ -22,8 +22,16 @@ std::string where(const std::string& label, const YAML::Mark& mark);
   fail(label, node.Mark(), what);
 }
 
-// Reads and parses a YAML file; InputError "FILE: ..." / "FILE:LINE:COL: invalid YAML: ..." on failure.
+// Limits for every YAML document: nesting depth, and the size of the document with every alias
+// written out (scalar bytes plus one per node), which bounds any walk of the tree.
+inline constexpr int kMaxYamlDepth = 64;
+inline constexpr std::uint64_t kMaxYamlExpandedBytes = std::uint64_t{16} << 20;
+
+// Reads (through read_text_file: regular files only, size cap) and parses a YAML file;
+// InputError "FILE: ..." / "FILE:LINE:COL: invalid YAML: ..." / depth and alias-expansion limits.
 YAML::Node load_file(const std::filesystem::path& file);
+// The same for text already in memory; `label` names it in messages.
+YAML::Node parse_text(const std::string& text, const std::string& label);
 
 // A map's entries with their key nodes (for positions). Fails on a non-map, a non-scalar key, a
 // duplicate key, or a key not in `allowed` (listed in the message).

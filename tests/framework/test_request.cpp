@@ -52,9 +52,11 @@ TEST_CASE("parse_request errors name the file and what is wrong", "[request]") {
   CHECK_THAT(fails("{\"input_ids\": [1, 9223372036854775808]}"),
              StartsWith("dir/req.json: input_ids[1]") && Contains("int64"));
   CHECK_THAT(fails("{\"input_ids\": [1e30]}"), StartsWith("dir/req.json: input_ids[0] is not an integer"));
-  // Deep nesting is reported, not recursed into.
+  // Deep nesting is refused while parsing, before any recursive walk of the tree.
   const std::string deep = "{\"input_ids\": [" + std::string(20000, '[') + std::string(20000, ']') + "]}";
-  CHECK_THAT(fails(deep), StartsWith("dir/req.json: input_ids[0] is not an integer (a JSON array)"));
+  CHECK_THAT(fails(deep), StartsWith("dir/req.json: JSON is nested more than 64 levels deep"));
+  const std::string shallow = "{\"input_ids\": [" + std::string(10, '[') + std::string(10, ']') + "]}";
+  CHECK_THAT(fails(shallow), StartsWith("dir/req.json: input_ids[0] is not an integer (a JSON array)"));
 }
 
 TEST_CASE("load_request reads files and reports unreadable ones", "[request]") {

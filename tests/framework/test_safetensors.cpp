@@ -349,7 +349,7 @@ TEST_CASE("safetensors: opening files names the path in every error", "[safetens
   using Catch::StartsWith;
   const auto missing = dir / "missing.safetensors";
   CHECK_THAT(input_error([&] { SafetensorsFile::open(missing); }),
-             StartsWith(missing.string() + ": ") && Contains("No such file"));
+             StartsWith(missing.string() + ": ") && Contains("no such file"));
   CHECK_THAT(input_error([&] { SafetensorsFile::open(dir.path()); }), Contains("is a directory"));
 
   const auto empty = dir / "empty.safetensors";

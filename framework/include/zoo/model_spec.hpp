@@ -40,6 +40,8 @@ struct ModelSpec {
 };
 
 ModelSpec load_model_spec(const std::filesystem::path& yaml_file);
+// The same for YAML text already read; `yaml_file` names it and anchors its relative paths.
+ModelSpec parse_model_spec(const std::string& text, const std::filesystem::path& yaml_file);
 
 // Reads a checkpoint's config.json (directory) or the config.json beside a file. InputError on
 // a missing or malformed file.

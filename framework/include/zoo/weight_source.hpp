@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "zoo/tensor.hpp"
@@ -45,6 +46,11 @@ class WeightSource {
 // single .safetensors file, or an index file. Throws InputError naming the path on any problem,
 // including an index that names a missing shard.
 std::shared_ptr<const WeightSource> open_checkpoint(const std::filesystem::path& path);
+
+// The (tensor, shard file) pairs of a model.safetensors.index.json's weight_map, checked: JSON
+// (depth-limited), an object with a "weight_map" object of strings, every shard a relative path
+// inside the checkpoint directory (no "..", not absolute). InputError naming `label` otherwise.
+std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_view text, const std::string& label);
 
 // One rule of an AliasWeightSource. Requested names are what a model asks for, stored names what
 // the checkpoint holds. A prefix rule is anchored at the start of the name. A drop rule hides
