@@ -20,7 +20,7 @@ SpecOverrides ModelOptions::overrides() const {
     if (!parsed) throw InputError(fmt::format("--dtype: unknown dtype '{}'", dtype));
     o.dtype = *parsed;
   }
-  if (max_context > 0) o.max_context = max_context;
+  if (max_context != 0) o.max_context = max_context;  // 0: not given; negatives are rejected by open_model
   for (const auto& d : plugin_dirs) o.plugin_dirs.emplace_back(d);
   return o;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 
 namespace zoo {
@@ -24,7 +25,10 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
     spec.dtype = *overrides.dtype;
     spec.dtype_origin = "--dtype";
   }
-  if (overrides.max_context) spec.max_context = *overrides.max_context;
+  if (overrides.max_context) {
+    // The same bound as model.max_context in the YAML, checked before any plugin sizes a cache.
+    spec.max_context = check_range(*overrides.max_context, 1, kMaxContextTokens, "--max-context");
+  }
 
   std::vector<std::filesystem::path> dirs = overrides.plugin_dirs;
   dirs.insert(dirs.end(), spec.plugin_paths.begin(), spec.plugin_paths.end());

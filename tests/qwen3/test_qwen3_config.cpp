@@ -4,6 +4,7 @@
 #include "qwen3/fixture_test_util.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "zoo/compare.hpp"
@@ -262,6 +263,85 @@ TEST_CASE("qwen3 config: inconsistent or missing sizes are InputErrors naming th
     CHECK_THAT(error_for(config), Contains("tie_word_embeddings"));
   }
   CHECK_THAT(error_for(json::array({1, 2})), Contains("object"));
+}
+
+TEST_CASE("qwen3 config: absurd sizes are rejected by name before any allocation", "[qwen3][input]") {
+  // 2^62 heads wrapped q_dim to 0 (then SIGFPE); 1e9 layers built a 3 GB requirement table.
+  const auto with = [](const char* field, json value) {
+    json config = small_config();
+    config[field] = std::move(value);
+    return error_for(config);
+  };
+  CHECK_THAT(with("num_attention_heads", std::int64_t{1} << 62),
+             Contains("num_attention_heads") && Contains("4611686018427387904") && Contains("out of range"));
+  CHECK_THAT(with("num_hidden_layers", 1'000'000'000), Contains("num_hidden_layers") && Contains("out of range"));
+  CHECK_THAT(with("vocab_size", std::int64_t{1} << 40), Contains("vocab_size") && Contains("out of range"));
+  CHECK_THAT(with("hidden_size", std::int64_t{1} << 33), Contains("hidden_size"));
+  CHECK_THAT(with("intermediate_size", std::int64_t{1} << 33), Contains("intermediate_size"));
+  CHECK_THAT(with("head_dim", std::int64_t{1} << 40), Contains("head_dim"));
+  // u64 values are printed as written, never as -1.
+  const auto max_u64 = with("num_key_value_heads", std::numeric_limits<std::uint64_t>::max());
+  CHECK_THAT(max_u64, Contains("num_key_value_heads") && Contains("18446744073709551615") && !Contains("-1"));
+  // The largest accepted values give sizes that still fit in 64 bits (the bounds are chosen so),
+  // even for a KV cache at the largest max_context.
+  json big = small_config();
+  big["num_attention_heads"] = 4096;
+  big["num_key_value_heads"] = 4096;
+  big["head_dim"] = 4096;
+  big["hidden_size"] = 1 << 18;
+  big["intermediate_size"] = 1 << 20;
+  big["num_hidden_layers"] = 4096;
+  big["vocab_size"] = 1 << 24;
+  std::shared_ptr<Model> model;
+  REQUIRE_NOTHROW(model = create(big));
+  CHECK(model->info().num_layers == 4096);
+  CHECK(model->requirements().size() == 4096 * 11 + 2);
+}
+
+TEST_CASE("qwen3 config: meaningless rope_theta and rms_norm_eps are rejected by name", "[qwen3][input]") {
+  const auto with = [](const char* field, json value) {
+    json config = small_config();
+    config[field] = std::move(value);
+    return error_for(config);
+  };
+  CHECK_THAT(with("rope_theta", 1e-300), Contains("rope_theta") && Contains("out of range"));
+  CHECK_THAT(with("rope_theta", 1.0), Contains("rope_theta"));
+  CHECK_THAT(with("rope_theta", 0.5), Contains("rope_theta"));
+  CHECK_THAT(with("rope_theta", std::numeric_limits<double>::infinity()), Contains("rope_theta"));
+  CHECK_THAT(with("rms_norm_eps", 1e308), Contains("rms_norm_eps") && Contains("out of range"));
+  CHECK_THAT(with("rms_norm_eps", 0.0), Contains("rms_norm_eps"));
+  CHECK_THAT(with("rms_norm_eps", std::numeric_limits<double>::quiet_NaN()), Contains("rms_norm_eps"));
+  json nested = small_config();
+  nested.erase("rope_theta");
+  nested["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e-300}};
+  CHECK_THAT(error_for(nested), Contains("rope_parameters.rope_theta"));
+  // Ordinary values pass.
+  CHECK_NOTHROW(create(small_config()));
+}
+
+TEST_CASE("qwen3: max_context is bounded and the KV cache size checked before allocation", "[qwen3][input]") {
+  // 576460752303423489 * kv_dim overflowed size_t and corrupted the heap on the first forward.
+  const auto with_context = [](std::int64_t max_context) {
+    ModelArgs args;
+    args.config = small_config();
+    args.weights = std::make_shared<EmptySource>();
+    args.max_context = max_context;
+    return input_error_of([&] { registry().create_model("qwen3", args); });
+  };
+  CHECK_THAT(with_context(576460752303423489), Contains("max_context") && Contains("576460752303423489"));
+  CHECK_THAT(with_context(0), Contains("max_context"));
+  CHECK_THAT(with_context(-5), Contains("max_context"));
+
+  // Through open_model, the --max-context override is named.
+  ModelSpec spec;
+  spec.file = fixture_dir("qwen3-tiny") / "config.json";
+  spec.checkpoint = fixture_dir("qwen3-tiny");
+  SpecOverrides overrides;
+  overrides.max_context = 576460752303423489;
+  CHECK_THAT(input_error_of([&] { open_model(spec, registry(), overrides); }),
+             Contains("--max-context") && Contains("576460752303423489"));
+  overrides.max_context = 64;
+  CHECK(open_model(spec, registry(), overrides).spec.max_context == 64);
 }
 
 }  // namespace zoo::ptest

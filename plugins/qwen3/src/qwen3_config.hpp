@@ -27,6 +27,12 @@ struct Qwen3Config {
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
   std::int64_t parameter_count() const;
+  // The same, throwing InputError naming `label` if it does not fit in 64 bits (parse() checks
+  // this, so parameter_count() of a parsed config cannot overflow).
+  std::int64_t parameter_count_checked(const std::string& label) const;
+  // K and V cache elements for `max_context` tokens (both caches, all layers); InputError naming
+  // max_context when it is out of range or the size does not fit in 64 bits.
+  std::int64_t kv_cache_elements(std::int64_t max_context, const std::string& label) const;
 };
 
 }  // namespace zoo::qwen3

@@ -52,7 +52,8 @@ class Qwen3Model : public Model {
   explicit Qwen3Model(const ModelArgs& args)
       : config_(Qwen3Config::parse(args.config, "qwen3 config")), weights_(args.weights) {
     if (!weights_) throw InputError("qwen3: no weight source given");
-    if (args.max_context <= 0) throw InputError(fmt::format("qwen3: max_context must be positive (got {})", args.max_context));
+    // Bounds max_context and checks the KV-cache size fits before a backend multiplies it out.
+    config_.kv_cache_elements(args.max_context, "qwen3");
     if (args.device.is_cpu()) {
       if (args.dtype != DType::F32)
         throw SettingError(fmt::format("qwen3: the CPU backend computes in float32, not {}", dtype_name(args.dtype)));
