@@ -19,11 +19,12 @@ inline std::filesystem::path tokenizer_fixture_dir() {
   const fs::path dir = fs::path(ZOO_BINARY_DIR) / "tests/tokenizer-fixtures";
   const std::string stamp = std::to_string(fs::file_size(archive)) + " " +
                             std::to_string(fs::last_write_time(archive).time_since_epoch().count());
-  {
+  const auto current = [&] {
     std::ifstream in(dir / ".complete");
     std::string have;
-    if (in && std::getline(in, have) && have == stamp) return dir;
-  }
+    return in && std::getline(in, have) && have == stamp;
+  };
+  if (current()) return dir;
   const fs::path tmp = dir.string() + ".tmp." + std::to_string(::getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
@@ -31,9 +32,17 @@ inline std::filesystem::path tokenizer_fixture_dir() {
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("cannot unpack " + archive.string());
   std::ofstream(tmp / ".complete") << stamp << "\n";
   std::error_code ec;
-  fs::remove_all(dir, ec);
   fs::rename(tmp, dir, ec);
-  if (ec) fs::remove_all(tmp, ec);  // another process put its copy in place first
+  if (!ec) return dir;
+  if (current()) {  // another process put the same copy in place first: keep it (it may be reading it)
+    fs::remove_all(tmp, ec);
+    return dir;
+  }
+  // A copy from an older archive: move it aside, then put ours in place.
+  const fs::path old = dir.string() + ".old." + std::to_string(::getpid());
+  fs::rename(dir, old, ec);
+  fs::rename(tmp, dir);
+  fs::remove_all(old, ec);
   return dir;
 }
 
