@@ -59,7 +59,7 @@ void fill_normal(HostTensor& tensor, std::int64_t begin, std::int64_t end, float
 }
 
 struct SynthOptions {
-  std::string config, out, dtype = "bf16", plugin;
+  std::string config, out, dtype = "bf16", plugin, extra;
   std::vector<std::string> plugin_dirs;
   std::uint64_t seed = 0;
   double shard_gb = 5.0;
@@ -113,6 +113,40 @@ void remove_stale_weights(const fs::path& out, const std::set<std::string>& writ
     if (fs::remove(path, ec); ec) throw InputError(fmt::format("{}: cannot remove: {}", path.string(), ec.message()));
 }
 
+struct Planned {
+  std::string stored;
+  Shape shape;
+  float mean = 0.0f, stddev = 0.0f;
+};
+
+// Tensors a checkpoint holds beyond what its plugin requires (e.g. a codec the plugin reads on
+// demand): {"tensors": [{"name": N, "shape": [...], "mean": m, "std": s}, ...]}, mean and std
+// optional (0 and 0.02).
+std::vector<Planned> load_extra_tensors(const std::string& file) {
+  const nlohmann::json doc = load_json_object(file);
+  if (!doc.contains("tensors") || !doc.at("tensors").is_array())
+    throw InputError(fmt::format("{}: expected {{\"tensors\": [...]}}", file));
+  std::vector<Planned> out;
+  for (std::size_t i = 0; i < doc.at("tensors").size(); ++i) {
+    const auto& t = doc.at("tensors")[i];
+    const auto where = fmt::format("{}: tensors[{}]", file, i);
+    if (!t.is_object() || !t.contains("name") || !t.at("name").is_string() || !t.contains("shape") || !t.at("shape").is_array())
+      throw InputError(fmt::format("{}: needs a string \"name\" and a \"shape\" array", where));
+    Planned p{t.at("name").get<std::string>(), {}, 0.0f, 0.02f};
+    for (const auto& d : t.at("shape")) {
+      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) throw InputError(fmt::format("{}: bad shape", where));
+      p.shape.push_back(d.get<std::int64_t>());
+    }
+    for (const auto& [key, field] : {std::pair<const char*, float*>{"mean", &p.mean}, {"std", &p.stddev}}) {
+      if (!t.contains(key)) continue;
+      if (!t.at(key).is_number()) throw InputError(fmt::format("{}: \"{}\" must be a number", where, key));
+      *field = t.at(key).get<float>();
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 int synth(const SynthOptions& options) {
   if (!std::isfinite(options.stddev) || options.stddev < 0)
     throw InputError(fmt::format("--std: must be a finite number >= 0, got {}", options.stddev));
@@ -129,18 +163,23 @@ int synth(const SynthOptions& options) {
   const std::string plugin = options.plugin.empty() ? registry.resolve_config(config, options.config).name : options.plugin;
   auto model = registry.create_model(plugin, args);
 
-  struct Planned {
-    std::string stored;
-    Shape shape;
-    bool is_norm;
-  };
   std::vector<Planned> tensors;
-  std::size_t total = 0;
   for (const auto& req : model->requirements()) {
     if (req.optional) continue;
-    tensors.push_back({model->weight_source().stored_name(req.name), req.shape, req.shape.size() == 1});
-    total += static_cast<std::size_t>(numel(req.shape)) * dtype_size(*dtype);
+    const bool is_norm = req.shape.size() == 1;
+    tensors.push_back({model->weight_source().stored_name(req.name), req.shape, is_norm ? 1.0f : 0.0f,
+                       is_norm ? 0.05f : options.stddev});
   }
+  if (!options.extra.empty()) {
+    for (auto& extra : load_extra_tensors(options.extra)) {
+      for (const auto& t : tensors)
+        if (t.stored == extra.stored)
+          throw InputError(fmt::format("{}: tensor '{}' is already required by the plugin", options.extra, t.stored));
+      tensors.push_back(std::move(extra));
+    }
+  }
+  std::size_t total = 0;
+  for (const auto& t : tensors) total += static_cast<std::size_t>(numel(t.shape)) * dtype_size(*dtype);
   const std::filesystem::path out = options.out;
   prepare_output_dir(out, options.force, options.config);
   std::set<std::string> written;
@@ -174,8 +213,7 @@ int synth(const SynthOptions& options) {
       const std::uint64_t seed = options.seed * 0x9e3779b97f4a7c15ull + shards[s][j] + 1;
       for (std::int64_t b = 0; b < n; b += chunk)
         pool.emplace_back([&, b] {
-          fill_normal(owned[j], b, std::min(n, b + chunk), t.is_norm ? 1.0f : 0.0f,
-                      t.is_norm ? 0.05f : options.stddev, seed);
+          fill_normal(owned[j], b, std::min(n, b + chunk), t.mean, t.stddev, seed);
         });
       for (auto& th : pool) th.join();
     }
@@ -215,6 +253,8 @@ void add_synth_command(CLI::App& app, Action& run) {
   cmd->add_option("--shard-gb", options->shard_gb, "Shard size in GB (default 5)")->check(CLI::Range(0.001, 1000.0));
   cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)");
   cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)");
+  cmd->add_option("--extra-tensors", options->extra,
+                  "JSON listing tensors to add beyond the plugin's requirements (name, shape, mean, std)");
   cmd->add_option("--plugin-dir", options->plugin_dirs, "Extra plugin directory (repeatable)");
   cmd->add_flag("--force", options->force, "Write into a non-empty directory, replacing its model files");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");

@@ -37,6 +37,7 @@ void add_validate_command(CLI::App& app, Action& run);
 void add_bench_command(CLI::App& app, Action& run);
 void add_synth_command(CLI::App& app, Action& run);
 void add_tokenize_command(CLI::App& app, Action& run);
+void add_tts_command(CLI::App& app, Action& run);
 
 // MODEL argument -> tokenizer.json (a model directory, a tokenizer.json, or a model YAML whose
 // checkpoint has one beside it). InputError naming what is missing.

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   add_bench_command(app, run);
   add_synth_command(app, run);
   add_tokenize_command(app, run);
+  add_tts_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zoo/code_decoder.hpp"
 #include "zoo/diagnostic_hook.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/request.hpp"
@@ -121,6 +122,10 @@ class Model {
   // to use instead (one line, e.g. "it predicts X, not text: use `zoo Y`"); such a model returns
   // no text logits, and `zoo generate` refuses it with this message.
   virtual std::string text_generation_unsupported() const { return {}; }
+  // The model's codes-to-waveform decoder (code_decoder.hpp), or nullptr when it has none. Built on
+  // first call from the checkpoint's tensor headers (InputError when they do not fit together);
+  // its weights load separately, through CodeDecoder::load.
+  virtual CodeDecoder* code_decoder() { return nullptr; }
 };
 
 }  // namespace zoo

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "codec.hpp"
 #include "delay_pattern.hpp"
 #include "higgs_config.hpp"
 #include "zoo/error.hpp"
@@ -120,6 +121,13 @@ class HiggsModel : public Model {
   }
   nlohmann::json runtime_stats() const override { return body_->runtime_stats(); }
 
+  // The codec decoder stored under kCodecPrefix, built on first use (fixtures without one still
+  // serve the LM).
+  CodeDecoder* code_decoder() override {
+    if (!codec_) codec_ = make_code_decoder(weights_, kCodecPrefix, config_.num_codebooks, config_.codebook_size);
+    return codec_.get();
+  }
+
   // input_ids equal to audio_token_id are audio slots, filled in order by the rows of audio_codes
   // (already in delay-pattern layout); each slot's embedding is sum_c E[code_c + c*V].
   Prompt prepare(const Request& request) const override {
@@ -172,6 +180,7 @@ class HiggsModel : public Model {
   std::shared_ptr<const WeightSource> weights_;
   std::shared_ptr<Model> body_;
   AudioTable table_;
+  std::unique_ptr<CodeDecoder> codec_;
 };
 
 const ZooPluginDescriptor* descriptor() {

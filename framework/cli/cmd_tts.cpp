@@ -1,0 +1,81 @@
+// `zoo tts`: speech out of a model that owns a codes-to-waveform decoder (Model::code_decoder).
+// `--codes FILE` decodes given code frames without running the language model: only the
+// decoder's tensors are planned and read.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
+
+#include "commands.hpp"
+#include "zoo/code_frames.hpp"
+#include "zoo/error.hpp"
+#include "zoo/sound_file.hpp"
+
+namespace zoo::cli {
+namespace {
+
+struct TtsOptions {
+  ModelOptions model;
+  std::string codes, out;
+  bool quiet = false;
+};
+
+// The model's decoder (built from tensor headers; nothing read yet).
+CodeDecoder& code_decoder_of(OpenedModel& opened) {
+  CodeDecoder* decoder = opened.model->code_decoder();
+  if (!decoder)
+    throw InputError(fmt::format("{}: the {} plugin's model has no codes-to-waveform decoder", opened.spec.file.string(),
+                                 opened.model->info().plugin));
+  return *decoder;
+}
+
+// Checks the decoder's own load plan and reads its weights (not the rest of the model's).
+void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
+  const LoadPlan plan = make_load_plan(decoder.requirements(), opened.model->weight_source());
+  if (!plan.ok())
+    throw ValidationError(fmt::format("{}: the decoder's load plan has {} problem(s):\n{}", opened.spec.file.string(),
+                                      plan.problem_count(), plan.table()));
+  decoder.load();
+}
+
+int run_codes(const TtsOptions& options) {
+  PluginRegistry registry;
+  OpenedModel opened = open_from_options(options.model, registry);
+  CodeDecoder& decoder = code_decoder_of(opened);
+  const HostTensor codes = load_code_frames(options.codes, decoder.num_codebooks());  // input errors first
+  load_code_decoder(opened, decoder);
+  const auto start = std::chrono::steady_clock::now();
+  const Waveform wave = decoder.decode(codes.view());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_sound_file(options.out, wave.samples, wave.sample_rate);
+  if (!options.quiet) {
+    fmt::print(stderr, "tts: decoder: {}\n", decoder.summary());
+    const double duration = static_cast<double>(wave.samples.size()) / wave.sample_rate;
+    fmt::print(stderr, "tts: {} frames -> {} samples ({:.2f} s at {} Hz) in {:.3f} s ({:.0f}x real time) -> {}\n",
+               codes.shape()[0], wave.samples.size(), duration, wave.sample_rate, seconds,
+               seconds > 0 ? duration / seconds : 0.0, options.out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_tts_command(CLI::App& app, Action& run) {
+  auto options = std::make_shared<TtsOptions>();
+  auto* cmd = app.add_subcommand("tts", "Speech from a model with a codec: decode code frames to a sound file");
+  add_model_options(*cmd, options->model);
+  cmd->add_option("--codes", options->codes,
+                  "Code frames [T, codebooks] to decode without running the language model: JSON "
+                  "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")");
+  cmd->add_option("--out", options->out, "Output sound file: 16-bit PCM WAV, or FLAC when the name ends in .flac")
+      ->required();
+  cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
+  cmd->callback([&run, options] {
+    run = [options] {
+      if (options->codes.empty()) throw InputError("tts: give --codes FILE (code frames to decode)");
+      return run_codes(*options);
+    };
+  });
+}
+
+}  // namespace zoo::cli

@@ -1,0 +1,398 @@
+// The Higgs codec decoder on the CPU in float32, channels-last ([steps, channels]) throughout so
+// every convolution is one GEMM (kernels/conv_cpu.hpp). Weights of any stored float dtype are
+// widened to float32 at load; weight-normalized convolutions (g, v) are folded the way the
+// transformers converter folds them, w = g * v / ||v|| with the norm over all dims but the first.
+#include "codec.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "higgs_config.hpp"
+#include "zoo/error.hpp"
+#include "zoo/kernels/conv_cpu.hpp"
+#include "zoo/kernels/cpu_ops.hpp"
+
+namespace zoo::higgs {
+namespace {
+
+namespace ops = zoo::kernels::cpu;
+
+// The dilations of the three residual units of every DAC decoder block: fixed by the architecture
+// (DacDecoderBlock), not recorded in any tensor shape.
+constexpr std::int64_t kUnitDilations[] = {1, 3, 9};
+
+void tap(DiagnosticHook* hook, const std::string& name, const std::vector<float>& data, std::int64_t rows,
+         std::int64_t cols) {
+  if (!hook || !hook->wants(name)) return;
+  hook->record(name, TensorView{data.data(), DType::F32, {rows, cols}, Device{}});
+}
+
+}  // namespace
+
+std::int64_t CodecGeometry::samples_per_frame() const {
+  std::int64_t n = 1;
+  for (const auto& b : blocks) n *= b.stride;
+  return n;
+}
+
+std::string CodecGeometry::summary() const {
+  std::string strides, widths = fmt::format("{}", conv1_channels);
+  for (const auto& b : blocks) {
+    strides += fmt::format("{}{}", strides.empty() ? "" : "x", b.stride);
+    widths += fmt::format("->{}", b.out_channels);
+  }
+  return fmt::format("{} quantizers of {} x {}, latent {}, fc2 -> {}, strides {} ({} samples per frame), widths {}",
+                     num_quantizers, codebook_size, codebook_dim, latent, decoder_input,
+                     strides.empty() ? "none" : strides, samples_per_frame(), widths);
+}
+
+Codec::Codec(std::shared_ptr<const WeightSource> weights, std::string prefix)
+    : weights_(std::move(weights)), prefix_(std::move(prefix)) {
+  const WeightSource& src = *weights_;
+  const std::string where = fmt::format("codec in {} (tensors under '{}')", src.describe(), prefix_);
+  auto fail = [&](const std::string& what) { return InputError(fmt::format("{}: {}", where, what)); };
+  auto info = [&](const std::string& name) { return src.info(prefix_ + name); };
+  auto require = [&](const std::string& name, DType) -> Shape {
+    auto i = info(name);
+    if (!i) throw fail(fmt::format("'{}' is missing", name));
+    if (i->dtype != DType::F32 && i->dtype != DType::BF16 && i->dtype != DType::F16)
+      throw fail(fmt::format("'{}' is {}; expected a float dtype (BF16, F16, F32)", name, dtype_name(i->dtype)));
+    requirements_.push_back({prefix_ + name, i->shape, {DType::BF16, DType::F16, DType::F32}, false});
+    return i->shape;
+  };
+  auto expect = [&](const std::string& name, const Shape& shape, const std::string& why) {
+    const Shape got = require(name, DType::F32);
+    if (got != shape) throw fail(fmt::format("'{}' has shape {}, expected {} ({})", name, shape_str(got), shape_str(shape), why));
+  };
+  // A per-channel Snake alpha: torch stores [1, C, 1].
+  auto expect_alpha = [&](const std::string& name, std::int64_t channels, const std::string& why) {
+    const Shape got = require(name, DType::F32);
+    if (numel(got) != channels || got.empty() || got.size() > 3)
+      throw fail(fmt::format("'{}' has shape {}, expected [1, {}, 1] ({})", name, shape_str(got), channels, why));
+  };
+  // A convolution weight `base`.weight, or its weight-norm pair, of rank 3.
+  auto conv_weight = [&](const std::string& base) -> Shape {
+    StoredWeight w;
+    if (info(base + ".weight")) {
+      w.plain = prefix_ + base + ".weight";
+      w.shape = require(base + ".weight", DType::F32);
+    } else {
+      for (const auto& [g, v] : {std::pair<std::string, std::string>{".weight_g", ".weight_v"},
+                                 {".parametrizations.weight.original0", ".parametrizations.weight.original1"}}) {
+        if (info(base + g) && info(base + v)) {
+          w.g = prefix_ + base + g;
+          w.v = prefix_ + base + v;
+          w.shape = require(base + v, DType::F32);
+          const Shape gs = require(base + g, DType::F32);
+          if (w.shape.empty() || numel(gs) != w.shape[0])
+            throw fail(fmt::format("'{}{}' has shape {}, expected {} magnitudes (one per row of '{}{}' {})", base, g,
+                                   shape_str(gs), w.shape.empty() ? 0 : w.shape[0], base, v, shape_str(w.shape)));
+          break;
+        }
+      }
+      if (w.g.empty()) throw fail(fmt::format("'{}.weight' is missing (neither plain nor weight-normalized)", base));
+    }
+    if (w.shape.size() != 3) throw fail(fmt::format("'{}.weight' has shape {}, expected rank 3", base, shape_str(w.shape)));
+    conv_weights_.emplace_back(base, w);
+    return w.shape;
+  };
+
+  CodecGeometry& g = geometry_;
+  // Quantizers 0.. as long as their codebook exists; all alike.
+  for (std::int64_t q = 0;; ++q) {
+    const std::string base = fmt::format("quantizer.quantizers.{}.", q);
+    if (!info(base + "codebook.embed")) break;
+    const Shape embed = require(base + "codebook.embed", DType::F32);
+    const Shape proj = require(base + "project_out.weight", DType::F32);
+    if (embed.size() != 2 || proj.size() != 2)
+      throw fail(fmt::format("quantizer {}: codebook.embed {} and project_out.weight {} must be matrices", q,
+                             shape_str(embed), shape_str(proj)));
+    if (q == 0) {
+      g.codebook_size = embed[0];
+      g.codebook_dim = embed[1];
+      g.latent = proj[0];
+    }
+    if (embed != Shape{g.codebook_size, g.codebook_dim})
+      throw fail(fmt::format("quantizer {}: codebook.embed is {}, quantizer 0's is [{}, {}]", q, shape_str(embed),
+                             g.codebook_size, g.codebook_dim));
+    if (proj != Shape{g.latent, g.codebook_dim})
+      throw fail(fmt::format("quantizer {}: project_out.weight is {}, expected [{}, {}] (latent x codebook dim {})", q,
+                             shape_str(proj), g.latent, g.codebook_dim, g.codebook_dim));
+    expect(base + "project_out.bias", {g.latent}, "project_out's output width");
+    ++g.num_quantizers;
+  }
+  if (g.num_quantizers == 0) throw fail("no 'quantizer.quantizers.0.codebook.embed': the checkpoint holds no codec decoder");
+  if (g.codebook_size < 1 || g.codebook_dim < 1 || g.latent < 1) throw fail("empty codebook or projection");
+
+  const Shape fc2 = require("fc2.weight", DType::F32);
+  if (fc2.size() != 2 || fc2[1] != g.latent)
+    throw fail(fmt::format("'fc2.weight' has shape {}, expected [N, {}] (input = project_out's width {})", shape_str(fc2),
+                           g.latent, g.latent));
+  g.decoder_input = fc2[0];
+  expect("fc2.bias", {g.decoder_input}, "fc2's output width");
+
+  const std::string dec = "acoustic_decoder.";
+  const Shape conv1 = conv_weight(dec + "conv1");
+  if (conv1[1] != g.decoder_input || conv1[2] % 2 == 0)
+    throw fail(fmt::format("'{}conv1.weight' has shape {}, expected [C, {}, odd kernel] (input = fc2's width {})", dec,
+                           shape_str(conv1), g.decoder_input, g.decoder_input));
+  g.conv1_channels = conv1[0];
+  g.conv1_kernel = conv1[2];
+  expect(dec + "conv1.bias", {g.conv1_channels}, "conv1's output width");
+
+  std::int64_t channels = g.conv1_channels;
+  for (std::int64_t b = 0;; ++b) {
+    const std::string base = fmt::format("{}block.{}.", dec, b);
+    if (!info(base + "conv_t1.weight") && !info(base + "conv_t1.weight_v") &&
+        !info(base + "conv_t1.parametrizations.weight.original1"))
+      break;
+    CodecGeometry::Block block;
+    const Shape up = conv_weight(base + "conv_t1");  // ConvTranspose1d: [in, out, kernel]
+    if (up[0] != channels)
+      throw fail(fmt::format("'{}conv_t1.weight' has shape {}: {} input channels, but the previous stage outputs {}",
+                             base, shape_str(up), up[0], channels));
+    if (up[2] < 2 || up[2] % 2 != 0)
+      throw fail(fmt::format("'{}conv_t1.weight' has kernel {}: a DAC upsampling kernel is 2 x its stride, so it must be even",
+                             base, up[2]));
+    block.in_channels = up[0];
+    block.out_channels = up[1];
+    block.kernel = up[2];
+    block.stride = up[2] / 2;
+    expect_alpha(base + "snake1.alpha", block.in_channels, "the block's input width");
+    expect(base + "conv_t1.bias", {block.out_channels}, "conv_t1's output width");
+    for (std::int64_t u = 0; u < 3; ++u) {
+      const std::string unit = fmt::format("{}res_unit{}.", base, u + 1);
+      const std::int64_t c = block.out_channels;
+      expect_alpha(unit + "snake1.alpha", c, "the block's output width");
+      expect_alpha(unit + "snake2.alpha", c, "the block's output width");
+      const Shape c1 = conv_weight(unit + "conv1");
+      if (c1[0] != c || c1[1] != c || c1[2] % 2 == 0)
+        throw fail(fmt::format("'{}conv1.weight' has shape {}, expected [{}, {}, odd kernel]", unit, shape_str(c1), c, c));
+      expect(unit + "conv1.bias", {c}, "the block's output width");
+      const Shape c2 = conv_weight(unit + "conv2");
+      if (c2 != Shape{c, c, 1}) throw fail(fmt::format("'{}conv2.weight' has shape {}, expected [{}, {}, 1]", unit, shape_str(c2), c, c));
+      expect(unit + "conv2.bias", {c}, "the block's output width");
+      block.units.push_back({c1[2], kUnitDilations[u]});
+    }
+    channels = block.out_channels;
+    g.blocks.push_back(std::move(block));
+  }
+  if (g.blocks.empty()) throw fail(fmt::format("no '{}block.0.conv_t1.weight': no upsampling blocks", dec));
+  expect_alpha(dec + "snake1.alpha", channels, "the last block's output width");
+  const Shape conv2 = conv_weight(dec + "conv2");
+  if (conv2[0] != 1 || conv2[1] != channels || conv2[2] % 2 == 0)
+    throw fail(fmt::format("'{}conv2.weight' has shape {}, expected [1, {}, odd kernel] (mono output from the last block's {} channels)",
+                           dec, shape_str(conv2), channels, channels));
+  g.out_kernel = conv2[2];
+  expect(dec + "conv2.bias", {1}, "one output channel");
+}
+
+std::vector<TensorRequirement> Codec::requirements() const { return requirements_; }
+
+std::vector<float> Codec::read(const std::string& name) const { return to_f32(weights_->view(name)); }
+
+std::vector<float> Codec::read_weight(const StoredWeight& w) const {
+  if (!w.plain.empty()) return read(w.plain);
+  const std::vector<float> g = read(w.g);
+  std::vector<float> v = read(w.v);
+  const std::int64_t rows = w.shape[0], row = numel(w.shape) / rows;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < row; ++i) sum += static_cast<double>(v[r * row + i]) * v[r * row + i];
+    const float scale = g[r] / static_cast<float>(std::sqrt(sum));
+    for (std::int64_t i = 0; i < row; ++i) v[r * row + i] *= scale;
+  }
+  return v;
+}
+
+Codec::Conv Codec::load_conv(const std::string& base, bool transposed, std::int64_t stride, std::int64_t dilation) const {
+  const auto it = std::find_if(conv_weights_.begin(), conv_weights_.end(), [&](const auto& e) { return e.first == base; });
+  const StoredWeight& w = it->second;
+  const std::vector<float> raw = read_weight(w);
+  Conv conv;
+  conv.kernel = w.shape[2];
+  conv.stride = stride;
+  conv.dilation = dilation;
+  conv.packed.resize(raw.size());
+  if (transposed) {
+    conv.in = w.shape[0];
+    conv.out = w.shape[1];
+    ops::ConvTranspose1dShape s{1, conv.in, conv.out, conv.kernel, stride, 0, 0};
+    ops::pack_conv_transpose1d_weight(raw.data(), conv.packed.data(), s);
+  } else {
+    conv.out = w.shape[0];
+    conv.in = w.shape[1];
+    ops::Conv1dShape s{1, conv.in, conv.out, conv.kernel, 1, 0, dilation};
+    ops::pack_conv1d_weight(raw.data(), conv.packed.data(), s);
+  }
+  conv.bias = read(prefix_ + base + ".bias");
+  return conv;
+}
+
+void Codec::load() {
+  const CodecGeometry& g = geometry_;
+  tables_.clear();
+  // Each quantizer's decode is project_out(embed[code]): precompute it for every code, so a frame
+  // costs one row lookup per quantizer (same dot products, same float32 results).
+  for (std::int64_t q = 0; q < g.num_quantizers; ++q) {
+    const std::string base = fmt::format("{}quantizer.quantizers.{}.", prefix_, q);
+    const auto embed = read(base + "codebook.embed");
+    const auto weight = read(base + "project_out.weight");
+    const auto bias = read(base + "project_out.bias");
+    std::vector<float> table(static_cast<std::size_t>(g.codebook_size * g.latent));
+    ops::linear(embed.data(), weight.data(), table.data(), g.codebook_size, g.latent, g.codebook_dim);
+    for (std::int64_t c = 0; c < g.codebook_size; ++c) ops::add_inplace(table.data() + c * g.latent, bias.data(), g.latent);
+    tables_.push_back(std::move(table));
+  }
+  fc2_w_ = read(prefix_ + "fc2.weight");
+  fc2_b_ = read(prefix_ + "fc2.bias");
+  const std::string dec = "acoustic_decoder.";
+  conv1_ = load_conv(dec + "conv1", false, 1, 1);
+  blocks_.clear();
+  for (std::size_t b = 0; b < g.blocks.size(); ++b) {
+    const auto& geo = g.blocks[b];
+    const std::string base = fmt::format("{}block.{}.", dec, b);
+    BlockWeights block;
+    block.alpha = read(prefix_ + base + "snake1.alpha");
+    block.up = load_conv(base + "conv_t1", true, geo.stride, 1);
+    for (std::size_t u = 0; u < geo.units.size(); ++u) {
+      const std::string unit = fmt::format("{}res_unit{}.", base, u + 1);
+      Unit w;
+      w.alpha1 = read(prefix_ + unit + "snake1.alpha");
+      w.alpha2 = read(prefix_ + unit + "snake2.alpha");
+      w.conv1 = load_conv(unit + "conv1", false, 1, geo.units[u].dilation);
+      w.conv2 = load_conv(unit + "conv2", false, 1, 1);
+      block.units.push_back(std::move(w));
+    }
+    blocks_.push_back(std::move(block));
+  }
+  final_alpha_ = read(prefix_ + dec + "snake1.alpha");
+  conv2_ = load_conv(dec + "conv2", false, 1, 1);
+  loaded_ = true;
+}
+
+namespace {
+
+// Same-length convolution (odd kernel, padding dilation * (kernel - 1) / 2), as every conv1d of
+// the decoder is.
+template <class ConvT>
+std::vector<float> same_conv(const std::vector<float>& x, std::int64_t steps, const ConvT& c) {
+  ops::Conv1dShape s{steps, c.in, c.out, c.kernel, 1, c.dilation * (c.kernel - 1) / 2, c.dilation};
+  std::vector<float> y(static_cast<std::size_t>(s.out_length() * c.out));
+  ops::conv1d(x.data(), c.packed.data(), c.bias.data(), y.data(), s);
+  return y;
+}
+
+}  // namespace
+
+std::vector<float> Codec::decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) const {
+  if (!loaded_) throw std::logic_error("higgs codec: decode() before load()");
+  const CodecGeometry& g = geometry_;
+  if (frames < 1) throw InputError("codec: no code frames to decode");
+  const std::int64_t K = g.num_quantizers;
+  for (std::int64_t i = 0; i < frames * K; ++i)
+    if (codes[i] < 0)
+      throw InputError(fmt::format("codes[{}][{}] = {} is negative", i / K, i % K, codes[i]));
+
+  // RVQ: sum over quantizers of project_out(embed[code]); codes >= codebook_size (BOC/EOC) -> 0.
+  std::vector<float> x(static_cast<std::size_t>(frames * g.latent), 0.0f);
+  for (std::int64_t t = 0; t < frames; ++t)
+    for (std::int64_t q = 0; q < K; ++q) {
+      const std::int64_t code = codes[t * K + q] >= g.codebook_size ? 0 : codes[t * K + q];
+      ops::add_inplace(x.data() + t * g.latent, tables_[q].data() + code * g.latent, g.latent);
+    }
+  tap(hook, "q_sum", x, frames, g.latent);
+
+  std::vector<float> h(static_cast<std::size_t>(frames * g.decoder_input));
+  ops::linear(x.data(), fc2_w_.data(), h.data(), frames, g.decoder_input, g.latent);
+  for (std::int64_t t = 0; t < frames; ++t) ops::add_inplace(h.data() + t * g.decoder_input, fc2_b_.data(), g.decoder_input);
+  tap(hook, "fc2", h, frames, g.decoder_input);
+
+  std::int64_t steps = frames;
+  x = same_conv(h, steps, conv1_);
+  tap(hook, "conv1", x, steps, g.conv1_channels);
+
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    const auto& geo = g.blocks[b];
+    const auto& w = blocks_[b];
+    ops::snake(x.data(), w.alpha.data(), x.data(), steps, geo.in_channels);
+    // padding ceil(s/2) and output_padding s % 2 (HiggsAudioV2TokenizerModel._adjust_dac_decoder):
+    // with kernel 2s the output is exactly s x the input.
+    ops::ConvTranspose1dShape s{steps, geo.in_channels, geo.out_channels, geo.kernel, geo.stride,
+                                (geo.stride + 1) / 2, geo.stride % 2};
+    std::vector<float> up(static_cast<std::size_t>(s.out_length() * geo.out_channels));
+    ops::conv_transpose1d(x.data(), w.up.packed.data(), w.up.bias.data(), up.data(), s);
+    steps = s.out_length();
+    x = std::move(up);
+    tap(hook, fmt::format("block.{}.conv_t1", b), x, steps, geo.out_channels);
+    std::vector<float> y(x.size());
+    for (std::size_t u = 0; u < w.units.size(); ++u) {
+      const auto& unit = w.units[u];
+      ops::snake(x.data(), unit.alpha1.data(), y.data(), steps, geo.out_channels);
+      std::vector<float> z = same_conv(y, steps, unit.conv1);
+      ops::snake(z.data(), unit.alpha2.data(), z.data(), steps, geo.out_channels);
+      y = same_conv(z, steps, unit.conv2);
+      ops::add_inplace(x.data(), y.data(), static_cast<std::int64_t>(x.size()));  // same length: no crop
+      tap(hook, fmt::format("block.{}.res_unit{}", b, u + 1), x, steps, geo.out_channels);
+    }
+  }
+  const std::int64_t last = g.blocks.back().out_channels;
+  ops::snake(x.data(), final_alpha_.data(), x.data(), steps, last);
+  std::vector<float> wave = same_conv(x, steps, conv2_);  // no tanh: the Higgs decoder drops it
+  tap(hook, "waveform", wave, steps, 1);
+  return wave;
+}
+
+namespace {
+
+class HiggsCodeDecoder : public CodeDecoder {
+ public:
+  explicit HiggsCodeDecoder(std::unique_ptr<Codec> codec) : codec_(std::move(codec)) {}
+
+  std::int64_t num_codebooks() const override { return codec_->geometry().num_quantizers; }
+  std::int64_t codebook_size() const override { return codec_->geometry().codebook_size; }
+  std::int64_t samples_per_frame() const override { return codec_->geometry().samples_per_frame(); }
+  int sample_rate() const override { return kCodecSampleRate; }
+  std::string summary() const override { return codec_->geometry().summary(); }
+  std::vector<TensorRequirement> requirements() const override { return codec_->requirements(); }
+  void load() override { codec_->load(); }
+
+  Waveform decode(const TensorView& codes, DiagnosticHook* hook) const override {
+    const std::int64_t K = num_codebooks();
+    if (codes.shape.size() != 2 || codes.shape[1] != K || codes.shape[0] < 1)
+      throw InputError(fmt::format("codes have shape {}; the codec expects [frames >= 1, {}]", shape_str(codes.shape), K));
+    if (codes.dtype != DType::I64 && codes.dtype != DType::I32)
+      throw InputError(fmt::format("codes are {}; expected I64 or I32", dtype_name(codes.dtype)));
+    std::vector<std::int64_t> values(static_cast<std::size_t>(codes.numel()));
+    if (codes.dtype == DType::I64) {
+      std::copy_n(codes.as<std::int64_t>(), values.size(), values.begin());
+    } else {
+      std::copy_n(codes.as<std::int32_t>(), values.size(), values.begin());
+    }
+    return {codec_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+  }
+
+ private:
+  std::unique_ptr<Codec> codec_;
+};
+
+}  // namespace
+
+std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
+                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size) {
+  auto codec = std::make_unique<Codec>(weights, prefix);
+  const auto& g = codec->geometry();
+  if (g.num_quantizers != lm_codebooks)
+    throw InputError(fmt::format("codec in {}: {} quantizers stored, but the LM config has {} codebooks "
+                                 "(audio_encoder_config.num_codebooks)",
+                                 weights->describe(), g.num_quantizers, lm_codebooks));
+  if (g.codebook_size != lm_codebook_size - 2)
+    throw InputError(fmt::format("codec in {}: codebooks of {} codes stored, but the LM config has {} codes + BOC + EOC "
+                                 "(audio_encoder_config.vocab_size {})",
+                                 weights->describe(), g.codebook_size, lm_codebook_size - 2, lm_codebook_size));
+  return std::make_unique<HiggsCodeDecoder>(std::move(codec));
+}
+
+}  // namespace zoo::higgs

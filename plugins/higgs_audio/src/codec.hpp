@@ -1,0 +1,99 @@
+#pragma once
+// The Higgs Audio v3 codec decoder (transformers' HiggsAudioV2TokenizerModel.decode): RVQ lookups
+// with project_out summed over quantizers, fc2, then a DAC decoder (conv1, upsampling blocks of
+// Snake + ConvTranspose1d + three dilated residual units, Snake, conv2; no final tanh). Its weights
+// sit in the TTS checkpoint under kCodecPrefix. No codec config ships there, so the geometry is
+// derived from the stored tensor shapes.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zoo/code_decoder.hpp"
+#include "zoo/weight_source.hpp"
+
+namespace zoo::higgs {
+
+struct CodecGeometry {
+  struct ResidualUnit {
+    std::int64_t kernel = 0, dilation = 1;
+  };
+  struct Block {
+    std::int64_t in_channels = 0, out_channels = 0, stride = 0, kernel = 0;
+    std::vector<ResidualUnit> units;
+  };
+  std::int64_t num_quantizers = 0, codebook_size = 0, codebook_dim = 0;
+  std::int64_t latent = 0;           // project_out output = fc2 input
+  std::int64_t decoder_input = 0;    // fc2 output = conv1 input
+  std::int64_t conv1_channels = 0, conv1_kernel = 0;
+  std::vector<Block> blocks;
+  std::int64_t out_kernel = 0;       // conv2: last block's channels -> 1
+
+  std::int64_t samples_per_frame() const;  // product of the strides
+  std::string summary() const;
+};
+
+// How a stored convolution weight is held: plain, or weight-normalized (g, v) to be folded.
+struct StoredWeight {
+  std::string plain;             // requested name of the plain weight, or empty
+  std::string g, v;              // weight-norm magnitude and direction, when not plain
+  Shape shape;                   // the (folded) weight's shape
+};
+
+class Codec {
+ public:
+  // Derives the geometry from the tensor headers under `prefix` (nothing is read yet). Throws
+  // InputError naming the source and saying what does not fit.
+  Codec(std::shared_ptr<const WeightSource> weights, std::string prefix);
+
+  const CodecGeometry& geometry() const { return geometry_; }
+  std::vector<TensorRequirement> requirements() const;
+  void load();
+  bool loaded() const { return loaded_; }
+  // codes [frames, num_quantizers], row-major; codes >= codebook_size map to 0 (the reference's
+  // cleanup of BOC/EOC), negative codes throw InputError.
+  std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook = nullptr) const;
+
+ private:
+  struct Conv {
+    std::vector<float> packed, bias;
+    std::int64_t in = 0, out = 0, kernel = 0, stride = 1, dilation = 1;
+  };
+  struct Unit {
+    std::vector<float> alpha1, alpha2;
+    Conv conv1, conv2;
+  };
+  struct BlockWeights {
+    std::vector<float> alpha;
+    Conv up;  // transposed
+    std::vector<Unit> units;
+  };
+
+  std::vector<float> read(const std::string& name) const;
+  std::vector<float> read_weight(const StoredWeight& w) const;
+  Conv load_conv(const std::string& base, bool transposed, std::int64_t stride, std::int64_t dilation) const;
+
+  std::shared_ptr<const WeightSource> weights_;
+  std::string prefix_;
+  CodecGeometry geometry_;
+  std::vector<std::pair<std::string, StoredWeight>> conv_weights_;  // base name -> how stored
+  std::vector<TensorRequirement> requirements_;
+  bool loaded_ = false;
+
+  // Loaded, float32:
+  std::vector<std::vector<float>> tables_;  // per quantizer: project_out(embed) + bias, [size, latent]
+  std::vector<float> fc2_w_, fc2_b_;
+  Conv conv1_, conv2_;
+  std::vector<BlockWeights> blocks_;
+  std::vector<float> final_alpha_;
+};
+
+// The sample rate of the Higgs codec: 24 kHz per the bundled higgs_audio_v2_tokenizer config
+// (the v3 checkpoint carries no codec config, and a rate cannot be derived from shapes).
+inline constexpr int kCodecSampleRate = 24000;
+
+// The CodeDecoder a Higgs model hands out: the codec, checked against the LM's codebook count.
+std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
+                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size);
+
+}  // namespace zoo::higgs

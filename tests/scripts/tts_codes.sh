@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `zoo tts MODEL --codes FILE --out F`: decodes code frames (JSON object, plain JSON array,
+# safetensors I32) to WAV (16-bit PCM) or FLAC of exactly samples_per_frame x frames samples, the
+# same bytes every run; bad inputs exit 2 with one line naming the file.
+# Usage: tts_codes.sh SOURCE_DIR BUILD_DIR
+set -u
+SRC=$(cd "$1" && pwd)
+BUILD=$(cd "$2" && pwd)
+ZOO=$BUILD/bin/zoo
+FIX=$SRC/tests/fixtures/higgs-tiny-codec
+CFG=$SRC/configs/higgs-tiny-codec.yaml
+[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-tts.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+# 7 frames x 30 samples, mono 16-bit: a 44-byte RIFF header + 420 data bytes.
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/a.wav" 2>"$TMP/err" || fail "json object: rc $? $(cat "$TMP/err")"
+grep -q "7 frames -> 210 samples" "$TMP/err" || fail "progress line: $(cat "$TMP/err")"
+[[ $(head -c 4 "$TMP/a.wav") == RIFF ]] || fail "a.wav is not RIFF"
+size=$(stat -c %s "$TMP/a.wav")
+[[ $size -eq 464 ]] || fail "a.wav has $size bytes, expected 464 (44 + 210 x 2)"
+ls -A "$TMP" | grep -q '\.tmp$' && fail "temporary file left behind"
+
+# Same codes as a plain array: same file, byte for byte (decoding is deterministic).
+python_free_array=$(sed -e 's/^{"codes": //' -e 's/}$//' "$FIX/codes.json")
+echo "$python_free_array" >"$TMP/plain.json"
+"$ZOO" tts "$CFG" --codes "$TMP/plain.json" --out "$TMP/b.wav" -q || fail "plain array: rc $?"
+cmp -s "$TMP/a.wav" "$TMP/b.wav" || fail "plain array decodes differently"
+
+# safetensors, I32 [2, 4]: header padded to 8 bytes, then 8 little-endian int32.
+header='{"codes":{"dtype":"I32","shape":[2,4],"data_offsets":[0,32]}}'
+while (( ${#header} % 8 )); do header+=" "; done
+{
+  printf "\\x$(printf %02x ${#header})\\x00\\x00\\x00\\x00\\x00\\x00\\x00"
+  printf '%s' "$header"
+  for v in 1 2 3 4 16 17 0 15; do printf "\\x$(printf %02x "$v")\\x00\\x00\\x00"; done
+} >"$TMP/codes.safetensors"
+"$ZOO" tts "$CFG" --codes "$TMP/codes.safetensors" --out "$TMP/c.flac" -q || fail "safetensors -> flac: rc $?"
+[[ $(head -c 4 "$TMP/c.flac") == fLaC ]] || fail "c.flac is not FLAC"
+
+# expect2 PATTERN ARGS...: exit 2, one line on stderr holding PATTERN.
+expect2() {
+  local pattern=$1
+  shift
+  "$ZOO" tts "$@" >/dev/null 2>"$TMP/err"
+  local rc=$?
+  [[ $rc -eq 2 ]] || fail "tts $*: rc $rc, expected 2"
+  [[ $(wc -l <"$TMP/err") -eq 1 ]] || fail "tts $*: not one line: $(cat "$TMP/err")"
+  grep -qF -- "$pattern" "$TMP/err" || fail "tts $*: no '$pattern' in: $(cat "$TMP/err")"
+}
+expect2 "$TMP/missing.json: no such file" "$CFG" --codes "$TMP/missing.json" --out "$TMP/x.wav"
+echo '{"codes": [[1, 2, 3]]}' >"$TMP/three.json"
+expect2 "$TMP/three.json: frames have 3 codes, expected 4" "$CFG" --codes "$TMP/three.json" --out "$TMP/x.wav"
+echo '{"codes": [[1, 2, 3, -4]]}' >"$TMP/neg.json"
+expect2 "$TMP/neg.json: codes[0][3] = -4 is negative" "$CFG" --codes "$TMP/neg.json" --out "$TMP/x.wav"
+echo '{"codes": []}' >"$TMP/empty.json"
+expect2 "$TMP/empty.json: no code frames" "$CFG" --codes "$TMP/empty.json" --out "$TMP/x.wav"
+expect2 "holds no codec decoder" "$SRC/configs/higgs-tiny.yaml" --codes "$FIX/codes.json" --out "$TMP/x.wav"
+expect2 "no-such-dir/x.wav" "$CFG" --codes "$FIX/codes.json" --out "$TMP/no-such-dir/x.wav"
+[[ -e $TMP/x.wav ]] && fail "a failed run left x.wav"
+exit $status
