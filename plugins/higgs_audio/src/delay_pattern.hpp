@@ -11,4 +11,9 @@ std::vector<std::vector<std::int64_t>> apply_delay_pattern(const std::vector<std
                                                            std::int64_t num_codebooks, std::int64_t boc,
                                                            std::int64_t eoc);
 
+// The inverse: delayed rows [L][K] back to frames [L-K+1][K], frame t codebook c = rows[t+c][c].
+// Fewer than K rows hold no complete frame: the result is empty.
+std::vector<std::vector<std::int64_t>> reverse_delay_pattern(const std::vector<std::vector<std::int64_t>>& rows,
+                                                             std::int64_t num_codebooks);
+
 }  // namespace zoo::higgs

@@ -1,0 +1,76 @@
+#include "tts_loop.hpp"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "delay_pattern.hpp"
+
+namespace zoo::higgs {
+
+DelayStateMachine::DelayStateMachine(std::int64_t num_codebooks, std::int64_t boc, std::int64_t eoc)
+    : K_(num_codebooks), boc_(boc), eoc_(eoc) {
+  if (K_ <= 0) throw std::invalid_argument("DelayStateMachine: num_codebooks must be positive");
+}
+
+bool DelayStateMachine::step(CodeRow& codes) {
+  if (done_) throw std::logic_error("DelayStateMachine: step after the last row");
+  if (static_cast<std::int64_t>(codes.size()) != K_)
+    throw std::invalid_argument(fmt::format("DelayStateMachine: a row needs {} codes, got {}", K_, codes.size()));
+  if (delay_ < K_) {
+    // Codebook c starts c rows late: before that it holds BOC, whatever was drawn.
+    for (std::int64_t c = delay_ + 1; c < K_; ++c) codes[c] = boc_;
+    ++delay_;
+  } else if (countdown_ >= 0) {
+    if (--countdown_ <= 0) done_ = true;
+  } else if (codes[0] == eoc_) {
+    eoc_row_ = rows_;
+    // Codebook c runs c rows behind codebook 0: the frame before the EOC (frame e-1) has its
+    // last codebook in row e+K-2, so K-2 more rows complete it; e frames in all.
+    if (K_ <= 2) done_ = true;
+    else countdown_ = K_ - 2;
+  }
+  ++rows_;
+  return done_;
+}
+
+TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model, const RowPicker& pick,
+                           const TtsLoopOptions& options, const std::function<void(std::int64_t)>& on_row) {
+  const std::int64_t K = options.num_codebooks, V = options.codebook_size;
+  if (K <= 0 || V < 3) throw std::invalid_argument("run_tts_loop: bad codebook shape");
+  if (options.max_rows <= 0) throw std::invalid_argument("run_tts_loop: max_rows must be positive");
+  DelayStateMachine machine(K, V - 2, V - 1);
+  TtsLoopResult result;
+  std::vector<float> logits = std::move(first_logits);
+  for (std::int64_t index = 0;; ++index) {
+    if (static_cast<std::int64_t>(logits.size()) != K * V)
+      throw std::logic_error(fmt::format("run_tts_loop: {} logits at row {}, want {} x {}", logits.size(), index, K, V));
+    CodeRow codes = pick(logits, index);
+    for (auto code : codes)
+      if (code < 0 || code >= V) throw std::logic_error(fmt::format("run_tts_loop: code {} outside [0, {})", code, V));
+    const bool last = machine.step(codes);
+    result.rows.push_back(codes);
+    if (on_row) on_row(static_cast<std::int64_t>(result.rows.size()));
+    if (last) {
+      result.stop = TtsStop::EndOfCodes;
+      break;
+    }
+    if (static_cast<std::int64_t>(result.rows.size()) >= options.max_rows) {
+      result.stop = TtsStop::MaxRows;
+      break;
+    }
+    logits = model.feed(result.rows.back());
+  }
+  result.eoc_row = machine.eoc_row();
+  return result;
+}
+
+std::vector<CodeRow> codec_frames(const std::vector<CodeRow>& rows, std::int64_t num_codebooks, std::int64_t codes) {
+  auto frames = reverse_delay_pattern(rows, num_codebooks);
+  for (auto& frame : frames)
+    for (auto& code : frame)
+      if (code >= codes) code = 0;
+  return frames;
+}
+
+}  // namespace zoo::higgs
