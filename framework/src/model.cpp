@@ -28,4 +28,9 @@ Prompt Model::prepare(const Request& request) const {
   return prompt;
 }
 
+SpeechResult Model::synthesize(const SpeechRequest&, const SpeechProgressFn&) {
+  const ModelInfo about = info();
+  throw InputError(fmt::format("model '{}' (plugin {}) does not synthesize speech", about.model_type, about.plugin));
+}
+
 }  // namespace zoo

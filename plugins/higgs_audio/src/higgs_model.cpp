@@ -8,6 +8,7 @@
 #include "codec.hpp"
 #include "delay_pattern.hpp"
 #include "higgs_config.hpp"
+#include "tts_synthesize.hpp"
 #include "zoo/error.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/plugin_abi.hpp"
@@ -75,7 +76,8 @@ class HiggsSession : public Session {
 class HiggsModel : public Model {
  public:
   HiggsModel(const ModelArgs& args, Host& host)
-      : config_(HiggsConfig::parse(args.config, "higgs_audio config")), checkpoint_(args.weights) {
+      : config_(HiggsConfig::parse(args.config, "higgs_audio config")), checkpoint_(args.weights),
+        max_context_(args.max_context) {
     if (!checkpoint_) throw InputError("higgs_audio: no weight source given");
     for (const auto& name : checkpoint_->names())
       if (name.starts_with(kUntiedHeadPrefix))
@@ -118,6 +120,13 @@ class HiggsModel : public Model {
   std::vector<std::string> extra_trace_points() const override { return {"audio_logits", "audio_argmax"}; }
   std::string text_generation_unsupported() const override {
     return "it predicts audio codes, not text; for text-to-speech use `zoo tts`";
+  }
+
+  SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress) override {
+    if (!table_.weights) throw std::logic_error("higgs_audio: synthesize() before load()");
+    auto session = new_session();
+    const auto embed = [this](const CodeRow& row, float* out) { table_.embed_slot(row, out); };
+    return synthesize_speech(*session, embed, {table_.K, table_.V, table_.H, max_context_}, request, progress);
   }
   nlohmann::json runtime_stats() const override { return body_->runtime_stats(); }
 
@@ -177,6 +186,7 @@ class HiggsModel : public Model {
  private:
   HiggsConfig config_;
   std::shared_ptr<const WeightSource> checkpoint_;
+  std::int64_t max_context_;
   std::shared_ptr<const WeightSource> weights_;
   std::shared_ptr<Model> body_;
   AudioTable table_;

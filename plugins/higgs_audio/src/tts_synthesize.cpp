@@ -1,0 +1,85 @@
+#include "tts_synthesize.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "tts_prompt.hpp"
+#include "tts_sampler.hpp"
+#include "zoo/error.hpp"
+
+namespace zoo::higgs {
+namespace {
+
+// The session returns its audio logits as the extra output "audio_logits" ([K, V]).
+std::vector<float> audio_logits(const ForwardResult& out, std::size_t want) {
+  const HostTensor* logits = out.find_extra("audio_logits");
+  if (logits == nullptr || logits->numel() != static_cast<std::int64_t>(want))
+    throw std::logic_error("higgs tts: the session returned no audio logits of the expected size");
+  const float* p = logits->as<float>();
+  return {p, p + want};
+}
+
+std::vector<float> audio_logits(const ForwardResult& out, const TtsShape& shape) {
+  return audio_logits(out, static_cast<std::size_t>(shape.num_codebooks * shape.codebook_size));
+}
+
+}  // namespace
+
+std::vector<float> SessionRowModel::feed(const CodeRow& row) {
+  const std::int64_t id = 0;  // replaced by the override below
+  const std::int64_t position = 0;
+  std::vector<float> embedding(static_cast<std::size_t>(hidden_));
+  embed_(row, embedding.data());
+  ForwardStep step{std::span<const std::int64_t>(&id, 1), std::span<const std::int64_t>(&position, 1), embedding,
+                   OutputRequest{.hidden = false, .logits = true, .all_positions = false}};
+  const ForwardResult out = session_.forward(step);
+  const HostTensor* logits = out.find_extra("audio_logits");
+  if (logits == nullptr) throw std::logic_error("higgs tts: the session returned no audio logits");
+  return audio_logits(out, static_cast<std::size_t>(logits->numel()));
+}
+
+SpeechResult synthesize_speech(Session& session, const SessionRowModel::EmbedFn& embed, const TtsShape& shape,
+                               const SpeechRequest& request, const SpeechProgressFn& progress) {
+  const std::int64_t K = shape.num_codebooks, V = shape.codebook_size;
+  if (request.max_steps <= 0) throw InputError(fmt::format("max frames must be positive, got {}", request.max_steps));
+  TtsSampler sampler({request.temperature, request.top_k, request.top_p, request.seed});
+
+  const TtsPrompt built = build_tts_prompt({request.encode, request.token_id}, request.text, request.reference_text,
+                                           request.reference_codes, K, V - 2, request.reference_label);
+  const auto P = static_cast<std::int64_t>(built.ids.size());
+  // Every row but the last is fed back: P + max_steps - 1 positions at most.
+  if (P + request.max_steps - 1 > shape.max_context)
+    throw InputError(fmt::format("the prompt ({} tokens) plus up to {} generated frames exceed the context of {} "
+                                 "positions; lower the frame limit or raise the model's max_context",
+                                 P, request.max_steps, shape.max_context));
+
+  Prompt prompt;
+  prompt.ids = built.ids;
+  prompt.override_positions = built.slot_positions;
+  prompt.override_rows.resize(built.slot_rows.size() * static_cast<std::size_t>(shape.hidden));
+  for (std::size_t r = 0; r < built.slot_rows.size(); ++r)
+    embed(built.slot_rows[r], prompt.override_rows.data() + r * static_cast<std::size_t>(shape.hidden));
+
+  session.reset();
+  std::vector<float> first = audio_logits(session.forward(prompt.step()), shape);
+  SessionRowModel lm(session, embed, shape.hidden);
+  const RowPicker pick = [&](std::span<const float> logits, std::int64_t) { return sampler.sample_rows(logits, K); };
+  const auto on_row = [&](std::int64_t rows) {
+    if (!progress) return;
+    const std::int64_t frames = std::max<std::int64_t>(0, rows - (K - 1));
+    progress({rows, frames, static_cast<double>(frames) / kCodecFramesPerSecond});
+  };
+  const TtsLoopResult loop =
+      run_tts_loop(std::move(first), lm, pick, {.num_codebooks = K, .codebook_size = V, .max_rows = request.max_steps}, on_row);
+
+  SpeechResult result;
+  result.frames = codec_frames(loop.rows, K, V - 2);
+  result.prompt_tokens = P;
+  result.steps = static_cast<std::int64_t>(loop.rows.size());
+  result.finished = loop.stop == TtsStop::EndOfCodes;
+  result.frames_per_second = kCodecFramesPerSecond;
+  return result;
+}
+
+}  // namespace zoo::higgs

@@ -1,0 +1,161 @@
+// The Higgs TTS loop on the real plugin (higgs-tiny fixture): teacher-forced against transformers'
+// multi-step trace (tools/fixtures/make_higgs_tts_fixtures.py), and Model::synthesize end to end.
+#include "qwen3/fixture_test_util.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "tts_loop.hpp"
+#include "tts_sampler.hpp"
+#include "tts_synthesize.hpp"
+#include "zoo/request.hpp"
+
+namespace zoo::ptest {
+namespace {
+
+using higgs::CodeRow;
+
+// The audio-slot embedding of one row, as the plugin builds it for a request's audio_codes.
+std::vector<float> slot_embedding(const Model& model, const CodeRow& row) {
+  Request request;
+  request.file = "teacher-forced row";
+  request.input_ids = {-100};
+  request.fields["audio_codes"] = nlohmann::json::array({row});
+  return model.prepare(request).override_rows;
+}
+
+// Text "tokenizer" for the tiny fixture (vocabulary 320, no tokenizer.json): a byte per id, the
+// special tokens at the top of the vocabulary.
+SpeechRequest tiny_speech(const std::string& text) {
+  SpeechRequest r;
+  r.text = text;
+  r.encode = [](std::string_view s) {
+    std::vector<std::int64_t> ids;
+    for (char ch : s) ids.push_back(static_cast<unsigned char>(ch) % 256);
+    return ids;
+  };
+  r.token_id = [](std::string_view s) -> std::optional<std::int64_t> {
+    static const std::map<std::string, std::int64_t, std::less<>> specials{
+        {"<|tts|>", 310}, {"<|text|>", 311}, {"<|audio|>", 312}, {"<|ref_audio|>", 313}, {"<|ref_text|>", 314}};
+    auto it = specials.find(s);
+    if (it == specials.end()) return std::nullopt;
+    return it->second;
+  };
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("higgs tts: teacher-forced loop matches transformers at every step", "[higgs][tts]") {
+  const fs::path dir = fixture_dir("higgs-tiny");
+  OpenedModel opened = open_fixture(dir);
+  const TraceFile golden(dir / "tts_loop_golden.safetensors");
+  const HostTensor rows_t = golden.get("rows");
+  const HostTensor logits_t = golden.get("audio_logits");
+  const std::int64_t S = rows_t.shape()[0], K = rows_t.shape()[1], V = logits_t.shape()[2];
+  REQUIRE(K == 4);
+  REQUIRE(V == 66);
+  std::vector<CodeRow> rows(static_cast<std::size_t>(S));
+  for (std::int64_t s = 0; s < S; ++s)
+    rows[s].assign(rows_t.as<std::int64_t>() + s * K, rows_t.as<std::int64_t>() + (s + 1) * K);
+
+  auto session = opened.model->new_session();
+  const Prompt prompt = opened.model->prepare(load_request(dir / "request.json"));
+  ForwardResult first = session->forward(prompt.step());
+  const HostTensor* first_audio = first.find_extra("audio_logits");
+  REQUIRE(first_audio != nullptr);
+  std::vector<float> first_logits(first_audio->as<float>(), first_audio->as<float>() + first_audio->numel());
+
+  const Model& model = *opened.model;
+  higgs::SessionRowModel lm(
+      *session, [&](const CodeRow& row, float* out) {
+        const auto e = slot_embedding(model, row);
+        std::copy(e.begin(), e.end(), out);
+      },
+      model.info().hidden_size);
+
+  std::int64_t picks = 0;
+  const higgs::RowPicker teacher = [&](std::span<const float> logits, std::int64_t index) {
+    INFO("step " << index);
+    REQUIRE(index < S);
+    REQUIRE(static_cast<std::int64_t>(logits.size()) == K * V);
+    const float* want = logits_t.as<float>() + index * K * V;
+    double max_abs = 0, err = 0, ref = 0, dot = 0, na = 0;
+    for (std::int64_t i = 0; i < K * V; ++i) {
+      const double a = logits[i], b = want[i];
+      max_abs = std::max(max_abs, std::abs(a - b));
+      err += (a - b) * (a - b);
+      ref += b * b;
+      dot += a * b;
+      na += a * a;
+    }
+    // The one-step strict gates of configs/higgs-tiny.yaml (CPU float32), at every step.
+    CHECK(max_abs <= 1.5e-3);
+    CHECK(err / ref <= 1e-8);
+    CHECK(dot / std::sqrt(na * ref) >= 0.99999);
+    // Our greedy pick equals transformers' argmax (the trace's gaps are >= 0.2), except where the
+    // trace forced BOC (delay window) or planted the EOC.
+    for (std::int64_t c = 0; c < K; ++c) {
+      const auto ours = higgs::argmax_first(logits.subspan(static_cast<std::size_t>(c * V), static_cast<std::size_t>(V)));
+      const auto theirs = higgs::argmax_first({want + c * V, static_cast<std::size_t>(V)});
+      CHECK(ours == theirs);
+    }
+    ++picks;
+    return rows[index];
+  };
+  const auto result = higgs::run_tts_loop(std::move(first_logits), lm, teacher, {K, V, 100});
+  CHECK(picks == S);
+  CHECK(result.stop == higgs::TtsStop::EndOfCodes);
+  CHECK(result.eoc_row == golden.ids("eoc_row").at(0));
+  CHECK(static_cast<std::int64_t>(result.rows.size()) == S);
+  CHECK(result.rows == rows);
+  // The last row is emitted, not fed: the cache holds the prompt and S - 1 rows.
+  CHECK(session->position() == static_cast<std::int64_t>(prompt.ids.size()) + S - 1);
+}
+
+TEST_CASE("higgs tts: synthesize on the tiny fixture", "[higgs][tts]") {
+  OpenedModel opened = open_fixture(fixture_dir("higgs-tiny"));
+  Model& model = *opened.model;
+  SpeechRequest request = tiny_speech("hello there");
+  request.max_steps = 24;
+  std::vector<SpeechProgress> seen;
+  const SpeechResult a = model.synthesize(request, [&](const SpeechProgress& p) { seen.push_back(p); });
+  CHECK(a.prompt_tokens == 3 + 11);
+  CHECK(a.steps <= 24);
+  CHECK(static_cast<std::int64_t>(a.frames.size()) == a.steps - 3);
+  if (!a.finished) CHECK(a.steps == 24);
+  REQUIRE(static_cast<std::int64_t>(seen.size()) == a.steps);
+  CHECK(seen.back().frames == static_cast<std::int64_t>(a.frames.size()));
+  CHECK(seen.back().seconds == Approx(a.frames.size() / 25.0));
+  for (const auto& frame : a.frames) {
+    REQUIRE(frame.size() == 4);
+    for (auto code : frame) CHECK((code >= 0 && code < 64));
+  }
+  // Same seed, same codes; another seed, other codes.
+  CHECK(model.synthesize(request).frames == a.frames);
+  request.seed = 99;
+  CHECK(model.synthesize(request).frames != a.frames);
+
+  // Voice clone: reference codes go into the slots; the transcript needs them.
+  request.reference_codes = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+  request.reference_text = "hi";
+  const SpeechResult cloned = model.synthesize(request);
+  CHECK(cloned.prompt_tokens == 3 + 11 + 2 + 2 + (2 + 3));
+
+  request.reference_codes = {{1, 2, 3, 64}};
+  request.reference_label = "voice.json";
+  CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::StartsWith("voice.json: code [0][3]"));
+  request.reference_codes.clear();
+  request.max_steps = 5000;  // the fixture's context is 4096 positions
+  CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::Contains("exceed the context"));
+  request.max_steps = 10;
+  request.temperature = -1;
+  CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::Contains("temperature"));
+}
+
+TEST_CASE("synthesize: a text model says it does not synthesize speech", "[higgs][tts]") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  CHECK_THAT(input_error_of([&] { opened.model->synthesize(tiny_speech("a")); }),
+             Catch::Matchers::Contains("does not synthesize speech"));
+}
+
+}  // namespace zoo::ptest
