@@ -1,4 +1,5 @@
 // `zoo tts`: speech out of a model that owns a codes-to-waveform decoder (Model::code_decoder).
+// `--text TEXT` runs the model's speech synthesis (Model::synthesize) and decodes its frames;
 // `--codes FILE` decodes given code frames without running the language model: only the
 // decoder's tensors are planned and read.
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "tts_text.hpp"
 #include "zoo/code_frames.hpp"
 #include "zoo/error.hpp"
 #include "zoo/sound_file.hpp"
@@ -16,6 +18,7 @@ namespace {
 
 struct TtsOptions {
   ModelOptions model;
+  TtsTextOptions text;
   std::string codes, out;
   bool quiet = false;
 };
@@ -58,21 +61,48 @@ int run_codes(const TtsOptions& options) {
   return 0;
 }
 
+// Text to frames through the language model, then (with --out) frames to a waveform.
+int run_text(const TtsOptions& options) {
+  if (options.out.empty() && options.text.codes_out.empty())
+    throw InputError("tts: give --out (a sound file) and/or --codes-out (the generated code frames)");
+  PluginRegistry registry;
+  OpenedModel opened = open_from_options(options.model, registry);
+  CodeDecoder* decoder = options.out.empty() ? nullptr : &code_decoder_of(opened);  // before the long part
+  load_model(opened, !options.quiet);
+  if (decoder) load_code_decoder(opened, *decoder);
+  const CodeFrames frames = synthesize_text(opened, options.text, options.quiet);
+  if (!decoder) return 0;
+  const auto K = static_cast<std::int64_t>(frames.empty() ? decoder->num_codebooks() : frames.front().size());
+  HostTensor codes(DType::I64, {static_cast<std::int64_t>(frames.size()), K});
+  for (std::size_t t = 0; t < frames.size(); ++t)
+    std::copy(frames[t].begin(), frames[t].end(), codes.as<std::int64_t>() + static_cast<std::int64_t>(t) * K);
+  if (frames.empty()) throw ValidationError("tts: the model produced no frames (raise --max-frames?)");
+  const Waveform wave = decoder->decode(codes.view());
+  write_sound_file(options.out, wave.samples, wave.sample_rate);
+  if (!options.quiet)
+    fmt::print(stderr, "tts: {} frames -> {} samples ({:.2f} s at {} Hz) -> {}\n", frames.size(), wave.samples.size(),
+               static_cast<double>(wave.samples.size()) / wave.sample_rate, wave.sample_rate, options.out);
+  return 0;
+}
+
 }  // namespace
 
 void add_tts_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<TtsOptions>();
-  auto* cmd = app.add_subcommand("tts", "Speech from a model with a codec: decode code frames to a sound file");
+  auto* cmd = app.add_subcommand("tts", "Text to speech (--text), or code frames to a sound file (--codes)");
   add_model_options(*cmd, options->model);
-  cmd->add_option("--codes", options->codes,
+  auto* text = add_tts_text_options(*cmd, options->text);
+  auto* codes = cmd->add_option("--codes", options->codes,
                   "Code frames [T, codebooks] to decode without running the language model: JSON "
                   "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")");
-  cmd->add_option("--out", options->out, "Output sound file: 16-bit PCM WAV, or FLAC when the name ends in .flac")
-      ->required();
+  text->excludes(codes);
+  cmd->add_option("--out", options->out, "Output sound file: 16-bit PCM WAV, or FLAC when the name ends in .flac");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] {
     run = [options] {
-      if (options->codes.empty()) throw InputError("tts: give --codes FILE (code frames to decode)");
+      if (!options->text.text.empty()) return run_text(*options);
+      if (options->codes.empty()) throw InputError("tts: give --text TEXT (speech from text) or --codes FILE (code frames to decode)");
+      if (options->out.empty()) throw InputError("tts: --codes needs --out (the sound file to write)");
       return run_codes(*options);
     };
   });

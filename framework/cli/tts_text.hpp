@@ -1,0 +1,38 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "commands.hpp"
+#include "zoo/codes_file.hpp"
+#include "zoo/runtime.hpp"
+
+namespace zoo::cli {
+
+// The text side of `zoo tts`: text (and an optional reference voice as codes) to codec frames
+// through Model::synthesize, with the model's tokenizer.json.
+struct TtsTextOptions {
+  std::string text;
+  std::string ref_text;
+  std::string ref_codes;
+  std::string codes_out;
+  float temperature = 0.8f;
+  int top_k = 50;
+  float top_p = 1.0f;
+  std::uint64_t seed = 0;
+  long long max_frames = 1024;
+};
+
+// Adds --text, --ref-text, --ref-codes, --temperature, --top-k, --top-p, --seed, --max-frames and
+// --codes-out to `command`; returns the --text option (for excludes/needs with other modes).
+CLI::Option* add_tts_text_options(CLI::App& command, TtsTextOptions& options);
+
+// The tokenizer.json that belongs to a checkpoint (beside its files).
+std::filesystem::path tokenizer_file(const OpenedModel& opened);
+
+// Synthesizes options.text with the loaded model, reporting progress on stderr unless quiet
+// (frames, seconds of speech, real-time factor), writes --codes-out when given, and returns the
+// frames [T, codebooks] for the codec.
+CodeFrames synthesize_text(OpenedModel& opened, const TtsTextOptions& options, bool quiet);
+
+}  // namespace zoo::cli

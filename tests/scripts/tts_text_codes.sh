@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `zoo tts --text` on the tiny Higgs fixture (its tokenizer.json, random weights): codes written
+# with --codes-out, same seed same file, another seed another file, JSON and safetensors agree,
+# voice cloning from --ref-codes, and the input errors of the text path.
+# Usage: tts_text_codes.sh SOURCE_DIR BUILD_DIR
+set -u
+SRC=$1
+BUILD=$2
+ZOO=$BUILD/bin/zoo
+CFG=$SRC/configs/higgs-tiny.yaml
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+status=0
+fail() { echo "FAIL: $*"; status=1; }
+
+run() { "$ZOO" tts "$CFG" --plugin-dir "$BUILD/lib/zoo/plugins" -q "$@"; }
+
+# Usage errors that need no tokenizer.
+out=$(run --text hi --ref-text words --codes-out "$TMP/x.json" 2>&1)
+[[ $? == 2 && $out == *"--ref-codes"* ]] || fail "--ref-text without --ref-codes: $out"
+out=$(run --text hi --out "$TMP/x.wav" 2>&1)
+[[ $? == 2 && $out == *"--codes-out"* ]] || fail "--out without the codec: $out"
+
+run --text "Hello there, tiny speech!" --max-frames 40 --seed 3 --codes-out "$TMP/a.json" || fail "tts a"
+run --text "Hello there, tiny speech!" --max-frames 40 --seed 3 --codes-out "$TMP/b.json" || fail "tts b"
+run --text "Hello there, tiny speech!" --max-frames 40 --seed 4 --codes-out "$TMP/c.json" || fail "tts c"
+run --text "Hello there, tiny speech!" --max-frames 40 --seed 3 --codes-out "$TMP/a.safetensors" || fail "tts st"
+cmp -s "$TMP/a.json" "$TMP/b.json" || fail "same seed, different codes"
+cmp -s "$TMP/a.json" "$TMP/c.json" && fail "another seed, same codes"
+python3 - "$TMP" <<'PY' || status=1
+import json, struct, sys
+d = sys.argv[1]
+a = json.load(open(f"{d}/a.json"))
+# 40 decode steps at most, K = 4 codebooks: at most 37 frames, at least 4 (EOC after the window).
+assert 4 <= len(a) <= 37 and all(len(r) == 4 and all(0 <= c < 64 for c in r) for r in a), a
+raw = open(f"{d}/a.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+assert head["codes"]["dtype"] == "I64" and head["codes"]["shape"] == [len(a), 4], head
+vals = struct.unpack(f"<{len(a) * 4}q", raw[8 + n:8 + n + len(a) * 32])
+assert [list(vals[i:i + 4]) for i in range(0, len(vals), 4)] == a
+PY
+# Voice cloning from the frames just made, with a transcript.
+run --text "Again." --ref-codes "$TMP/a.json" --ref-text "Hello there." --max-frames 20 --codes-out "$TMP/d.json" \
+  || fail "tts with --ref-codes"
+[[ -s $TMP/d.json ]] || fail "no codes from the clone run"
+
+# Errors: exit 2 with one line naming the problem.
+expect_error() {
+  local want=$1
+  shift
+  local out
+  out=$(run "$@" 2>&1 >/dev/null)
+  local rc=$?
+  [[ $rc == 2 ]] || fail "exit $rc (want 2) for: $*"
+  [[ $out == *"$want"* ]] || fail "message '$out' lacks '$want' for: $*"
+}
+echo '[[1, 2, 3]]' > "$TMP/short.json"
+echo '[[1, 2, 3, 64]]' > "$TMP/big.json"
+expect_error "short.json: frame 0 has 3 codes" --text hi --ref-codes "$TMP/short.json" --codes-out "$TMP/x.json"
+expect_error "big.json: code [0][3] = 64" --text hi --ref-codes "$TMP/big.json" --codes-out "$TMP/x.json"
+expect_error "no.json: no such file" --text hi --ref-codes "$TMP/no.json" --codes-out "$TMP/x.json"
+expect_error "raise --max-frames" --text hi --max-frames 2 --codes-out "$TMP/x.json"
+expect_error "exceed the context" --text hi --max-frames 5000 --codes-out "$TMP/x.json"
+exit $status
