@@ -4,18 +4,19 @@
 # voice cloning from --ref-codes, and the input errors of the text path.
 # Usage: tts_text_codes.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$1
-BUILD=$2
+SRC=$(cd "$1" && pwd)
+BUILD=$(cd "$2" && pwd)
 ZOO=$BUILD/bin/zoo
+[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
 CFG=$SRC/configs/higgs-tiny.yaml
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 status=0
 fail() { echo "FAIL: $*"; status=1; }
 
-run() { "$ZOO" tts "$CFG" --plugin-dir "$BUILD/lib/zoo/plugins" -q "$@"; }
+run() { "$ZOO" tts "$CFG" -q "$@"; }
 
-# Usage errors that need no tokenizer.
+# Usage errors (exit 2, one line naming the problem).
 out=$(run --text hi --ref-text words --codes-out "$TMP/x.json" 2>&1)
 [[ $? == 2 && $out == *"--ref-codes"* ]] || fail "--ref-text without --ref-codes: $out"
 out=$(run --text hi --out "$TMP/x.wav" 2>&1)
