@@ -20,7 +20,7 @@ run() { "$ZOO" tts "$CFG" -q "$@"; }
 out=$(run --text hi --ref-text words --codes-out "$TMP/x.json" 2>&1)
 [[ $? == 2 && $out == *"--ref-codes"* ]] || fail "--ref-text without --ref-codes: $out"
 out=$(run --text hi --out "$TMP/x.wav" 2>&1)
-[[ $? == 2 && $out == *"--codes-out"* ]] || fail "--out without the codec: $out"
+[[ $? == 2 && $out == *"decoder"* ]] || fail "--out on a checkpoint without a codec: $out"
 
 run --text "Hello there, tiny speech!" --max-frames 40 --seed 3 --codes-out "$TMP/a.json" || fail "tts a"
 run --text "Hello there, tiny speech!" --max-frames 40 --seed 3 --codes-out "$TMP/b.json" || fail "tts b"
@@ -40,6 +40,20 @@ head = json.loads(raw[8:8 + n])
 assert head["codes"]["dtype"] == "I64" and head["codes"]["shape"] == [len(a), 4], head
 vals = struct.unpack(f"<{len(a) * 4}q", raw[8 + n:8 + n + len(a) * 32])
 assert [list(vals[i:i + 4]) for i in range(0, len(vals), 4)] == a
+PY
+# The frames just made decode to a sound file of samples-per-frame x frames (the codec fixture: 30
+# samples per frame, 16 codes per codebook: larger codes become 0), the same file twice.
+CODEC=$SRC/configs/higgs-tiny-codec.yaml
+"$ZOO" tts "$CODEC" -q --codes "$TMP/a.json" --out "$TMP/a.wav" || fail "decode a.json"
+"$ZOO" tts "$CODEC" -q --codes "$TMP/b.json" --out "$TMP/b.wav" || fail "decode b.json"
+cmp -s "$TMP/a.wav" "$TMP/b.wav" || fail "same codes, different sound files"
+python3 - "$TMP" <<'PY' || status=1
+import json, sys, wave
+d = sys.argv[1]
+frames = len(json.load(open(f"{d}/a.json")))
+with wave.open(f"{d}/a.wav") as w:
+    assert w.getframerate() == 24000 and w.getnchannels() == 1, (w.getframerate(), w.getnchannels())
+    assert w.getnframes() == 30 * frames, (w.getnframes(), frames)
 PY
 # Voice cloning from the frames just made, with a transcript.
 run --text "Again." --ref-codes "$TMP/a.json" --ref-text "Hello there." --max-frames 20 --codes-out "$TMP/d.json" \
