@@ -132,7 +132,7 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
     const std::int64_t token = sampler.next(row);
     out.push_back(token);
     if (on_token) on_token(token);
-    if (options.eos_token_id && token == *options.eos_token_id) break;
+    if (std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), token) != options.eos_token_ids.end()) break;
     if (static_cast<int>(out.size()) >= options.max_new_tokens) break;
     // The token just produced is fed back; no forward pass after the last one is needed.
     result = session.forward(ForwardStep{std::span<const std::int64_t>(&out.back(), 1), {}, {}, last_logits});

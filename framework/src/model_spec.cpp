@@ -200,6 +200,8 @@ struct Reader {
 }  // namespace
 
 ModelSpec load_model_spec(const fs::path& yaml_file) {
+  std::error_code ec;
+  if (fs::is_directory(yaml_file, ec)) return model_spec_for_directory(yaml_file);
   return parse_model_spec(read_text_file(yaml_file, "a model YAML file", kMaxYamlFileBytes), yaml_file);
 }
 
@@ -227,6 +229,25 @@ ModelSpec parse_model_spec(const std::string& text, const fs::path& yaml_file) {
     if (e.key == "validation") spec.validation = reader.read_validation(e.value);
   }
   return spec;
+}
+
+ModelSpec model_spec_for_directory(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "config.json", ec))
+    throw InputError(fmt::format("{}: is a directory without config.json, expected a model YAML or a Hugging Face "
+                                 "model directory (config.json + *.safetensors)",
+                                 dir.string()));
+  // Exactly what a YAML holding only `model: {checkpoint: DIR}` gives: the defaults live in one place.
+  ModelSpec spec;
+  spec.file = dir;
+  spec.checkpoint = dir.lexically_normal();
+  spec.dtype = spec.device.is_cpu() ? DType::F32 : DType::BF16;
+  return spec;
+}
+
+fs::path checkpoint_directory(const ModelSpec& spec) {
+  std::error_code ec;
+  return fs::is_directory(spec.checkpoint, ec) ? spec.checkpoint : spec.checkpoint.parent_path();
 }
 
 nlohmann::json load_hf_config(const fs::path& checkpoint) {

@@ -101,14 +101,20 @@ TEST_CASE("generate: stops after emitting eos, and on max_new_tokens", "[generat
   const auto full = expected_greedy(prompt.ids, 8);
   GenerationOptions options;
   options.max_new_tokens = 8;
-  options.eos_token_id = full[3];
   REQUIRE(std::find(full.begin(), full.begin() + 3, full[3]) == full.begin() + 3);  // first hit is index 3
-  FakeSession session;
-  const auto out = generate(session, prompt, options);
-  CHECK(out == std::vector<std::int64_t>(full.begin(), full.begin() + 4));
-  CHECK(session.calls.size() == 4);
+  // Any of several eos ids stops; ids the model never emits change nothing.
+  for (const auto& eos : {std::vector<std::int64_t>{full[3]}, std::vector<std::int64_t>{100000, full[3], -5}}) {
+    options.eos_token_ids = eos;
+    FakeSession session;
+    const auto out = generate(session, prompt, options);
+    CHECK(out == std::vector<std::int64_t>(full.begin(), full.begin() + 4));
+    CHECK(session.calls.size() == 4);
+  }
+  options.eos_token_ids = {100000};
+  FakeSession never;
+  CHECK(generate(never, prompt, options) == full);
 
-  options.eos_token_id.reset();
+  options.eos_token_ids.clear();
   options.max_new_tokens = 0;
   FakeSession idle;
   CHECK(generate(idle, prompt, options).empty());

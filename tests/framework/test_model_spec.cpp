@@ -234,3 +234,26 @@ TEST_CASE("load_hf_config reads config.json of a checkpoint directory or beside 
   d.dir.write("array/config.json", "[1]");
   CHECK_THROWS_WITH(load_hf_config(d.dir / "array"), StartsWith((d.dir / "array/config.json").string() + ": "));
 }
+
+TEST_CASE("load_model_spec takes a Hugging Face model directory as a model", "[model_spec]") {
+  SpecDir d;
+  const ModelSpec spec = load_model_spec(d.dir / "ckpt");
+  // The same spec as a YAML naming only the checkpoint.
+  const ModelSpec yaml = load_model_spec(d.config("model:\n  checkpoint: ../ckpt\n"));
+  CHECK(spec.file == d.dir / "ckpt");
+  CHECK(spec.checkpoint == yaml.checkpoint);
+  CHECK(spec.plugin == yaml.plugin);
+  CHECK_FALSE(spec.plugin);
+  CHECK(spec.device == yaml.device);
+  CHECK(spec.dtype == yaml.dtype);
+  CHECK(spec.max_context == yaml.max_context);
+  CHECK(spec.aliases.empty());
+  CHECK_FALSE(spec.validation);
+  CHECK(checkpoint_directory(spec) == spec.checkpoint);
+  CHECK(checkpoint_directory(load_model_spec(d.config("model:\n  checkpoint: ../ckpt/model.safetensors\n"))) ==
+        (d.dir / "ckpt").lexically_normal());
+
+  // A directory that is not a model says what it expected.
+  CHECK_THROWS_WITH(load_model_spec(d.dir / "val"),
+                    StartsWith((d.dir / "val").string() + ": ") && Contains("without config.json"));
+}

@@ -33,7 +33,7 @@ class Sampler {
 struct GenerationOptions {
   int max_new_tokens = 16;
   SamplingOptions sampling;
-  std::optional<std::int64_t> eos_token_id;  // stop after emitting it
+  std::vector<std::int64_t> eos_token_ids;  // stop after emitting any of them (a model may have several)
 };
 
 // Prefills the prompt in a fresh session, then decodes one token at a time. `on_token` (optional)

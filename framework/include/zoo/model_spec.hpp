@@ -39,9 +39,21 @@ struct ModelSpec {
   std::optional<ValidationSpec> validation;
 };
 
+// `yaml_file` may also be a Hugging Face model directory (config.json + safetensors): see
+// model_spec_for_directory. Every command taking a model therefore takes either.
 ModelSpec load_model_spec(const std::filesystem::path& yaml_file);
 // The same for YAML text already read; `yaml_file` names it and anchors its relative paths.
 ModelSpec parse_model_spec(const std::string& text, const std::filesystem::path& yaml_file);
+
+// The spec of a bare model directory: the directory is the checkpoint, the plugin is picked by its
+// config.json, and everything else takes the YAML defaults (cpu, float32, max_context 4096), which
+// command-line overrides (--device, --dtype, --max-context) replace. InputError naming the directory
+// when it has no config.json.
+ModelSpec model_spec_for_directory(const std::filesystem::path& dir);
+
+// The directory holding the checkpoint (and, for a HF model, its tokenizer.json and
+// generation_config.json): the checkpoint itself or the directory of a checkpoint file.
+std::filesystem::path checkpoint_directory(const ModelSpec& spec);
 
 // Reads a checkpoint's config.json (directory) or the config.json beside a file. InputError on
 // a missing or malformed file.

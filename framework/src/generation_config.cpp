@@ -1,0 +1,97 @@
+#include "zoo/generation_config.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <system_error>
+
+#include "zoo/error.hpp"
+#include "zoo/model_spec.hpp"
+
+namespace zoo {
+
+namespace {
+
+bool present(const nlohmann::json& object, const char* key) { return object.contains(key) && !object[key].is_null(); }
+
+double number_field(const nlohmann::json& object, const char* key, const std::string& label) {
+  const auto& value = object[key];
+  if (!value.is_number()) throw InputError(fmt::format("{}: {} must be a number, got {}", label, key, value.dump()));
+  const double x = value.get<double>();
+  if (!std::isfinite(x)) throw InputError(fmt::format("{}: {} must be finite, got {}", label, key, value.dump()));
+  return x;
+}
+
+}  // namespace
+
+SamplingOptions GenerationDefaults::sampling() const {
+  SamplingOptions s;
+  if (do_sample) {
+    s.temperature = temperature;
+    s.top_k = top_k;
+    s.top_p = top_p;
+  }
+  return s;
+}
+
+std::vector<std::int64_t> parse_eos_token_ids(const nlohmann::json& object, const std::string& label) {
+  std::vector<std::int64_t> ids;
+  if (!present(object, "eos_token_id")) return ids;
+  const auto& value = object["eos_token_id"];
+  auto one = [&](const nlohmann::json& item) {
+    if (!item.is_number_integer() || item.get<std::int64_t>() < 0)
+      throw InputError(fmt::format("{}: eos_token_id must be a non-negative integer or a list of them, got {}", label,
+                                   value.dump()));
+    ids.push_back(item.get<std::int64_t>());
+  };
+  if (value.is_array()) {
+    for (const auto& item : value) one(item);
+  } else {
+    one(value);
+  }
+  return ids;
+}
+
+GenerationDefaults load_generation_defaults(const std::filesystem::path& model_dir, const nlohmann::json& config) {
+  GenerationDefaults d;
+  const auto config_label = (model_dir / "config.json").string();
+  const auto file = model_dir / "generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::exists(file, ec)) {
+    const auto gen = load_json_object(file);
+    const auto label = file.string();
+    d.sampling_source = label;
+    if (present(gen, "eos_token_id")) {
+      d.eos_token_ids = parse_eos_token_ids(gen, label);
+      d.eos_source = label;
+    }
+    if (present(gen, "do_sample")) {
+      if (!gen["do_sample"].is_boolean())
+        throw InputError(fmt::format("{}: do_sample must be true or false, got {}", label, gen["do_sample"].dump()));
+      d.do_sample = gen["do_sample"].get<bool>();
+    }
+    if (present(gen, "temperature")) {
+      const double t = number_field(gen, "temperature", label);
+      if (t < 0) throw InputError(fmt::format("{}: temperature must be >= 0, got {}", label, t));
+      d.temperature = static_cast<float>(t);
+    }
+    if (present(gen, "top_k")) {
+      if (!gen["top_k"].is_number_integer() || gen["top_k"].get<std::int64_t>() < 0 ||
+          gen["top_k"].get<std::int64_t>() > (1 << 30))
+        throw InputError(fmt::format("{}: top_k must be a non-negative integer, got {}", label, gen["top_k"].dump()));
+      d.top_k = static_cast<int>(gen["top_k"].get<std::int64_t>());
+    }
+    if (present(gen, "top_p")) {
+      const double p = number_field(gen, "top_p", label);
+      if (p < 0 || p > 1) throw InputError(fmt::format("{}: top_p must be within [0, 1], got {}", label, p));
+      d.top_p = static_cast<float>(p);
+    }
+  }
+  if (d.eos_source.empty() && present(config, "eos_token_id")) {
+    d.eos_token_ids = parse_eos_token_ids(config, config_label);
+    d.eos_source = config_label;
+  }
+  return d;
+}
+
+}  // namespace zoo
