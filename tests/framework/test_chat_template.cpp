@@ -1,0 +1,65 @@
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "framework/validation_test_util.hpp"
+#include "zoo/chat_template.hpp"
+#include "zoo/error.hpp"
+
+using namespace zoo;
+using Catch::Contains;
+using Catch::StartsWith;
+
+namespace {
+const std::filesystem::path kChat = std::filesystem::path(ZOO_SOURCE_DIR) / "tests/fixtures/chat";
+}
+
+TEST_CASE("chat templates render what transformers renders", "[chat]") {
+  // cases.json: transformers' Jinja rendering of each fixture template (tools/fixtures/make_chat_fixtures.py).
+  std::ifstream in(kChat / "cases.json");
+  REQUIRE(in);
+  const auto cases = nlohmann::json::parse(in);
+  REQUIRE(cases.size() >= 18);
+  for (const auto& c : cases) {
+    const auto name = c["template"].get<std::string>();
+    const auto tmpl = load_chat_template(kChat / name);
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    INFO(name << " " << c["messages"].dump() << " generation prompt " << c["add_generation_prompt"]);
+    CHECK(tmpl.render(messages, c["add_generation_prompt"].get<bool>()) == c["text"].get<std::string>());
+  }
+  CHECK(load_chat_template(kChat / "chatml").format() == ChatFormat::RoleBlocks);
+  CHECK_FALSE(load_chat_template(kChat / "chatml").default_system());
+  CHECK(load_chat_template(kChat / "chatml-default-system").default_system() == "You are a careful assistant. Don't guess.");
+  CHECK(load_chat_template(kChat / "headers").format() == ChatFormat::RoleHeaders);
+}
+
+TEST_CASE("chat templates: other templates and missing ones are refused with the file named", "[chat]") {
+  vtest::ScratchDir d;
+  const auto file = (d / "tokenizer_config.json").string();
+  auto error = [&](const std::string& config) -> std::string {
+    d.write("tokenizer_config.json", config);
+    try {
+      load_chat_template(d.path());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    FAIL("no InputError for " << config);
+    return {};
+  };
+  CHECK_THAT(error(R"({"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"})"),
+             StartsWith(file + ": unsupported chat template") && Contains("--prompt"));
+  // A header template that writes its own system block (dated preambles) needs real Jinja.
+  CHECK_THAT(error(R"({"chat_template": "{{ '<|start_header_id|>system<|end_header_id|>\n\nToday' }}<|eot_id|>"})"),
+             StartsWith(file + ": unsupported chat template"));
+  CHECK_THAT(error(R"({"bos_token": "<s>"})"), StartsWith(file + ": has no chat_template"));
+  CHECK_THAT(error(R"({"chat_template": 3})"), StartsWith(file + ": chat_template must be"));
+  CHECK_THAT(error(R"({"chat_template": [{"name": "tool_use", "template": "x"}]})"), Contains("\"default\""));
+  std::filesystem::remove(d / "tokenizer_config.json");
+  CHECK_THROWS_WITH(load_chat_template(d.path()), StartsWith(file + ": no such file"));
+  // chat_template.jinja beside it wins over tokenizer_config.json.
+  d.write("tokenizer_config.json", R"({"chat_template": "[INST]"})");
+  d.write("chat_template.jinja", "{{ '<|im_start|>' + m.role }}<|im_end|>");
+  CHECK(load_chat_template(d.path()).format() == ChatFormat::RoleBlocks);
+}
