@@ -1,5 +1,6 @@
 // `zoo bench`: load time, prefill tokens/s and decode ms/token of a model, as a table or JSON.
-// Timings are medians over repeats, after one untimed warm-up pass per shape.
+// Each phase prints its row when it finishes; timings are medians over repeats (min and max kept),
+// after one untimed warm-up pass per shape.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,9 +9,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unistd.h>
 
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
+#include "zoo/kernels/thread_pool.hpp"
 
 namespace zoo::cli {
 namespace {
@@ -19,10 +24,18 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-double median(std::vector<double> values) {
+struct Spread {
+  double min = 0, median = 0, max = 0;
+  nlohmann::json to_json(double scale = 1.0) const {
+    return {{"min", min * scale}, {"median", median * scale}, {"max", max * scale}};
+  }
+};
+
+Spread spread(std::vector<double> values) {
+  if (values.empty()) return {};
   std::sort(values.begin(), values.end());
   const auto n = values.size();
-  return n == 0 ? 0.0 : (n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]));
+  return {values.front(), n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]), values.back()};
 }
 
 std::vector<std::int64_t> random_ids(std::int64_t count, std::int64_t vocab, std::uint64_t seed) {
@@ -31,6 +44,52 @@ std::vector<std::int64_t> random_ids(std::int64_t count, std::int64_t vocab, std
   for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
   return ids;
 }
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string("unknown");
+}
+
+// "12.3 MB/s" or "1.85 GB/s": rates in the unit the sizes use.
+std::string format_rate(double bytes_per_s) {
+  return bytes_per_s < 1e9 ? fmt::format("{:.1f} MB/s", bytes_per_s / 1e6) : fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
+}
+
+// The weight bytes one decode step reads: each tensor once, at the width the model computes in
+// (a float32 CPU run widens bf16 checkpoints at load, so it reads twice the stored bytes). A plugin
+// that knows better (e.g. an embedding table read one row at a time) reports
+// runtime_stats()["decode_weight_bytes"].
+std::pair<double, std::string> decode_bytes(const OpenedModel& opened, const nlohmann::json& runtime) {
+  if (runtime.contains("decode_weight_bytes") && runtime["decode_weight_bytes"].is_number())
+    return {runtime["decode_weight_bytes"].get<double>(), "plugin"};
+  double bytes = 0;
+  for (const auto& e : opened.plan.entries) {
+    if (!e.found) continue;
+    const DType stored = e.found->dtype;
+    const DType read = is_floating(stored) ? opened.spec.dtype : stored;
+    bytes += static_cast<double>(numel(e.found->shape)) * static_cast<double>(dtype_size(read));
+  }
+  return {bytes, "estimate: every tensor at the compute dtype"};
+}
+
+// Progress of a long phase on stderr: redrawn in place on a terminal, silent otherwise.
+class Progress {
+ public:
+  explicit Progress(bool on) : on_(on && isatty(STDERR_FILENO) != 0) {}
+  void show(const std::string& what, int done, int total) const {
+    if (!on_) return;
+    fmt::print(stderr, "\r\033[K  {} {}/{}", what, done, total);
+    std::fflush(stderr);
+  }
+  void clear() const {
+    if (!on_) return;
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_;
+};
 
 struct BenchOptions {
   ModelOptions model;
@@ -50,39 +109,59 @@ int bench(const BenchOptions& options) {
     for (auto n : options.decode_contexts) needed = std::max(needed, n);
     model_options.max_context = needed + options.new_tokens + 1;
   }
+  const bool table = !options.json;
   auto opened = open_from_options(model_options, registry);
   const auto info = opened.model->info();
-  const auto load_start = Clock::now();
-  load_model(opened, !options.quiet && !options.json);
-  const double load_s = seconds_since(load_start);
   const double weight_bytes = static_cast<double>(opened.plan.total_bytes);
-
-  auto progress = [&](const std::string& what) {
-    if (!options.quiet && !options.json) fmt::print(stderr, "bench: {}\n", what);
-  };
+  if (table) {
+    fmt::print("model   {}\ndevice  {} ({}), {} CPU threads\nweights {}\n", info.summary, opened.spec.device.str(),
+               dtype_name(opened.spec.dtype), kernels::ThreadPool::global().size(),
+               format_bytes(opened.plan.total_bytes));
+    std::fflush(stdout);
+  }
+  const auto load_start = Clock::now();
+  load_model(opened, !options.quiet && table);
+  const double load_s = seconds_since(load_start);
+  if (table) fmt::print("load    {:.3f} s  ({})\n", load_s, format_rate(weight_bytes / load_s));
+  std::fflush(stdout);
+  const Progress progress(!options.quiet);
 
   nlohmann::json prefill = nlohmann::json::array();
   for (long long len : options.prompt_lens) {
-    progress(fmt::format("prefill {} tokens x {}", len, options.repeat));
+    if (table && prefill.empty())
+      fmt::print("\n{:<10} {:>10} {:>14} {:>12} {:>20}\n", "phase", "tokens", "tokens/s", "ms", "ms min..max");
     const auto ids = random_ids(len, info.vocab_size, 1234 + static_cast<std::uint64_t>(len));
     std::vector<double> times;
     for (int r = 0; r <= options.repeat; ++r) {
+      progress.show(fmt::format("prefill {} tokens", len), r, options.repeat);
       auto session = opened.model->new_session();
       const auto start = Clock::now();
       session->forward({ids, {}, {}, {}});
       if (r > 0) times.push_back(seconds_since(start));  // r == 0 warms caches, graphs, allocators
     }
-    const double t = median(times);
-    prefill.push_back({{"tokens", len}, {"seconds", t}, {"tokens_per_s", static_cast<double>(len) / t}});
+    progress.clear();
+    const Spread t = spread(times);
+    prefill.push_back({{"tokens", len},
+                       {"seconds", t.median},
+                       {"tokens_per_s", static_cast<double>(len) / t.median},
+                       {"seconds_spread", t.to_json()}});
+    if (table)
+      fmt::print("{:<10} {:>10} {:>14.1f} {:>12.2f} {:>20}\n", "prefill", len, static_cast<double>(len) / t.median,
+                 1e3 * t.median, fmt::format("{:.2f}..{:.2f}", 1e3 * t.min, 1e3 * t.max));
+    std::fflush(stdout);
   }
 
+  const auto [read_bytes, read_bytes_source] = decode_bytes(opened, opened.model->runtime_stats());
   nlohmann::json decode = nlohmann::json::array();
   const auto& contexts = options.decode_contexts.empty() ? options.prompt_lens : options.decode_contexts;
   for (long long context : contexts) {
-    progress(fmt::format("decode {} tokens at context {} x {}", options.new_tokens, context, options.repeat));
+    if (table && decode.empty())
+      fmt::print("\n{:<10} {:>10} {:>14} {:>12} {:>20} {:>14}\n", "phase", "context", "tokens/s", "ms/token",
+                 "ms/token min..max", "weights GB/s");
     const auto ids = random_ids(context, info.vocab_size, 99 + static_cast<std::uint64_t>(context));
     std::vector<double> per_token;
     for (int r = 0; r <= options.repeat; ++r) {
+      progress.show(fmt::format("decode {} tokens at context {}", options.new_tokens, context), r, options.repeat);
       auto session = opened.model->new_session();
       auto result = session->forward({ids, {}, {}, {}});
       std::int64_t next = ids.back();
@@ -94,12 +173,18 @@ int bench(const BenchOptions& options) {
       }
       if (r > 0) per_token.push_back(seconds_since(start) / options.new_tokens);
     }
-    const double t = median(per_token);
+    progress.clear();
+    const Spread t = spread(per_token);
     decode.push_back({{"context", context},
                       {"new_tokens", options.new_tokens},
-                      {"ms_per_token", 1e3 * t},
-                      {"tokens_per_s", 1.0 / t},
-                      {"weight_gb_per_s", weight_bytes / t / 1e9}});
+                      {"ms_per_token", 1e3 * t.median},
+                      {"tokens_per_s", 1.0 / t.median},
+                      {"weight_gb_per_s", read_bytes / t.median / 1e9},
+                      {"ms_per_token_spread", t.to_json(1e3)}});
+    if (table)
+      fmt::print("{:<10} {:>10} {:>14.1f} {:>12.3f} {:>20} {:>14.1f}\n", "decode", context, 1.0 / t.median,
+                 1e3 * t.median, fmt::format("{:.3f}..{:.3f}", 1e3 * t.min, 1e3 * t.max), read_bytes / t.median / 1e9);
+    std::fflush(stdout);
   }
 
   nlohmann::json out;
@@ -108,27 +193,22 @@ int bench(const BenchOptions& options) {
   out["device"] = opened.spec.device.str();
   out["dtype"] = std::string(dtype_name(opened.spec.dtype));
   out["weight_bytes"] = opened.plan.total_bytes;
+  out["weight_bytes_read_per_token"] = {{"bytes", read_bytes}, {"source", read_bytes_source}};
   out["load"] = {{"seconds", load_s}, {"gb_per_s", weight_bytes / load_s / 1e9}};
   out["prefill"] = prefill;
   out["decode"] = decode;
   out["runtime"] = opened.model->runtime_stats();
   out["repeat"] = options.repeat;
+  out["zoo"] = {{"version", zoo_version()}, {"commit", zoo_commit()}};
+  out["host"] = host_name();
+  out["threads"] = kernels::ThreadPool::global().size();
   if (options.json) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("model   {}\ndevice  {} ({})\nweights {:.3f} GB\n", info.summary, out["device"].get<std::string>(),
-             out["dtype"].get<std::string>(), weight_bytes / 1e9);
-  fmt::print("load    {:.3f} s  ({:.2f} GB/s)\n\n", load_s, weight_bytes / load_s / 1e9);
-  fmt::print("{:<10} {:>10} {:>14} {:>12}\n", "phase", "tokens", "tokens/s", "ms");
-  for (const auto& p : prefill)
-    fmt::print("{:<10} {:>10} {:>14.1f} {:>12.2f}\n", "prefill", p["tokens"].get<long long>(),
-               p["tokens_per_s"].get<double>(), 1e3 * p["seconds"].get<double>());
-  fmt::print("\n{:<10} {:>10} {:>14} {:>12} {:>14}\n", "phase", "context", "tokens/s", "ms/token", "weights GB/s");
-  for (const auto& d : decode)
-    fmt::print("{:<10} {:>10} {:>14.1f} {:>12.3f} {:>14.1f}\n", "decode", d["context"].get<long long>(),
-               d["tokens_per_s"].get<double>(), d["ms_per_token"].get<double>(), d["weight_gb_per_s"].get<double>());
   if (!out["runtime"].empty()) fmt::print("\nruntime {}\n", out["runtime"].dump());
+  fmt::print("\nzoo {} ({}) on {}; weights GB/s counts {} per token ({})\n", zoo_version(), zoo_commit(),
+             out["host"].get<std::string>(), format_bytes(static_cast<std::size_t>(read_bytes)), read_bytes_source);
   return 0;
 }
 
@@ -142,10 +222,12 @@ void add_bench_command(CLI::App& app, Action& run) {
       ->delimiter(',')
       ->check(CLI::Range(1LL, 1LL << 20));
   cmd->add_option("--decode-context", options->decode_contexts, "Contexts to decode at (default: prompt lengths)")
+      ->default_str("")
       ->delimiter(',')
       ->check(CLI::Range(1LL, 1LL << 20));
   cmd->add_option("--new-tokens", options->new_tokens, "Decode steps timed per repeat")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeat", options->repeat, "Timed repeats (median reported)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--repeat", options->repeat, "Timed repeats (median reported, min and max kept)")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return bench(*options); }; });

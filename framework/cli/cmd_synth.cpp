@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "zoo/error.hpp"
 #include "zoo/output_file.hpp"
+#include "zoo/format.hpp"
 #include "zoo/safetensors.hpp"
 
 namespace zoo::cli {
@@ -56,6 +57,16 @@ void fill_normal(HostTensor& tensor, std::int64_t begin, std::int64_t end, float
       }
     }
   }
+}
+
+// `text` as one shell word: as is when it is plain, else single-quoted.
+std::string shell_quote(const std::string& text) {
+  const bool plain = !text.empty() && text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                             "0123456789_-./:=@%+,") == std::string::npos;
+  if (plain) return text;
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
 }
 
 struct SynthOptions {
@@ -226,8 +237,8 @@ int synth(const SynthOptions& options) {
     write_safetensors(out / file, views, {{"format", "pt"}, {"producer", "zoo synth"}});
     written.insert(file);
     if (!options.quiet)
-      fmt::print(stderr, "synth: wrote {} ({} tensors), {:.2f} / {:.2f} GB\n", (out / file).string(), views.size(),
-                 static_cast<double>(done) / 1e9, static_cast<double>(total) / 1e9);
+      fmt::print(stderr, "synth: wrote {} ({} tensors), {} / {}\n", (out / file).string(), views.size(),
+                 format_bytes(done), format_bytes(total));
   }
   if (shards.size() > 1) {
     nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
@@ -237,7 +248,14 @@ int synth(const SynthOptions& options) {
   remove_stale_weights(out, written);
   // Last: a directory becomes a checkpoint only once its weights are complete.
   write_file_atomic(out / "config.json", config.dump(2) + "\n");
-  if (!options.quiet) fmt::print(stderr, "synth: {} tensors, {:.2f} GB in {}\n", tensors.size(), total / 1e9, out.string());
+  if (!options.quiet) fmt::print(stderr, "synth: {} tensors, {} in {}\n", tensors.size(), format_bytes(total), out.string());
+  // The directory is a model as it stands; say how to run it (stdout: it is the command's result).
+  const std::string dir = shell_quote(out.string());
+  std::error_code ec;
+  if (std::filesystem::exists(out / "tokenizer.json", ec))
+    fmt::print("zoo generate {} --prompt 'Hello'\n", dir);
+  else
+    fmt::print("zoo bench {}\n(with a tokenizer.json in {}: zoo generate {} --prompt 'Hello')\n", dir, dir, dir);
   return 0;
 }
 

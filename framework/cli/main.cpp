@@ -5,8 +5,13 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 
+#include "build_info.hpp"
 #include "commands.hpp"
+#include "suggest.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
 
@@ -26,26 +31,98 @@ SpecOverrides ModelOptions::overrides() const {
 }
 
 void add_model_options(CLI::App& command, ModelOptions& options) {
-  command.add_option("config", options.config, "Model YAML")->required();
-  command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)");
-  command.add_option("--device", options.device, "Override the YAML's device: cpu, cuda, cuda:N");
-  command.add_option("--dtype", options.dtype, "Override the YAML's compute dtype");
-  // 0 and negative values were once silently ignored (the YAML's value ran instead): refuse them.
-  command.add_option("--max-context", options.max_context, "KV-cache capacity per session (tokens)")
-      ->check(CLI::PositiveNumber);
+  command.add_option("model", options.config, "Model YAML, or a Hugging Face model directory (config.json + safetensors)")
+      ->required();
+  // Defaults that depend on the model are written in the help text, not shown as "=0".
+  command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)")->default_str("");
+  command.add_option("--device", options.device, "cpu, cuda or cuda:N (default: the YAML's, else cpu)");
+  command.add_option("--dtype", options.dtype,
+                     "Compute dtype: float32, bfloat16, float16 (default: the YAML's, else float32 on cpu, "
+                     "bfloat16 on cuda)");
+  command.add_option("--max-context", options.max_context,
+                     "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
+      ->default_str("")
+      ->check(CLI::PositiveNumber);  // 0 and negative values were once silently ignored: refuse them
 }
 
 OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry) {
   return open_model(load_model_spec(options.config), registry, options.overrides());
 }
 
+namespace {
+
+// Errors go out as one line on stderr, or under --json as one JSON object on stdout, where a
+// program reading the command's JSON looks.
+struct ErrorPrinter {
+  bool json = false;
+
+  int operator()(int code, std::string_view kind, const std::string& message, bool usage_hint = false) const {
+    if (json) {
+      nlohmann::json out = {{"error", {{"kind", kind}, {"message", message}, {"exit_code", code}}}};
+      fmt::print("{}\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      std::fflush(stdout);
+    } else {
+      // Messages quote names and paths from files; escaping here, in the one place every error is
+      // printed, keeps each error one line and lets no crafted name print a line of its own.
+      fmt::print(stderr, "zoo: {}{}\n", kind == "validation" ? "validation failed: " : "error: ",
+                 zoo::escape_text(message));
+      if (usage_hint) fmt::print(stderr, "Run with --help for usage.\n");
+    }
+    return code;
+  }
+};
+
+std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const auto* opt : app.get_options())
+    for (const auto& n : opt->get_lnames()) names.push_back("--" + n);
+  return names;
+}
+
+// A parse error rephrased for a person: the unknown command or flag named, with the nearest real one.
+std::string describe_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  std::vector<std::string> commands;
+  const std::function<bool(const CLI::App*)> every = [](const CLI::App*) { return true; };
+  for (const auto* sub : std::as_const(app).get_subcommands(every)) commands.push_back(sub->get_name());
+  const auto chosen = app.get_subcommands();
+  CLI::App* where = chosen.empty() ? &app : chosen.front();
+  const auto extra = where->remaining();
+  if (chosen.empty() && !extra.empty() && !extra.front().starts_with('-')) {
+    const auto hint = nearest(extra.front(), commands);
+    return fmt::format("unknown command '{}'{}", extra.front(), hint ? fmt::format("; did you mean '{}'?", *hint) : "");
+  }
+  // Checked for every parse error: CLI11 reports a missing required option before an unknown one,
+  // but a misspelt flag is the likelier cause of both.
+  {
+    for (const auto& arg : extra) {
+      if (!arg.starts_with('-')) continue;
+      const std::string flag = arg.substr(0, arg.find('='));
+      auto names = option_names(*where);
+      if (where == &app) names.push_back("--version");
+      const auto hint = nearest(flag, names);
+      return fmt::format("{}unknown option '{}'{}", where == &app ? "" : where->get_name() + ": ", flag,
+                         hint ? fmt::format("; did you mean '{}'?", *hint) : "");
+    }
+  }
+  return e.what();
+}
+
+}  // namespace
+
 }  // namespace zoo::cli
 
 int main(int argc, char** argv) {
   using namespace zoo::cli;
+  ErrorPrinter error;
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i)
+    if (std::string_view(argv[i]) == "--json") error.json = true;
+
   CLI::App app{"Zoo: run and validate transformer models shipped as plugins"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
+  app.set_version_flag("--version", fmt::format("zoo {} ({})", zoo_version(), zoo_commit()));
+  // Every option's default shows in --help (subcommands copy this when they are added).
+  app.option_defaults()->always_capture_default();
   Action run;
   add_plugins_command(app, run);
   add_inspect_command(app, run);
@@ -60,34 +137,20 @@ int main(int argc, char** argv) {
   add_tts_command(app, run);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --help-all, --version
   } catch (const CLI::ParseError& e) {
-    // CLI11 reports a misspelt command as "A subcommand is required"; name the word instead.
-    const auto extra = app.remaining();
-    const bool misspelt = app.get_subcommands().empty() && !extra.empty() && !extra.front().starts_with('-');
-    fmt::print(stderr, "zoo: error: {}\n",
-               zoo::escape_text(misspelt ? fmt::format("unknown command '{}'", extra.front()) : e.what()));
-    fmt::print(stderr, "Run with --help for usage.\n");
-    return 2;
+    return error(2, "usage", describe_parse_error(app, e), true);
   }
   try {
     return run ? run() : 2;
   } catch (const zoo::ValidationError& e) {
-    fmt::print(stderr, "zoo: validation failed: {}\n", zoo::escape_text(e.what()));
-    return 1;
+    return error(1, "validation", e.what());
   } catch (const zoo::InputError& e) {
-    // Messages quote names and paths from files; escaping here, in the one place every error is
-    // printed, keeps each error one line and lets no crafted name print a line of its own.
-    fmt::print(stderr, "zoo: error: {}\n", zoo::escape_text(e.what()));
-    return 2;
+    return error(2, "input", e.what());
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "zoo: error: out of memory\n");
-    return 2;
+    return error(2, "input", "out of memory");
   } catch (const std::exception& e) {
-    fmt::print(stderr, "zoo: error: {}\n", zoo::escape_text(e.what()));
-    return 2;
+    return error(2, "internal", e.what());
   }
 }

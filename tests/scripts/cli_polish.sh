@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# What a new user meets in the first minutes: --version, --help with defaults, suggestions for a
+# misspelt command or flag, JSON errors under --json, and `zoo bench` rows, spread and records.
+# Usage: cli_polish.sh SOURCE_DIR BUILD_DIR
+set -u
+SRC=$(cd "$1" && pwd)
+BUILD=$(cd "$2" && pwd)
+ZOO=$BUILD/bin/zoo
+QCFG=$SRC/configs/qwen3-tiny.yaml
+[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-polish.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+# z CODE ARGS...: runs zoo, expects exit CODE; stdout in $TMP/out, stderr in $TMP/err.
+z() {
+  local code=$1
+  shift
+  "$ZOO" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  ((rc == code)) || fail "zoo $* exited $rc, expected $code: $(head -c 1500 "$TMP/err")"
+}
+has() { grep -qF -- "$2" "$TMP/$1" || fail "$1 of the last command lacks '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
+
+z 0 --version
+grep -qE '^zoo [0-9]+\.[0-9]+\.[0-9]+ \(([0-9a-f]{12}(\+dirty)?|unknown)\)$' "$TMP/out" || fail "--version: $(cat "$TMP/out")"
+
+z 0 generate --help
+has out "--max-new-tokens"
+grep -qE -- '--max-new-tokens.*=16' "$TMP/out" || fail "--help does not show the default of --max-new-tokens"
+grep -q -- '--max-context INT=0' "$TMP/out" && fail "--help shows a model-dependent default as 0"
+z 0 bench --help
+grep -qE -- '--repeat.*=3' "$TMP/out" || fail "--help does not show the default of --repeat"
+
+z 2 genrate
+has err "unknown command 'genrate'; did you mean 'generate'?"
+z 2 generate "$QCFG" --request "$SRC/tests/fixtures/qwen3-tiny/request.json" --max-new-tokns 3
+has err "unknown option '--max-new-tokns'; did you mean '--max-new-tokens'?"
+# A misspelt flag is named even when it leaves a required one missing.
+z 2 trace "$QCFG" --reqest "$SRC/tests/fixtures/qwen3-tiny/request.json" --out "$TMP/t.safetensors"
+has err "did you mean '--request'?"
+z 2 --verison
+has err "did you mean '--version'?"
+z 2 frobnicate
+grep -q "did you mean" "$TMP/err" && fail "a suggestion for a word near nothing: $(cat "$TMP/err")"
+
+# Under --json an error is one JSON object on stdout, with the exit code.
+z 2 plan "$TMP/missing.yaml" --json
+python3 - "$TMP/out" "$TMP/missing.yaml" <<'PY' || fail "--json error: $(cat "$TMP/out")"
+import json, sys
+e = json.load(open(sys.argv[1]))["error"]
+assert e["kind"] == "input" and e["exit_code"] == 2 and e["message"].startswith(sys.argv[2] + ": "), e
+PY
+z 2 inspect --json --frobnicate "$SRC/tests/fixtures/qwen3-tiny"
+python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["error"]; assert e["kind"]=="usage" and "--frobnicate" in e["message"], e' \
+  "$TMP/out" || fail "--json usage error: $(cat "$TMP/out")"
+
+# bench: a row per phase, spread, records; a tiny model's sizes in MB, not 0.00 GB.
+z 0 bench "$QCFG" --prompt-len 4,8 --new-tokens 2 --repeat 3 -q
+has out "prefill"
+has out "decode"
+has out "min..max"
+grep -q "0\.00 GB" "$TMP/out" && fail "bench prints 0.00 GB for a tiny model: $(cat "$TMP/out")"
+grep -qE "weights +[0-9.]+ (KB|MB)" "$TMP/out" || fail "bench weights not in KB/MB: $(cat "$TMP/out")"
+z 0 bench "$QCFG" --prompt-len 4 --new-tokens 2 --repeat 3 --json
+python3 - "$TMP/out" <<'PY' || fail "bench --json records: $(head -c 3000 "$TMP/out")"
+import json, sys, os
+b = json.load(open(sys.argv[1]))
+assert b["zoo"]["commit"] and b["zoo"]["version"], b["zoo"]
+assert b["host"] and b["threads"] >= 1 and b["device"] == "cpu", b
+for p in b["prefill"]:
+    s = p["seconds_spread"]
+    assert s["min"] <= s["median"] <= s["max"] and s["median"] == p["seconds"], p
+for d in b["decode"]:
+    s = d["ms_per_token_spread"]
+    assert s["min"] <= s["median"] <= s["max"], d
+# The float32 run reads the bf16 checkpoint widened to 4 bytes: twice the stored bytes.
+read = b["weight_bytes_read_per_token"]["bytes"]
+assert read == 2 * b["weight_bytes"], (read, b["weight_bytes"])
+d = b["decode"][0]
+assert abs(d["weight_gb_per_s"] - read / (d["ms_per_token"] / 1e3) / 1e9) < 1e-6 * d["weight_gb_per_s"], d
+PY
+
+# synth says how to use what it wrote, and the command works as printed.
+z 0 synth --config "$SRC/tests/fixtures/qwen3-tiny/config.json" --out "$TMP/syn dir" -q
+cmd=$(head -n1 "$TMP/out")
+[[ $cmd == "zoo bench '$TMP/syn dir'" ]] || fail "synth printed '$cmd'"
+eval "\"\$ZOO\" ${cmd#zoo } --prompt-len 2 --new-tokens 1 --repeat 1 -q" >"$TMP/out" 2>"$TMP/err" ||
+  fail "the command synth printed failed: $(cat "$TMP/err")"
+
+echo "$failures failures"
+((failures == 0))
