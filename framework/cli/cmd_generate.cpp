@@ -1,16 +1,25 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
 #include <memory>
+#include <optional>
+#include <sstream>
 
 #include "commands.hpp"
 #include "run_helpers.hpp"
+#include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/generation_config.hpp"
 #include "zoo/request.hpp"
 #include "zoo/safetensors.hpp"
+#include "zoo/tokenizer.hpp"
+#include "zoo/utf8_stream.hpp"
 
 namespace zoo::cli {
 
@@ -18,7 +27,8 @@ namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::string request, out;
+  std::string request, prompt, prompt_file, system, tokenizer, out;
+  bool chat = false, ids = false;
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
@@ -70,13 +80,171 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
   return gen;
 }
 
+using Clock = std::chrono::steady_clock;
+
+// All of a file, or of stdin for "-". InputError naming the file.
+std::string read_all(const std::string& file) {
+  std::ostringstream text;
+  if (file == "-") {
+    text << std::cin.rdbuf();
+    return text.str();
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory, expected a file", file));
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: {}", file, std::filesystem::exists(file, ec) ? "cannot be read" : "no such file"));
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The model's tokenizer: --tokenizer, else tokenizer.json in the checkpoint directory; nullopt when
+// there is none and none is needed.
+std::optional<Tokenizer> open_tokenizer(const GenerateOptions& o, const OpenedModel& opened, bool needed) {
+  std::error_code ec;
+  const std::filesystem::path file =
+      o.tokenizer.empty() ? checkpoint_directory(opened.spec) / "tokenizer.json" : std::filesystem::path(o.tokenizer);
+  if (o.tokenizer.empty() && !std::filesystem::exists(file, ec)) {
+    if (!needed) return std::nullopt;
+    throw InputError(fmt::format("{}: no such file (text prompts need the model's tokenizer.json; give one with "
+                                 "--tokenizer, or token ids with --request)",
+                                 file.string()));
+  }
+  return Tokenizer::from_file(file);
+}
+
+// The request to run: token ids from --request (a file, or stdin for "-"), or text from --prompt /
+// --prompt-file (stdin for "-"), wrapped in the model's chat template with --chat, then encoded.
+Request make_request(const GenerateOptions& o, const OpenedModel& opened, const std::optional<Tokenizer>& tokenizer) {
+  const int given = !o.request.empty() + !o.prompt.empty() + !o.prompt_file.empty();
+  if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file and --request");
+  if (!o.request.empty()) {
+    if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
+    return o.request == "-" ? parse_request(read_all("-"), "<stdin>") : load_request(o.request);
+  }
+  const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
+  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file);
+  if (o.chat) {
+    std::vector<ChatMessage> messages;
+    if (!o.system.empty()) messages.push_back({"system", o.system});
+    messages.push_back({"user", std::move(text)});
+    text = load_chat_template(checkpoint_directory(opened.spec)).render(messages, true);
+  } else if (!o.system.empty()) {
+    throw InputError("--system: needs --chat (a system message is part of a chat template)");
+  }
+  Request request;
+  request.file = label;
+  try {
+    request.input_ids = tokenizer->encode(text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", label, e.what()));
+  }
+  if (request.input_ids.empty()) throw InputError(fmt::format("{}: the prompt is empty", label));
+  return request;
+}
+
+// Prints generated tokens as they come: text through the tokenizer (special tokens left out, as
+// decode(skip_special_tokens) does; a split UTF-8 character held back until complete), else ids.
+class TokenPrinter {
+ public:
+  explicit TokenPrinter(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  void operator()(std::int64_t id) {
+    if (!tokenizer_) {
+      fmt::print("{} ", id);
+    } else if (!tokenizer_->is_special(id)) {
+      if (const auto bytes = tokenizer_->token_bytes(id)) write(stream_.push(*bytes));
+    }
+    std::fflush(stdout);
+  }
+  void finish() {
+    if (tokenizer_) write(stream_.finish());
+    fmt::print("\n");
+    std::fflush(stdout);
+  }
+
+ private:
+  static void write(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+  const Tokenizer* tokenizer_;
+  Utf8Stream stream_;
+};
+
+int run_generate(const GenerateOptions& o) {
+  PluginRegistry registry;
+  auto opened = open_from_options(o.model, registry);
+  // Refuse before loading anything: a model whose head is not a text head cannot be sampled.
+  if (const auto why = opened.model->text_generation_unsupported(); !why.empty())
+    throw InputError(fmt::format("{}: `zoo generate` cannot run this {} model: {}", opened.spec.file.string(),
+                                 opened.model->info().plugin, why));
+  if (!o.out.empty()) {
+    std::vector<NamedPath> inputs;
+    for (const auto& [label, path] : {std::pair<const char*, std::string>{"request", o.request},
+                                      {"prompt file", o.prompt_file}, {"tokenizer", o.tokenizer}})
+      if (!path.empty() && path != "-") inputs.push_back({label, path});
+    check_output("--out", o.out, opened, inputs);
+  }
+  const GenerationOptions gen = resolve_generation(o, opened);
+  const auto vocab = opened.model->info().vocab_size;
+  for (const auto id : gen.eos_token_ids)
+    if (id >= vocab) throw InputError(fmt::format("eos id {}: outside the vocabulary [0, {})", id, vocab));
+  Sampler check_flags(gen.sampling);  // sampling settings are checked before the (slow) load
+  const bool text_prompt = o.request.empty();
+  const auto tokenizer = open_tokenizer(o, opened, text_prompt || !o.tokenizer.empty());
+  const Request request = make_request(o, opened, tokenizer);
+  load_model(opened, !o.quiet);  // a model may need its weights to build a prompt
+  // The last new token is not fed back, so the cache holds prompt + max_new_tokens - 1.
+  const Prompt prompt = prepare_prompt(*opened.model, request, opened.spec.max_context, o.max_new_tokens - 1);
+  auto session = opened.model->new_session();
+
+  TokenPrinter print(o.ids || !tokenizer ? nullptr : &*tokenizer);
+  const auto start = Clock::now();
+  Clock::time_point first = start;
+  bool have_first = false;
+  const auto ids = generate(*session, prompt, gen, [&](std::int64_t id) {
+    if (!have_first) {
+      first = Clock::now();
+      have_first = true;
+    }
+    print(id);
+  });
+  const auto end = Clock::now();
+  print.finish();
+  if (!o.quiet) {
+    const double prefill_s = std::chrono::duration<double>(first - start).count();
+    const double decode_s = std::chrono::duration<double>(end - first).count();
+    const auto decoded = ids.empty() ? 0 : ids.size() - 1;  // the first token comes out of prefill
+    const bool at_eos = !ids.empty() && std::find(gen.eos_token_ids.begin(), gen.eos_token_ids.end(), ids.back()) !=
+                                            gen.eos_token_ids.end();
+    fmt::print(stderr,
+               "generate: prefill {} tokens in {:.3f} s ({:.1f} tokens/s); decode {} tokens in {:.3f} s ({:.1f} "
+               "tokens/s); stopped {}\n",
+               prompt.ids.size(), prefill_s, prefill_s > 0 ? static_cast<double>(prompt.ids.size()) / prefill_s : 0.0,
+               decoded, decode_s, decode_s > 0 ? static_cast<double>(decoded) / decode_s : 0.0,
+               at_eos ? fmt::format("at eos {}", ids.back())
+                      : fmt::format("after --max-new-tokens {}", gen.max_new_tokens));
+  }
+  if (!o.out.empty()) {
+    const auto tensor = HostTensor::from_i64({static_cast<std::int64_t>(ids.size())}, ids);
+    write_safetensors(o.out, {{"generated_ids", tensor.view()}}, trace_metadata(opened));
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_generate_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<GenerateOptions>();
-  auto* cmd = app.add_subcommand("generate", "Generate tokens for a request (the model's sampling defaults, else greedy)");
+  auto* cmd = app.add_subcommand(
+      "generate", "Generate text from a prompt, or tokens from a request (the model's sampling defaults, else greedy)");
   add_model_options(*cmd, options->model);
-  cmd->add_option("--request", options->request, "Request JSON")->required();
+  auto* prompt = cmd->add_option("--prompt", options->prompt, "Prompt text");
+  auto* prompt_file = cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
+  auto* request = cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
+  prompt->excludes(prompt_file)->excludes(request);
+  prompt_file->excludes(request);
+  cmd->add_flag("--chat", options->chat,
+                "Wrap the prompt in the model's chat template (tokenizer_config.json) as a user message");
+  cmd->add_option("--system", options->system, "System message for --chat");
+  cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)");
+  cmd->add_flag("--ids", options->ids, "Print token ids, not text");
   cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   options->temperature_flag =
       cmd->add_option("--temperature", options->temperature,
@@ -101,37 +269,7 @@ void add_generate_command(CLI::App& app, Action& run) {
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Generate --max-new-tokens tokens whatever the model emits");
   cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
-  cmd->callback([&run, options] {
-    run = [options] {
-      PluginRegistry registry;
-      auto opened = open_from_options(options->model, registry);
-      // Refuse before loading anything: a model whose head is not a text head cannot be sampled.
-      if (const auto why = opened.model->text_generation_unsupported(); !why.empty())
-        throw InputError(fmt::format("{}: `zoo generate` cannot run this {} model: {}", opened.spec.file.string(),
-                                     opened.model->info().plugin, why));
-      if (!options->out.empty()) check_output("--out", options->out, opened, {{"request", options->request}});
-      const GenerationOptions gen = resolve_generation(*options, opened);
-      const auto vocab = opened.model->info().vocab_size;
-      for (const auto id : gen.eos_token_ids)
-        if (id >= vocab) throw InputError(fmt::format("eos id {}: outside the vocabulary [0, {})", id, vocab));
-      Sampler check_flags(gen.sampling);  // sampling settings are checked before the (slow) load
-      load_model(opened, !options->quiet);  // a model may need its weights to build a prompt
-      // The last new token is not fed back, so the cache holds prompt + max_new_tokens - 1.
-      const Prompt prompt = prepare_prompt(*opened.model, load_request(options->request), opened.spec.max_context,
-                                           options->max_new_tokens - 1);
-      auto session = opened.model->new_session();
-      const auto ids = generate(*session, prompt, gen, [](std::int64_t id) {
-        fmt::print("{} ", id);
-        std::fflush(stdout);
-      });
-      fmt::print("\n");
-      if (!options->out.empty()) {
-        const auto tensor = HostTensor::from_i64({static_cast<std::int64_t>(ids.size())}, ids);
-        write_safetensors(options->out, {{"generated_ids", tensor.view()}}, trace_metadata(opened));
-      }
-      return 0;
-    };
-  });
+  cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });
 }
 
 }  // namespace zoo::cli
