@@ -84,6 +84,21 @@ d = b["decode"][0]
 assert abs(d["weight_gb_per_s"] - read / (d["ms_per_token"] / 1e3) / 1e9) < 1e-6 * d["weight_gb_per_s"], d
 PY
 
+# An untied float32 model: a decode step reads one row of the embedding table, not all of it.
+U=$SRC/tests/fixtures/qwen3-tiny-f32-untied
+z 0 bench "$U" --prompt-len 4 --new-tokens 2 --repeat 1 --json
+python3 - "$TMP/out" "$U" <<'PY' || fail "untied bench bytes: $(head -c 3000 "$TMP/out")"
+import json, struct, sys
+b = json.load(open(sys.argv[1]))
+with open(sys.argv[2] + "/model.safetensors", "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+sizes = {k: v["data_offsets"][1] - v["data_offsets"][0] for k, v in header.items() if k != "__metadata__"}
+embed = header["model.embed_tokens.weight"]
+want = sum(sizes.values()) - sizes["model.embed_tokens.weight"] + embed["shape"][1] * 4
+got = b["weight_bytes_read_per_token"]
+assert got["bytes"] == want and got["source"] == "plugin", (got, want)
+PY
+
 # synth says how to use what it wrote, and the command works as printed.
 z 0 synth --config "$SRC/tests/fixtures/qwen3-tiny/config.json" --out "$TMP/syn dir" -q
 cmd=$(head -n1 "$TMP/out")

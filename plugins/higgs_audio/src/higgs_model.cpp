@@ -128,7 +128,13 @@ class HiggsModel : public Model {
     const auto embed = [this](const CodeRow& row, float* out) { table_.embed_slot(row, out); };
     return synthesize_speech(*session, embed, {table_.K, table_.V, table_.H, max_context_}, request, progress);
   }
-  nlohmann::json runtime_stats() const override { return body_->runtime_stats(); }
+  nlohmann::json runtime_stats() const override {
+    auto stats = body_->runtime_stats();
+    // A decode step also reads the whole audio table (the tied audio head).
+    if (stats.contains("decode_weight_bytes") && stats["decode_weight_bytes"].is_number_unsigned())
+      stats["decode_weight_bytes"] = stats["decode_weight_bytes"].get<std::size_t>() + (table_.weights ? table_.weights->nbytes() : 0);
+    return stats;
+  }
 
   // The codec decoder stored under kCodecPrefix, built on first use (fixtures without one still
   // serve the LM).

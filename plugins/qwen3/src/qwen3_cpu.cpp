@@ -213,6 +213,18 @@ class CpuBackend : public Qwen3Backend {
     return std::make_unique<CpuSession>(shared_from_this(), c_, w_, max_context_);
   }
 
+  // What one decode step reads (for `zoo bench`'s weight GB/s): every float32 weight once, except
+  // an untied embedding table, of which a step reads one row.
+  nlohmann::json runtime_stats() const override {
+    std::size_t bytes = w_.final_norm.nbytes() + w_.head().nbytes();
+    if (!w_.lm_head.empty()) bytes += static_cast<std::size_t>(c_.hidden_size) * sizeof(float);
+    for (const auto& L : w_.layers)
+      for (const HostTensor* t : {&L.input_norm, &L.q, &L.k, &L.v, &L.o, &L.q_norm, &L.k_norm, &L.post_norm, &L.gate,
+                                  &L.up, &L.down})
+        bytes += t->nbytes();
+    return {{"decode_weight_bytes", bytes}};
+  }
+
  private:
   Qwen3Config c_;
   std::int64_t max_context_;
