@@ -55,6 +55,12 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
   if (o.top_k_flag->count()) gen.sampling.top_k = o.top_k;
   if (o.top_p_flag->count()) gen.sampling.top_p = o.top_p;
   gen.sampling.seed = o.seed;
+  // Greedy (the file does not sample, or --temperature 0): the file's top_k/top_p have nothing to
+  // shape; only an explicit --top-k/--top-p under greedy is the user's mistake (Sampler refuses it).
+  if (gen.sampling.temperature == 0.0f) {
+    if (!o.top_k_flag->count()) gen.sampling.top_k = 0;
+    if (!o.top_p_flag->count()) gen.sampling.top_p = 1.0f;
+  }
   std::string eos_source = defaults.eos_source;
   if (o.eos_flag->count()) {
     gen.eos_token_ids.assign(o.eos.begin(), o.eos.end());
@@ -184,7 +190,9 @@ int run_generate(const GenerateOptions& o) {
   const GenerationOptions gen = resolve_generation(o, opened);
   const auto vocab = opened.model->info().vocab_size;
   for (const auto id : gen.eos_token_ids)
-    if (id >= vocab) throw InputError(fmt::format("eos id {}: outside the vocabulary [0, {})", id, vocab));
+    if (id >= vocab)
+      throw InputError(fmt::format("{} {}: outside the vocabulary [0, {})",
+                                   o.eos_flag->count() ? "--eos" : "eos id (from the model directory)", id, vocab));
   Sampler check_flags(gen.sampling);  // sampling settings are checked before the (slow) load
   const bool text_prompt = o.request.empty();
   const auto tokenizer = open_tokenizer(o, opened, text_prompt || !o.tokenizer.empty());
