@@ -123,6 +123,9 @@ class Loop:
         text, self.K, self.V = text_config(args)
         self.codes = self.V - 2  # BOC = codes, EOC = codes + 1 (1024, 1025 in the real model)
         self.boc, self.eoc = self.codes, self.codes + 1
+        # The shape files carry their own tie/bos/eos keys; this loop sets them itself.
+        text = {k: v for k, v in text.items()
+                if k not in ("tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id")}
         cfg = Qwen3Config(**text, tie_word_embeddings=True, bos_token_id=None, eos_token_id=None, pad_token_id=None)
         cfg._attn_implementation = args.attn
         self.device, self.dtype = device, dtype
