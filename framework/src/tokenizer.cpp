@@ -22,6 +22,7 @@
 
 #include "tokenizer_unicode.hpp"
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 
 namespace zoo {
 namespace {
@@ -1030,14 +1031,8 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
-  std::ifstream in(tokenizer_json, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open the tokenizer file", tokenizer_json.string()));
-  Json root;
-  try {
-    root = Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", tokenizer_json.string(), e.what()));
-  }
+  // The one reader of user files: regular files only (a FIFO never blocks), size and depth caps.
+  const Json root = read_json_file(tokenizer_json, "a tokenizer file");
   auto impl = std::make_unique<Impl>();
   impl->file = tokenizer_json;
   try {

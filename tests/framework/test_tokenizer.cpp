@@ -2,6 +2,8 @@
 // tools/tokenizer/make_fixtures.py): ids and decode on a ~0.9 MB corpus for a Qwen2-style
 // tokenizer.json rebuilt from the real Qwen ranks and a Llama-3-style one, plus every Split
 // behaviour, normalizer and ByteLevel flag on a smaller sample.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
@@ -169,6 +171,12 @@ TEST_CASE("tokenizer: errors name the file") {
 
   const auto not_json = write_temp("notjson.json", "{\"model\": ");
   CHECK_THROWS_WITH(Tokenizer::from_file(not_json), Catch::Contains(not_json.string()));
+  // A FIFO is refused at once (the old std::ifstream reader blocked forever on it).
+  const auto fifo = std::filesystem::temp_directory_path() / ("zoo-tokenizer-fifo-" + std::to_string(::getpid()));
+  std::filesystem::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(Tokenizer::from_file(fifo), Catch::Contains(fifo.string()) && Catch::Contains("regular file"));
+  std::filesystem::remove(fifo);
 
   CHECK_THROWS_AS(qwen().encode("bad \xC3( utf-8"), zoo::InputError);
   for (const auto& p : {unigram, wordpiece, bert_norm, bad_merge, bad_regex, not_json}) fs::remove(p);
