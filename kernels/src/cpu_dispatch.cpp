@@ -3,6 +3,7 @@
 // otherwise), else the portable ones. This file is portable x86-64 itself, so a binary starts and
 // runs on any x86-64 CPU.
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -96,12 +97,22 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::
 }
 
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
+                     const std::int64_t* positions, const float* inv_freq, float attention_scaling) {
+  if (head_dim % 2 != 0) {
+    throw std::invalid_argument("rope_half_split: head_dim must be even, got " + std::to_string(head_dim));
+  }
+  ops().rope_half_split(x, tokens, heads, head_dim, positions, inv_freq, attention_scaling);
+}
+
+void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
                      const std::int64_t* positions, float theta) {
   if (head_dim % 2 != 0) {
     throw std::invalid_argument("rope_half_split: head_dim must be even, got " + std::to_string(head_dim));
   }
-  ops().rope_half_split(x, tokens, heads, head_dim, positions, theta);
+  const std::vector<float> inv_freq = rope_default_inv_freq(head_dim, theta);
+  ops().rope_half_split(x, tokens, heads, head_dim, positions, inv_freq.data(), 1.0f);
 }
+
 
 void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
                           std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,

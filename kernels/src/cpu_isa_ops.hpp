@@ -11,7 +11,7 @@
               bool accumulate);                                                                            \
   void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps); \
   void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,           \
-                       const std::int64_t* positions, float theta);                                        \
+                       const std::int64_t* positions, const float* inv_freq, float attention_scaling);     \
   void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens, \
                             std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads,              \
                             std::int64_t head_dim, float scale);                                           \

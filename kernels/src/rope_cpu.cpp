@@ -1,7 +1,7 @@
 // Rotary position embedding, half-split layout, following transformers' float32 recipe:
-//   inv_freq = 1.0 / theta ** (arange(0, D, 2).float() / D)      (float32)
+//   inv_freq = the model's frequency table (default: 1.0 / theta ** (arange(0, D, 2).float() / D))
 //   freqs    = position.float() * inv_freq                         (float32 product)
-//   cos, sin = cos(freqs), sin(freqs)                              (float32)
+//   cos, sin = cos(freqs) * scaling, sin(freqs) * scaling          (float32)
 //   x'       = x * cos + rotate_half(x) * sin,  rotate_half(x) = cat(-x2, x1)
 // Computing the angle in float32 matters at large positions: it differs from the exact angle by
 // up to position * inv_freq * 2^-24, and the model was trained with the float32 one.
@@ -16,14 +16,9 @@ namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
 
 // head_dim is checked to be even by the dispatcher (cpu_dispatch.cpp).
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
-                     const std::int64_t* positions, float theta) {
+                     const std::int64_t* positions, const float* inv_freq, float attention_scaling) {
   if (tokens <= 0 || heads <= 0 || head_dim <= 0) return;
   const std::int64_t half = head_dim / 2;
-  std::vector<float> inv_freq(static_cast<std::size_t>(half));
-  for (std::int64_t i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv_freq[i] = 1.0f / std::pow(theta, exponent);
-  }
   const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 14) / (heads * head_dim));
   ThreadPool::global().parallel_for(tokens, grain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> cos_t(static_cast<std::size_t>(half)), sin_t(static_cast<std::size_t>(half));
@@ -31,8 +26,8 @@ void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int
       const float pos = static_cast<float>(positions[t]);
       for (std::int64_t i = 0; i < half; ++i) {
         const float angle = pos * inv_freq[i];
-        cos_t[i] = std::cos(angle);
-        sin_t[i] = std::sin(angle);
+        cos_t[i] = std::cos(angle) * attention_scaling;
+        sin_t[i] = std::sin(angle) * attention_scaling;
       }
       for (std::int64_t h = 0; h < heads; ++h) {
         float* x1 = x + (t * heads + h) * head_dim;

@@ -103,6 +103,10 @@ struct QkParams {
   std::int64_t q_stride, k_stride, v_stride;
   const bf16* qw;
   const bf16* kw;
+  const bf16* q_bias;
+  const bf16* k_bias;
+  const bf16* v_bias;
+  const float* inv_freq;
   bf16* q_out;
   bf16* k_cache;
   bf16* v_cache;
@@ -111,8 +115,13 @@ struct QkParams {
   const std::int32_t* positions;
   std::int64_t start, tokens;
   int q_heads, kv_heads, head_dim;
-  float eps, theta;
+  float eps, theta, attention_scaling;
 };
+
+// bf16(x + bias), as a bf16 Linear with a bias rounds its output (bias null: x unchanged).
+__device__ __forceinline__ float biased(const bf16* src, const bf16* bias, int i) {
+  return bias ? round_bf16(to_f32(src[i]) + to_f32(bias[i])) : to_f32(src[i]);
+}
 
 constexpr int kQkWarps = 8;
 
@@ -131,31 +140,37 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   if (slot >= a.q_heads + a.kv_heads) {
     const int g = slot - a.q_heads - a.kv_heads;
     const bf16* src = a.v + t * a.v_stride + static_cast<std::int64_t>(g) * D;
+    const bf16* bias = a.v_bias ? a.v_bias + static_cast<std::int64_t>(g) * D : nullptr;
     bf16* dst = a.v_cache + (pos * a.kv_heads + g) * D;
-    for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    for (int i = lane; i < D; i += 32) dst[i] = to_bf16(biased(src, bias, i));
     return;
   }
   const bool is_q = slot < a.q_heads;
   const int head = is_q ? slot : slot - a.q_heads;
   const bf16* src = is_q ? a.q + t * a.q_stride + static_cast<std::int64_t>(head) * D
                          : a.k + t * a.k_stride + static_cast<std::int64_t>(head) * D;
-  const bf16* w = is_q ? a.qw : a.kw;
+  const bf16* w = is_q ? a.qw : a.kw;  // null: no per-head norm
+  const bf16* bias_base = is_q ? a.q_bias : a.k_bias;
+  const bf16* bias = bias_base ? bias_base + static_cast<std::int64_t>(head) * D : nullptr;
   bf16* dst = is_q ? a.q_out + (t * a.q_heads + head) * D : a.k_cache + (pos * a.kv_heads + head) * D;
   bf16* normed = is_q ? (a.q_normed ? a.q_normed + (t * a.q_heads + head) * D : nullptr)
                       : (a.k_normed ? a.k_normed + (t * a.kv_heads + head) * D : nullptr);
 
-  float ss = 0.0f;
-  for (int p = lane; p < half; p += 32) {
-    const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
-    ss += x1 * x1 + x2 * x2;
+  float inv = 1.0f;
+  if (w) {
+    float ss = 0.0f;
+    for (int p = lane; p < half; p += 32) {
+      const float x1 = biased(src, bias, p), x2 = biased(src, bias, p + half);
+      ss += x1 * x1 + x2 * x2;
+    }
+    ss = warp_sum(ss);
+    inv = rsqrtf(ss / static_cast<float>(D) + a.eps);
   }
-  ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(D) + a.eps);
   const float fpos = static_cast<float>(pos);
   for (int p = lane; p < half; p += 32) {
-    const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
-    const float n1 = round_bf16(to_f32(w[p]) * round_bf16(x1 * inv));
-    const float n2 = round_bf16(to_f32(w[p + half]) * round_bf16(x2 * inv));
+    const float x1 = biased(src, bias, p), x2 = biased(src, bias, p + half);
+    const float n1 = w ? round_bf16(to_f32(w[p]) * round_bf16(x1 * inv)) : x1;
+    const float n2 = w ? round_bf16(to_f32(w[p + half]) * round_bf16(x2 * inv)) : x2;
     if (normed) {
       normed[p] = to_bf16(n1);
       normed[p + half] = to_bf16(n2);
@@ -164,10 +179,15 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
     // all float32; cos/sin in float32 then cast to the activation dtype. The power is taken in
     // float64 and rounded: the correctly rounded float32 value that torch's CPU pow (where the
     // buffer is made) and the CPU reference get; powf's 2-ulp error would shift large angles.
-    const float exponent = static_cast<float>(2 * p) / static_cast<float>(D);
-    const float inv_freq = 1.0f / static_cast<float>(pow(static_cast<double>(a.theta), static_cast<double>(exponent)));
+    float inv_freq;
+    if (a.inv_freq) {
+      inv_freq = a.inv_freq[p];
+    } else {
+      const float exponent = static_cast<float>(2 * p) / static_cast<float>(D);
+      inv_freq = 1.0f / static_cast<float>(pow(static_cast<double>(a.theta), static_cast<double>(exponent)));
+    }
     const float freq = inv_freq * fpos;
-    const float c = round_bf16(cosf(freq)), s = round_bf16(sinf(freq));
+    const float c = round_bf16(cosf(freq) * a.attention_scaling), s = round_bf16(sinf(freq) * a.attention_scaling);
     const float o1 = round_bf16(n1 * c) + round_bf16(-n2 * s);
     const float o2 = round_bf16(n2 * c) + round_bf16(n1 * s);
     dst[p] = to_bf16(o1);
@@ -215,8 +235,8 @@ void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t r
 void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
   if (args.tokens < 0 || args.q_heads <= 0 || args.kv_heads <= 0 || args.head_dim <= 0 || args.head_dim % 2 != 0)
     throw std::invalid_argument("qk_norm_rope_cache: bad shape (head_dim must be even, heads positive)");
-  if (!args.q || !args.k || !args.v || !args.q_norm_weight || !args.k_norm_weight || !args.q_out || !args.k_cache ||
-      !args.v_cache)
+  if (!args.q || !args.k || !args.v || !args.q_out || !args.k_cache || !args.v_cache ||
+      (args.q_norm_weight == nullptr) != (args.k_norm_weight == nullptr))
     throw std::invalid_argument("qk_norm_rope_cache: missing pointer");
   if (args.tokens == 0) return;
   const std::int64_t D = args.head_dim;
@@ -226,8 +246,12 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.q_stride ? args.q_stride : args.q_heads * D,
              args.k_stride ? args.k_stride : args.kv_heads * D,
              args.v_stride ? args.v_stride : args.kv_heads * D,
-             dev(args.q_norm_weight),
-             dev(args.k_norm_weight),
+             args.q_norm_weight ? dev(args.q_norm_weight) : nullptr,
+             args.k_norm_weight ? dev(args.k_norm_weight) : nullptr,
+             args.q_bias ? dev(args.q_bias) : nullptr,
+             args.k_bias ? dev(args.k_bias) : nullptr,
+             args.v_bias ? dev(args.v_bias) : nullptr,
+             args.inv_freq,
              dev(args.q_out),
              dev(args.k_cache),
              dev(args.v_cache),
@@ -240,7 +264,8 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.kv_heads,
              args.head_dim,
              args.eps,
-             args.theta};
+             args.theta,
+             args.attention_scaling};
   const std::int64_t items = args.tokens * (args.q_heads + 2 * args.kv_heads);
   const std::int64_t blocks = (items + kQkWarps - 1) / kQkWarps;
   qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream>>>(p);

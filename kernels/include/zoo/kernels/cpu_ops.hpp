@@ -2,6 +2,7 @@
 // CPU reference ops in float32. Every tensor is contiguous row-major. These are what the CPU
 // backend of a model runs, and what CUDA ops are tested against.
 #include <cstdint>
+#include <vector>
 #include <span>
 
 namespace zoo::kernels::cpu {
@@ -33,9 +34,16 @@ void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64
 void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps);
 
 // Rotary embedding, half-split layout (rotate_half), in place on x[tokens, heads, head_dim] where
-// token t sits at sequence position positions[t]. inv_freq[i] = theta^(-2i/head_dim).
+// token t sits at sequence position positions[t]: angle = float32(positions[t]) * inv_freq[i]
+// (inv_freq has head_dim / 2 entries: the model's frequency table, scaled or not), and cos/sin
+// are multiplied by attention_scaling (1 except for YaRN-style scaling), all in float32.
+void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
+                     const std::int64_t* positions, const float* inv_freq, float attention_scaling = 1.0f);
+// The same with the unscaled table rope_default_inv_freq(head_dim, theta).
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
                      const std::int64_t* positions, float theta);
+// inv_freq[i] = 1 / theta^(2i / head_dim) in float32, as transformers computes it.
+std::vector<float> rope_default_inv_freq(std::int64_t head_dim, double theta);
 
 // Causal grouped-query attention for `tokens` new queries at positions start..start+tokens-1 over
 // a cache holding keys/values for positions 0..start+tokens-1.

@@ -31,14 +31,16 @@ void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int
 void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
                   cudaStream_t stream);
 
-// ---- per-head q/k RMSNorm + half-split RoPE + KV-cache write ----------------------------------
+// ---- projection bias + per-head q/k RMSNorm + half-split RoPE + KV-cache write -----------------
 // For each token t at position p = positions ? positions[t] : start + t:
-//   q_out[t, h, :]     = rope(rms_norm_head(q[t, h, :], q_norm_weight), p)
-//   k_cache[p, g, :]   = rope(rms_norm_head(k[t, g, :], k_norm_weight), p)
-//   v_cache[p, g, :]   = v[t, g, :]
-// rope(x) = x * cos + rotate_half(x) * sin with cos/sin = cos/sin(p * inv_freq[i]) computed in
-// float32 (inv_freq[i] = 1 / theta^(2i / D)) and cast to bf16, and each product and the sum
-// rounded to bf16, as torch does in bf16. q, k, v may be slices of one packed QKV projection
+//   q_out[t, h, :]     = rope(rms_norm_head(q[t, h, :] + q_bias[h, :], q_norm_weight), p)
+//   k_cache[p, g, :]   = rope(rms_norm_head(k[t, g, :] + k_bias[g, :], k_norm_weight), p)
+//   v_cache[p, g, :]   = v[t, g, :] + v_bias[g, :]
+// Biases are optional (each sum rounded to bf16, as a bf16 Linear's output); without norm weights
+// (both null) there is no per-head norm. rope(x) = x * cos + rotate_half(x) * sin with
+// cos/sin = cos/sin(p * inv_freq[i]) * attention_scaling computed in float32 and cast to bf16,
+// each product and the sum rounded to bf16, as torch does in bf16. inv_freq is the model's table
+// (device, head_dim / 2 floats); without one, the default 1 / theta^(2i / D). q, k, v may be slices of one packed QKV projection
 // (row strides in elements). q_normed / k_normed, when set, also receive the normed values
 // before rotation (trace taps), laid out like q_out / [tokens, kv_heads, D].
 struct QkNormRopeArgs {
@@ -48,8 +50,12 @@ struct QkNormRopeArgs {
   std::int64_t k_stride = 0;  // 0: kv_heads * head_dim
   const Bf16* v = nullptr;
   std::int64_t v_stride = 0;  // 0: kv_heads * head_dim
-  const Bf16* q_norm_weight = nullptr;  // [head_dim]
+  const Bf16* q_norm_weight = nullptr;  // [head_dim], optional (with k_norm_weight)
   const Bf16* k_norm_weight = nullptr;  // [head_dim]
+  const Bf16* q_bias = nullptr;         // [q_heads * head_dim], optional
+  const Bf16* k_bias = nullptr;         // [kv_heads * head_dim], optional
+  const Bf16* v_bias = nullptr;         // [kv_heads * head_dim], optional
+  const float* inv_freq = nullptr;      // device [head_dim / 2]; null: from theta
   Bf16* q_out = nullptr;                // [tokens, q_heads, head_dim]
   Bf16* k_cache = nullptr;              // [max_positions, kv_heads, head_dim]
   Bf16* v_cache = nullptr;              // [max_positions, kv_heads, head_dim]
@@ -61,6 +67,7 @@ struct QkNormRopeArgs {
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   float eps = 1e-6f;
   float theta = 1e6f;
+  float attention_scaling = 1.0f;
 };
 void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream);
 
@@ -73,6 +80,10 @@ void silu_and_mul(const Bf16* gate, std::int64_t gate_stride, const Bf16* up, st
 // out = a + b (bf16: rounded once). out may alias a or b.
 void add(const Bf16* a, const Bf16* b, Bf16* out, std::int64_t n, cudaStream_t stream);
 void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
+// y[r, c] = bf16(y[r, c] + bias[c]) for r < rows, c < cols, rows `stride` elements apart: a
+// Linear's bias after its GEMM.
+void add_bias(Bf16* y, const Bf16* bias, std::int64_t rows, std::int64_t cols, std::int64_t stride,
+              cudaStream_t stream);
 void bf16_to_f32(const Bf16* in, float* out, std::int64_t n, cudaStream_t stream);
 // Round to nearest even; NaN stays NaN.
 void f32_to_bf16(const float* in, Bf16* out, std::int64_t n, cudaStream_t stream);
