@@ -32,10 +32,10 @@ FUZZ_LIB_SOURCES=(
   framework/src/alias_weight_source.cpp framework/src/model_spec.cpp framework/src/yaml_checks.cpp
   framework/src/compare.cpp framework/src/gates.cpp framework/src/format.cpp framework/src/diagnostic_hook.cpp
   framework/src/output_file.cpp
-  plugins/qwen3/src/qwen3_config.cpp plugins/higgs_audio/src/higgs_config.cpp
+  layers/src/hf_config.cpp layers/src/decoder_spec.cpp layers/src/rope.cpp kernels/src/rope_table.cpp plugins/higgs_audio/src/higgs_config.cpp
 )
 FUZZ_FLAGS=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-            -DBOOST_DLL_USE_STD_FS -I"$FUZZ_SRC/framework/include" -I"$FUZZ_SRC/plugins/qwen3/src"
+            -DBOOST_DLL_USE_STD_FS -I"$FUZZ_SRC/framework/include" -I"$FUZZ_SRC/layers/include" -I"$FUZZ_SRC/kernels/include"
             -I"$FUZZ_SRC/plugins/higgs_audio/src" -I"$FUZZ_SRC/framework/src")
 FUZZ_LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then FUZZ_LAUNCHER=(ccache); fi

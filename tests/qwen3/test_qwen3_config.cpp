@@ -183,18 +183,18 @@ TEST_CASE("qwen3 config: head_dim * heads may differ from hidden_size", "[qwen3]
 TEST_CASE("qwen3 config: unsupported features are InputErrors naming the field", "[qwen3]") {
   {
     json config = small_config();
-    config["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"rope_theta", 10000.0}};
-    CHECK_THAT(error_for(config), Contains("rope_type") && Contains("yarn"));
-  }
-  {
-    json config = small_config();
-    config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
-    CHECK_THAT(error_for(config), Contains("rope_type") && Contains("linear"));
-  }
-  {
-    json config = small_config();
     config["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};  // the older spelling
-    CHECK_THAT(error_for(config), Contains("dynamic"));
+    CHECK_THAT(error_for(config), Contains("rope_type") && Contains("dynamic"));
+  }
+  {
+    json config = small_config();
+    config["rope_parameters"] = {{"rope_type", "longrope"}, {"factor", 2.0}, {"rope_theta", 10000.0}};
+    CHECK_THAT(error_for(config), Contains("longrope"));
+  }
+  {
+    json config = small_config();
+    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // no band parameters
+    CHECK_THAT(error_for(config), Contains("llama3") && Contains("original_max_position_embeddings"));
   }
   {
     json config = small_config();
@@ -204,7 +204,7 @@ TEST_CASE("qwen3 config: unsupported features are InputErrors naming the field",
   }
   {
     json config = small_config();
-    config["attention_bias"] = true;
+    config["attention_bias"] = "yes";
     CHECK_THAT(error_for(config), Contains("attention_bias"));
   }
   {
@@ -220,6 +220,20 @@ TEST_CASE("qwen3 config: unsupported features are InputErrors naming the field",
   config["sliding_window"] = nullptr;
   config["attention_bias"] = false;
   CHECK_NOTHROW(create(config));
+  // Scaled RoPE and attention biases are features of the shared decoder runtime, not errors.
+  for (const json& rope : {json{{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 10000.0}},
+                           json{{"rope_type", "yarn"}, {"factor", 4.0}, {"rope_theta", 10000.0},
+                                {"original_max_position_embeddings", 512}}}) {
+    json scaled = small_config();
+    scaled["rope_parameters"] = rope;
+    CHECK_NOTHROW(create(scaled));
+  }
+  json biased = small_config();
+  biased["attention_bias"] = true;
+  auto with_bias = create(biased);
+  CHECK(requirement(*with_bias, "model.layers.0.self_attn.q_proj.bias")->shape == Shape{64});
+  CHECK(requirement(*with_bias, "model.layers.1.self_attn.o_proj.bias")->shape == Shape{64});
+  CHECK_FALSE(requirement(*create(small_config()), "model.layers.0.self_attn.q_proj.bias"));
 }
 
 TEST_CASE("qwen3 config: inconsistent or missing sizes are InputErrors naming the field", "[qwen3]") {

@@ -190,11 +190,11 @@ cp -r "$FIX/qwen3-tiny" "$TMP/no-hidden"
 sed -i '/"hidden_size"/d' "$TMP/no-hidden/config.json"
 expect_error 2 "config.json missing hidden_size" "hidden_size" "$TMP/no-hidden/config.json" -- \
   plan "$(yaml_for no-hidden "$TMP/no-hidden" qwen3)"
-cp -r "$FIX/qwen3-tiny" "$TMP/yarn"
-sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "yarn", "factor": 4.0}/' "$TMP/yarn/config.json"
-grep -q yarn "$TMP/yarn/config.json" || fail "could not edit rope_scaling into the config"
-expect_error 2 "config.json unsupported rope_type" "rope_type" "yarn" "$TMP/yarn/config.json" -- \
-  plan "$(yaml_for yarn "$TMP/yarn")"
+cp -r "$FIX/qwen3-tiny" "$TMP/dynamic"
+sed -i 's/"rope_scaling": null/"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}/' "$TMP/dynamic/config.json"
+grep -q dynamic "$TMP/dynamic/config.json" || fail "could not edit rope_scaling into the config"
+expect_error 2 "config.json unsupported rope_type" "rope_type" "dynamic" "$TMP/dynamic/config.json" -- \
+  plan "$(yaml_for dynamic "$TMP/dynamic")"
 cp -r "$FIX/qwen3-tiny" "$TMP/bad-json"
 printf '{"model_type": "qwen3",\n' >"$TMP/bad-json/config.json"
 expect_error 2 "config.json not JSON" "$TMP/bad-json/config.json" -- plan "$(yaml_for bad-json "$TMP/bad-json" qwen3)"

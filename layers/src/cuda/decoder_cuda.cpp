@@ -1,0 +1,622 @@
+// The decoder on CUDA in bf16: weights uploaded once into one device allocation (q|k|v and gate|up,
+// and their biases, packed by placement), cuBLASLt GEMMs, fused bias/norm/RoPE/cache kernels,
+// FlashAttention-style prefill, split-K decode attention, and decode steps replayed as CUDA
+// graphs. Rounding follows transformers in bf16 (see kernels/include/zoo/kernels/cuda/ops.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "../decoder_backend.hpp"
+#include "zoo/error.hpp"
+#include "zoo/exclusive_use.hpp"
+#include "zoo/kernels/cuda/attention.hpp"
+#include "zoo/kernels/cuda/common.hpp"
+#include "zoo/kernels/cuda/gemm.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
+#include "zoo/kernels/thread_pool.hpp"
+
+namespace zoo::layers {
+namespace {
+
+namespace cu = zoo::kernels::cuda;
+using cu::Bf16;
+using P = LayerParam;
+
+constexpr std::size_t kAlign = 256;
+constexpr std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Device addresses of one layer's weights inside the single weight allocation.
+// Absent parameters (biases, q/k norm) are null.
+struct LayerPtrs {
+  Bf16 *input_norm, *qkv, *qkv_bias, *o, *o_bias, *q_norm, *k_norm, *post_norm, *gate_up, *gate_up_bias, *down,
+      *down_bias;
+};
+
+struct DeviceWeights {
+  cu::DeviceBuffer storage;
+  Bf16 *embed = nullptr, *final_norm = nullptr, *head = nullptr;
+  float* inv_freq = nullptr;  // the RoPE table
+  std::vector<LayerPtrs> layers;
+};
+
+// One tensor's destination: where in the device allocation its bf16 bytes go.
+struct Placement {
+  std::string name;
+  std::size_t offset;
+};
+
+// Uploads tensors through a ring of pinned staging buffers: worker threads copy (and, for F32/F16
+// checkpoints, convert) the next chunk from the mmapped file while the previous chunk's DMA runs.
+class StagedUploader {
+ public:
+  static constexpr std::size_t kChunk = std::size_t{64} << 20;
+  static constexpr int kSlots = 3;
+
+  explicit StagedUploader(cudaStream_t stream) : stream_(stream) {
+    for (int i = 0; i < kSlots; ++i) {
+      slots_[i] = cu::PinnedBuffer(kChunk);
+      ready_[i] = std::make_unique<cu::Event>(false);
+      ready_[i]->record(stream_);
+    }
+  }
+
+  void upload(const TensorView& src, Bf16* dst, const std::function<void(std::size_t)>& on_bytes) {
+    const std::int64_t n = src.numel();
+    const std::int64_t per_chunk = static_cast<std::int64_t>(kChunk / sizeof(Bf16));
+    const std::size_t elem = dtype_size(src.dtype);
+    for (std::int64_t begin = 0; begin < n; begin += per_chunk) {
+      const std::int64_t count = std::min(per_chunk, n - begin);
+      const int slot = next_++ % kSlots;
+      ready_[slot]->synchronize();  // the DMA that last read this slot is done
+      auto* staging = slots_[slot].as<std::uint16_t>();
+      const auto* from = static_cast<const std::byte*>(src.data) + begin * elem;
+      kernels::ThreadPool::global().parallel_for(count, 1 << 18, [&](std::int64_t b, std::int64_t e) {
+        if (src.dtype == DType::BF16) {
+          std::memcpy(staging + b, from + b * 2, static_cast<std::size_t>(e - b) * 2);
+          return;
+        }
+        TensorView part{from + b * elem, src.dtype, {e - b}, Device{}};
+        std::vector<float> wide = to_f32(part);
+        for (std::int64_t i = 0; i < e - b; ++i) staging[b + i] = f32_to_bf16(wide[static_cast<std::size_t>(i)]);
+      });
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(dst + begin, staging, static_cast<std::size_t>(count) * 2, cudaMemcpyHostToDevice,
+                                     stream_));
+      ready_[slot]->record(stream_);
+      on_bytes(static_cast<std::size_t>(count) * elem);
+    }
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::array<cu::PinnedBuffer, kSlots> slots_;
+  std::array<std::unique_ptr<cu::Event>, kSlots> ready_;
+  int next_ = 0;
+};
+
+// ZOO_CUDA_PROFILE=1: every step runs eagerly (no graphs) with an event after each op, and the
+// session prints the device time per op kind when it ends: where a step's time goes, measured.
+class OpProfile {
+ public:
+  OpProfile() : enabled_(std::getenv("ZOO_CUDA_PROFILE") != nullptr) {}
+  bool enabled() const { return enabled_; }
+  void begin(cudaStream_t stream) {
+    if (!enabled_) return;
+    marks_.clear();
+    stream_ = stream;
+    mark("");
+  }
+  void mark(const char* op) {
+    if (!enabled_) return;
+    auto event = std::make_unique<cu::Event>(true);
+    event->record(stream_);
+    marks_.emplace_back(op, std::move(event));
+  }
+  void end(std::int64_t tokens) {
+    if (!enabled_ || marks_.size() < 2) return;
+    marks_.back().second->synchronize();
+    for (std::size_t i = 1; i < marks_.size(); ++i)
+      totals_[{tokens, marks_[i].first}] += cu::Event::elapsed_ms(*marks_[i - 1].second, *marks_[i].second);
+    steps_[tokens]++;
+  }
+  ~OpProfile() {
+    if (!enabled_) return;
+    for (const auto& [tokens, steps] : steps_) {
+      double sum = 0;
+      for (const auto& [key, ms] : totals_)
+        if (key.first == tokens) sum += ms;
+      fmt::print(stderr, "ZOO_CUDA_PROFILE: steps of {} token(s): {} steps, {:.3f} ms of device time per step\n", tokens,
+                 steps, sum / steps);
+      for (const auto& [key, ms] : totals_)
+        if (key.first == tokens)
+          fmt::print(stderr, "  {:<16} {:9.1f} us/step  {:5.1f}%\n", key.second, 1e3 * ms / steps, 100 * ms / sum);
+    }
+  }
+
+ private:
+  bool enabled_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<std::pair<std::string, std::unique_ptr<cu::Event>>> marks_;
+  std::map<std::pair<std::int64_t, std::string>, double> totals_;
+  std::map<std::int64_t, int> steps_;
+};
+
+class CudaBackend;
+
+class CudaSession : public Session {
+ public:
+  explicit CudaSession(std::shared_ptr<CudaBackend> backend);
+  std::int64_t position() const override { return pos_; }
+  void reset() override { pos_ = 0; }
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override;
+
+ private:
+  struct Activations {
+    std::int64_t tokens = 0;
+    cu::DeviceBuffer h, x, qkv, q, attn, tmp, gate_up, act, q_normed, k_normed;
+  };
+  void ensure_activations(std::int64_t tokens);
+  void run_layers(std::int64_t T, DiagnosticHook* hook);
+  void tap(DiagnosticHook* hook, const std::string& name, const Bf16* src, std::int64_t rows, std::int64_t cols,
+           std::int64_t stride);
+  // Copies a [rows, cols] bf16 slice (row stride `stride` elements) to a float32 host tensor.
+  HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
+  void ensure_logits(std::int64_t rows);
+  void compute_logits(std::int64_t rows, const Bf16* x_rows);
+  void run_decode_body(std::int64_t T);
+
+  std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
+  CudaBackend& b_;
+  const DecoderSpec& c_;
+  std::int64_t pos_ = 0;
+  cu::DeviceBuffer k_cache_, v_cache_;  // [layers][max_context][kv_heads][head_dim]
+  Activations a_;
+  cu::DeviceBuffer ids_dev_, positions_dev_, kv_len_dev_, override_pos_dev_, override_rows_dev_;
+  cu::PinnedBuffer step_host_;  // ids, position, kv_len staging for graph replays
+  cu::DeviceBuffer decode_workspace_;
+  cu::DeviceBuffer logits_dev_;
+  std::int64_t logits_rows_ = 0;
+  std::map<std::int64_t, cu::CudaGraph> decode_graphs_;  // by kv-length bucket
+  std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
+  OpProfile profile_;
+};
+
+class CudaBackend : public DecoderBackend {
+ public:
+  CudaBackend(const DecoderSpec& spec, const ModelArgs& args)
+      : c_(spec),
+        in_use_(fmt::format("a {} CUDA model's sessions (they share one stream and GEMM plan cache)", spec.family)),
+        device_(args.device.index),
+        max_context_(args.max_context) {
+    const std::string& f = c_.family;
+    if (!cu::cuda_available()) throw InputError(f + ": device " + args.device.str() + " requested, but no CUDA device is usable");
+    int count = 0;
+    ZOO_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (device_ >= count)
+      throw InputError(fmt::format("{}: device cuda:{} requested, but only {} CUDA device(s) exist", f, device_, count));
+    if (c_.head_dim != 64 && c_.head_dim != 128 && c_.head_dim != 256)
+      throw InputError(fmt::format("{}: the CUDA backend supports head_dim 64, 128 or 256 (config has {})", f, c_.head_dim));
+    ZOO_CUDA_CHECK(cudaSetDevice(device_));
+    stream_ = std::make_unique<cu::Stream>();
+    gemm_ = std::make_unique<cu::Gemm>();
+  }
+
+  void load(const WeightSource& source, const ProgressFn& progress) override {
+    ZOO_CUDA_CHECK(cudaSetDevice(device_));
+    const std::int64_t H = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
+    std::vector<Placement> plan;
+    std::size_t cursor = 0;
+    auto reserve = [&](std::size_t elements) {
+      const std::size_t at = cursor;
+      cursor += align_up(elements * sizeof(Bf16));
+      return at;
+    };
+    constexpr std::size_t kAbsent = ~std::size_t{0};
+    // Where each layer parameter goes. Packed ones (q|k|v rows back to back form the
+    // [qd + 2 kvd, H] projection; gate|up the [2I, H] one; likewise their biases) share a slot.
+    struct Slot {
+      std::size_t input_norm, qkv, qkv_bias = kAbsent, o, o_bias = kAbsent, q_norm = kAbsent, k_norm = kAbsent,
+          post_norm, gate_up, gate_up_bias = kAbsent, down, down_bias = kAbsent;
+    };
+    const std::size_t embed_off = reserve(static_cast<std::size_t>(c_.vocab_size * H));
+    plan.push_back({c_.embed_weight(), embed_off});
+    std::vector<Slot> slots(static_cast<std::size_t>(c_.num_layers));
+    const std::size_t b = sizeof(Bf16);
+    for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+      auto& o = slots[l];
+      for (const auto& t : layer_tensors(c_, l)) {
+        std::size_t at = 0;
+        switch (t.param) {
+          case P::input_norm: at = o.input_norm = reserve(H); break;
+          case P::q: at = o.qkv = reserve(static_cast<std::size_t>((qd + 2 * kvd) * H)); break;
+          case P::k: at = o.qkv + qd * H * b; break;
+          case P::v: at = o.qkv + (qd + kvd) * H * b; break;
+          case P::q_bias: at = o.qkv_bias = reserve(static_cast<std::size_t>(qd + 2 * kvd)); break;
+          case P::k_bias: at = o.qkv_bias + qd * b; break;
+          case P::v_bias: at = o.qkv_bias + (qd + kvd) * b; break;
+          case P::o: at = o.o = reserve(static_cast<std::size_t>(H * qd)); break;
+          case P::o_bias: at = o.o_bias = reserve(H); break;
+          case P::q_norm: at = o.q_norm = reserve(c_.head_dim); break;
+          case P::k_norm: at = o.k_norm = reserve(c_.head_dim); break;
+          case P::post_norm: at = o.post_norm = reserve(H); break;
+          case P::gate: at = o.gate_up = reserve(static_cast<std::size_t>(2 * I * H)); break;
+          case P::up: at = o.gate_up + I * H * b; break;
+          case P::gate_bias: at = o.gate_up_bias = reserve(static_cast<std::size_t>(2 * I)); break;
+          case P::up_bias: at = o.gate_up_bias + I * b; break;
+          case P::down: at = o.down = reserve(static_cast<std::size_t>(H * I)); break;
+          case P::down_bias: at = o.down_bias = reserve(H); break;
+        }
+        plan.push_back({t.name, at});
+      }
+    }
+    const std::size_t norm_off = reserve(H);
+    plan.push_back({c_.final_norm_weight(), norm_off});
+    std::size_t head_off = embed_off;
+    if (!c_.tie_word_embeddings) {
+      head_off = reserve(static_cast<std::size_t>(c_.vocab_size * H));
+      plan.push_back({c_.lm_head_weight(), head_off});
+    }
+    const std::size_t rope_off = cursor;
+    cursor += align_up(c_.rope.inv_freq.size() * sizeof(float));
+
+    w_.storage = cu::DeviceBuffer(cursor);
+    auto* base = static_cast<std::byte*>(w_.storage.data());
+    auto at = [&](std::size_t off) { return off == kAbsent ? nullptr : reinterpret_cast<Bf16*>(base + off); };
+    w_.embed = at(embed_off);
+    w_.final_norm = at(norm_off);
+    w_.head = at(head_off);
+    w_.inv_freq = reinterpret_cast<float*>(base + rope_off);
+    for (const auto& o : slots)
+      w_.layers.push_back({at(o.input_norm), at(o.qkv), at(o.qkv_bias), at(o.o), at(o.o_bias), at(o.q_norm),
+                           at(o.k_norm), at(o.post_norm), at(o.gate_up), at(o.gate_up_bias), at(o.down),
+                           at(o.down_bias)});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(w_.inv_freq, c_.rope.inv_freq.data(), c_.rope.inv_freq.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, *stream_));
+
+    std::size_t total = 0, done = 0;
+    for (const auto& p : plan) total += source.info(p.name)->nbytes;
+    StagedUploader uploader(*stream_);
+    for (const auto& p : plan)
+      uploader.upload(source.view(p.name), at(p.offset), [&](std::size_t bytes) {
+        done += bytes;
+        if (progress) progress(done, total);
+      });
+    stream_->synchronize();
+    weight_bytes_ = cursor;
+    note_memory();
+  }
+
+  std::unique_ptr<Session> new_session() override {
+    ZOO_CUDA_CHECK(cudaSetDevice(device_));
+    return std::make_unique<CudaSession>(std::static_pointer_cast<CudaBackend>(shared_from_this()));
+  }
+
+  nlohmann::json runtime_stats() const override {
+    const auto& props = cu::device_properties(device_);
+    return {{"gpu", props.name},
+            {"weights_gb", static_cast<double>(weight_bytes_) / 1e9},
+            {"peak_device_memory_gb", static_cast<double>(peak_used_) / 1e9}};
+  }
+
+  void note_memory() {
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) peak_used_ = std::max(peak_used_, total - free);
+  }
+
+  const DecoderSpec c_;
+  // All sessions of this model launch on one stream and share one Gemm plan cache, neither of which
+  // is thread-safe: forward() from two threads at once is refused, not raced.
+  ExclusiveUse in_use_;
+  int device_;
+  std::int64_t max_context_;
+  std::unique_ptr<cu::Stream> stream_;
+  std::unique_ptr<cu::Gemm> gemm_;
+  DeviceWeights w_;
+  std::size_t weight_bytes_ = 0;
+  std::size_t peak_used_ = 0;
+};
+
+constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
+
+CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
+    : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {
+  const std::size_t cache_bytes =
+      static_cast<std::size_t>(c_.num_layers * b_.max_context_ * c_.kv_dim()) * sizeof(Bf16);
+  k_cache_ = cu::DeviceBuffer(cache_bytes);
+  v_cache_ = cu::DeviceBuffer(cache_bytes);
+  kv_len_dev_ = cu::DeviceBuffer(sizeof(std::int32_t));
+  step_host_ = cu::PinnedBuffer(4096);
+  decode_workspace_ = cu::DeviceBuffer(cu::decode_attention_workspace_bytes(kMaxDecodeTokens, c_.num_heads, c_.head_dim));
+  b_.note_memory();
+}
+
+void CudaSession::ensure_activations(std::int64_t tokens) {
+  if (a_.tokens >= tokens) return;
+  const std::int64_t T = std::max<std::int64_t>(tokens, 16);
+  const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
+  auto bf16 = [](std::int64_t n) { return cu::DeviceBuffer(static_cast<std::size_t>(n) * sizeof(Bf16)); };
+  a_ = {};
+  a_.h = bf16(T * H);
+  a_.x = bf16(T * H);
+  a_.qkv = bf16(T * (qd + 2 * kvd));
+  a_.q = bf16(T * qd);
+  a_.attn = bf16(T * qd);
+  a_.tmp = bf16(T * H);
+  a_.gate_up = bf16(T * 2 * I);
+  a_.act = bf16(T * I);
+  a_.q_normed = bf16(T * qd);
+  a_.k_normed = bf16(T * kvd);
+  ids_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));
+  positions_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));
+  a_.tokens = T;
+  decode_graphs_.clear();  // they captured the old buffers' addresses
+  b_.note_memory();
+}
+
+HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows * cols));
+  ZOO_CUDA_CHECK(cudaMemcpy2DAsync(bits.data(), cols * 2, src, stride * 2, cols * 2, rows, cudaMemcpyDeviceToHost,
+                                   *b_.stream_));
+  b_.stream_->synchronize();
+  HostTensor out(DType::F32, {rows, cols});
+  for (std::size_t i = 0; i < bits.size(); ++i) out.as<float>()[i] = bf16_to_f32(bits[i]);
+  return out;
+}
+
+// Copies a tap to the host only when the hook wants it.
+void CudaSession::tap(DiagnosticHook* hook, const std::string& name, const Bf16* src, std::int64_t rows,
+                      std::int64_t cols, std::int64_t stride) {
+  if (hook->wants(name)) hook->record(name, download_f32(src, rows, cols, stride).view());
+}
+
+void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
+  const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
+  const std::int64_t qkv_cols = qd + 2 * kvd;
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  cudaStream_t s = *b_.stream_;
+  auto& g = *b_.gemm_;
+  auto* h = a_.h.as<Bf16>();
+  auto* x = a_.x.as<Bf16>();
+  auto* qkv = a_.qkv.as<Bf16>();
+  auto* tmp = a_.tmp.as<Bf16>();
+  auto* attn = a_.attn.as<Bf16>();
+  const std::size_t layer_cache = static_cast<std::size_t>(b_.max_context_ * kvd);
+  auto name = [](std::int64_t l, const char* stage) { return fmt::format("layer.{}.{}", l, stage); };
+
+  cu::rms_norm(h, b_.w_.layers[0].input_norm, x, T, H, eps, s);
+  profile_.mark("norm");
+  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+    const auto& L = b_.w_.layers[l];
+    Bf16* k_cache = k_cache_.as<Bf16>() + l * layer_cache;
+    Bf16* v_cache = v_cache_.as<Bf16>() + l * layer_cache;
+    if (hook) tap(hook, name(l, "input_norm"), x, T, H, H);
+    g.linear(x, L.qkv, qkv, T, qkv_cols, H, s);
+    profile_.mark("gemm qkv");
+    // The q|k|v bias goes into the norm/RoPE kernel, unless a hook needs the biased projections.
+    if (hook && L.qkv_bias) cu::add_bias(qkv, L.qkv_bias, T, qkv_cols, qkv_cols, s);
+    const Bf16* fused_bias = hook ? nullptr : L.qkv_bias;
+    if (hook) {
+      tap(hook, name(l, "q_proj"), qkv, T, qd, qkv_cols);
+      tap(hook, name(l, "k_proj"), qkv + qd, T, kvd, qkv_cols);
+      tap(hook, name(l, "v_proj"), qkv + qd + kvd, T, kvd, qkv_cols);
+    }
+    cu::QkNormRopeArgs rope;
+    rope.q = qkv;
+    rope.q_stride = qkv_cols;
+    rope.k = qkv + qd;
+    rope.k_stride = qkv_cols;
+    rope.v = qkv + qd + kvd;
+    rope.v_stride = qkv_cols;
+    rope.q_norm_weight = L.q_norm;
+    rope.k_norm_weight = L.k_norm;
+    rope.q_bias = fused_bias;
+    rope.k_bias = fused_bias ? fused_bias + qd : nullptr;
+    rope.v_bias = fused_bias ? fused_bias + qd + kvd : nullptr;
+    rope.q_out = a_.q.as<Bf16>();
+    rope.k_cache = k_cache;
+    rope.v_cache = v_cache;
+    rope.q_normed = hook && c_.qk_norm ? a_.q_normed.as<Bf16>() : nullptr;
+    rope.k_normed = hook && c_.qk_norm ? a_.k_normed.as<Bf16>() : nullptr;
+    rope.positions = positions_dev_.as<std::int32_t>();
+    rope.tokens = T;
+    rope.q_heads = static_cast<int>(c_.num_heads);
+    rope.kv_heads = static_cast<int>(c_.num_kv_heads);
+    rope.head_dim = static_cast<int>(c_.head_dim);
+    rope.eps = eps;
+    rope.inv_freq = b_.w_.inv_freq;
+    rope.attention_scaling = c_.rope.attention_scaling;
+    cu::qk_norm_rope_cache(rope, s);
+    profile_.mark("qk norm+rope");
+    if (hook) {
+      if (c_.qk_norm) {
+        tap(hook, name(l, "q_norm"), a_.q_normed.as<Bf16>(), T, qd, qd);
+        tap(hook, name(l, "k_norm"), a_.k_normed.as<Bf16>(), T, kvd, kvd);
+      }
+      tap(hook, name(l, "q_rope"), a_.q.as<Bf16>(), T, qd, qd);
+      tap(hook, name(l, "k_rope"), k_cache + pos_ * kvd, T, kvd, kvd);
+    }
+    if (T <= kMaxDecodeTokens) {
+      cu::DecodeAttentionArgs d;
+      d.q = a_.q.as<Bf16>();
+      d.k_cache = k_cache;
+      d.v_cache = v_cache;
+      d.out = attn;
+      d.q_tokens = static_cast<int>(T);
+      d.kv_len = graph_kv_len_ > 0 ? graph_kv_len_ : pos_ + T;
+      d.kv_len_device = graph_kv_len_ > 0 ? kv_len_dev_.as<std::int32_t>() : nullptr;
+      d.q_heads = rope.q_heads;
+      d.kv_heads = rope.kv_heads;
+      d.head_dim = rope.head_dim;
+      d.workspace = decode_workspace_.data();
+      d.workspace_bytes = decode_workspace_.size();
+      cu::attention_decode(d, s);
+      profile_.mark("attention");
+    } else {
+      cu::PrefillAttentionArgs p;
+      p.q = a_.q.as<Bf16>();
+      p.k_cache = k_cache;
+      p.v_cache = v_cache;
+      p.out = attn;
+      p.tokens = T;
+      p.start = pos_;
+      p.q_heads = rope.q_heads;
+      p.kv_heads = rope.kv_heads;
+      p.head_dim = rope.head_dim;
+      cu::attention_prefill(p, s);
+      profile_.mark("attention");
+    }
+    if (hook) tap(hook, name(l, "attn"), attn, T, qd, qd);
+    g.linear(attn, L.o, tmp, T, H, qd, s);
+    if (L.o_bias) cu::add_bias(tmp, L.o_bias, T, H, H, s);
+    profile_.mark("gemm o");
+    if (hook) tap(hook, name(l, "o_proj"), tmp, T, H, H);
+    cu::add_rms_norm(h, tmp, L.post_norm, x, T, H, eps, s);
+    profile_.mark("add+norm");
+    if (hook) {
+      tap(hook, name(l, "attn_residual"), h, T, H, H);
+      tap(hook, name(l, "post_attn_norm"), x, T, H, H);
+    }
+    g.linear(x, L.gate_up, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
+    if (L.gate_up_bias) cu::add_bias(a_.gate_up.as<Bf16>(), L.gate_up_bias, T, 2 * I, 2 * I, s);
+    profile_.mark("gemm gate_up");
+    if (hook) {
+      tap(hook, name(l, "gate_proj"), a_.gate_up.as<Bf16>(), T, I, 2 * I);
+      tap(hook, name(l, "up_proj"), a_.gate_up.as<Bf16>() + I, T, I, 2 * I);
+    }
+    cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, s);
+    profile_.mark("silu*mul");
+    if (hook) tap(hook, name(l, "act"), a_.act.as<Bf16>(), T, I, I);
+    g.linear(a_.act.as<Bf16>(), L.down, tmp, T, H, I, s);
+    if (L.down_bias) cu::add_bias(tmp, L.down_bias, T, H, H, s);
+    profile_.mark("gemm down");
+    if (hook) tap(hook, name(l, "down_proj"), tmp, T, H, H);
+    // The residual add fused with the next norm: the next layer's input norm, or the final norm.
+    const Bf16* next_norm = l + 1 < c_.num_layers ? b_.w_.layers[l + 1].input_norm : b_.w_.final_norm;
+    cu::add_rms_norm(h, tmp, next_norm, x, T, H, eps, s);
+    profile_.mark("add+norm");
+    if (hook) tap(hook, name(l, "output"), h, T, H, H);
+  }
+}
+
+void CudaSession::ensure_logits(std::int64_t rows) {
+  if (logits_rows_ >= rows) return;
+  logits_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(rows * c_.vocab_size) * sizeof(float));
+  logits_rows_ = rows;
+  decode_graphs_.clear();  // they captured the old buffer's address
+  b_.note_memory();
+}
+
+void CudaSession::compute_logits(std::int64_t rows, const Bf16* x_rows) {
+  ensure_logits(rows);
+  b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm head");
+}
+
+// Everything a plain decode step launches; also what its graph captures.
+void CudaSession::run_decode_body(std::int64_t T) {
+  cu::embedding_gather(b_.w_.embed, c_.vocab_size, c_.hidden_size, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(),
+                       *b_.stream_);
+  profile_.mark("embedding");
+  run_layers(T, nullptr);
+  compute_logits(1, a_.x.as<Bf16>() + (T - 1) * c_.hidden_size);
+}
+
+ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
+  const ExclusiveUse::Scope one_thread(b_.in_use_);
+  check_step(c_, step, pos_, b_.max_context_);
+  const auto T = static_cast<std::int64_t>(step.ids.size());
+  const std::int64_t H = c_.hidden_size, V = c_.vocab_size;
+  ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
+  ensure_activations(T);
+  cudaStream_t s = *b_.stream_;
+
+  // Step inputs go through pinned memory so a replayed graph reads them from fixed device addresses.
+  auto* host = step_host_.as<std::int32_t>();
+  const bool small = T <= 256;
+  std::vector<std::int32_t> big;
+  std::int32_t* ids32 = small ? host : (big.resize(static_cast<std::size_t>(2 * T)), big.data());
+  for (std::int64_t t = 0; t < T; ++t) {
+    ids32[t] = static_cast<std::int32_t>(step.ids[t]);
+    ids32[T + t] = static_cast<std::int32_t>(pos_ + t);
+  }
+  ZOO_CUDA_CHECK(cudaMemcpyAsync(ids_dev_.data(), ids32, T * 4, cudaMemcpyHostToDevice, s));
+  ZOO_CUDA_CHECK(cudaMemcpyAsync(positions_dev_.data(), ids32 + T, T * 4, cudaMemcpyHostToDevice, s));
+  if (!small) b_.stream_->synchronize();  // `big` is pageable and dies with this scope
+
+  const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() && step.outputs.logits &&
+                         !step.outputs.hidden;
+  if (graphable) {
+    // Decode graphs are bucketed by kv length: the attention grid is sized for the bucket and the
+    // true length is read on the device.
+    std::int64_t bucket = 256;
+    while (bucket < pos_ + 1) bucket *= 2;
+    bucket = std::min(bucket, b_.max_context_);
+    host[2 * T] = static_cast<std::int32_t>(pos_ + 1);
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(kv_len_dev_.data(), host + 2 * T, 4, cudaMemcpyHostToDevice, s));
+    graph_kv_len_ = bucket;
+    ensure_logits(1);  // before taking a reference into decode_graphs_, which a reallocation clears
+    auto& graph = decode_graphs_[bucket];
+    if (!graph.ready()) {
+      // Capture only after an eager pass at this shape, so GEMM plans exist and nothing allocates.
+      run_decode_body(T);
+      graph.begin_capture(s);
+      run_decode_body(T);
+      graph.end_capture(s);
+      // The eager pass already computed this step; the captured one did not run.
+    } else {
+      graph.launch(s);
+    }
+    graph_kv_len_ = 0;
+  } else {
+    profile_.begin(s);
+    cu::embedding_gather(b_.w_.embed, V, H, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(), s);
+    profile_.mark("embedding");
+    if (!step.override_positions.empty()) {
+      const auto n = static_cast<std::int64_t>(step.override_positions.size());
+      std::vector<std::int32_t> positions(step.override_positions.begin(), step.override_positions.end());
+      override_pos_dev_ = cu::DeviceBuffer(positions.size() * 4);
+      override_pos_dev_.upload(positions.data(), positions.size() * 4);
+      override_rows_dev_ = cu::DeviceBuffer(step.override_rows.size() * sizeof(float));
+      override_rows_dev_.upload(step.override_rows.data(), step.override_rows.size() * sizeof(float));
+      cu::scatter_rows_f32(override_pos_dev_.as<std::int32_t>(), override_rows_dev_.as<float>(), n, H, a_.h.as<Bf16>(), s);
+    }
+    if (hook && hook->wants("embed")) tap(hook, "embed", a_.h.as<Bf16>(), T, H, H);
+    run_layers(T, hook);
+    if (hook) tap(hook, "final_norm", a_.x.as<Bf16>(), T, H, H);
+    if (hook && hook->wants("logits")) {
+      compute_logits(T, a_.x.as<Bf16>());
+      HostTensor all(DType::F32, {T, V});
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(all.data(), logits_dev_.data(), all.nbytes(), cudaMemcpyDeviceToHost, s));
+      b_.stream_->synchronize();
+      hook->record("logits", all.view());
+    }
+    // The returned rows get their own GEMM, so a hook never changes results.
+    const std::int64_t rows = step.outputs.all_positions ? T : 1;
+    if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
+    profile_.end(T);
+  }
+  pos_ += T;
+
+  ForwardResult result;
+  const std::int64_t rows = step.outputs.all_positions ? T : 1;
+  if (step.outputs.hidden) result.hidden = download_f32(a_.x.as<Bf16>() + (T - rows) * H, rows, H, H);
+  if (step.outputs.logits) {
+    result.logits = HostTensor(DType::F32, {rows, V});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
+                                   cudaMemcpyDeviceToHost, s));
+  }
+  b_.stream_->synchronize();
+  return result;
+}
+
+}  // namespace
+
+std::shared_ptr<DecoderBackend> make_cuda_backend(const DecoderSpec& spec, const ModelArgs& args) {
+  return std::make_shared<CudaBackend>(spec, args);
+}
+
+}  // namespace zoo::layers

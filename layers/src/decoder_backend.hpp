@@ -1,0 +1,27 @@
+#pragma once
+// What the decoder's Model delegates to: a CPU (float32) or CUDA (bf16) backend. Owned through a
+// shared_ptr so each session keeps the backend (weights, device state) alive after the Model.
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "zoo/layers/decoder.hpp"
+
+namespace zoo::layers {
+
+class DecoderBackend : public std::enable_shared_from_this<DecoderBackend> {
+ public:
+  virtual ~DecoderBackend() = default;
+  virtual void load(const WeightSource& weights, const ProgressFn& progress) = 0;
+  virtual std::unique_ptr<Session> new_session() = 0;
+  virtual nlohmann::json runtime_stats() const { return nlohmann::json::object(); }
+};
+
+std::shared_ptr<DecoderBackend> make_cpu_backend(const DecoderSpec& spec, const ModelArgs& args);
+std::shared_ptr<DecoderBackend> make_cuda_backend(const DecoderSpec& spec, const ModelArgs& args);
+
+// The checks every forward step gets before any work, in both backends: at least one token, room
+// in the KV cache, ids inside the vocabulary, embedding overrides that fit the step.
+void check_step(const DecoderSpec& spec, const ForwardStep& step, std::int64_t position, std::int64_t max_context);
+
+}  // namespace zoo::layers

@@ -1,0 +1,76 @@
+// The Model seam over a DecoderSpec: requirements, load, sessions on the CPU or CUDA backend.
+#include <fmt/format.h>
+
+#include "decoder_backend.hpp"
+#include "zoo/error.hpp"
+
+namespace zoo::layers {
+
+void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t position, std::int64_t max_context) {
+  const auto T = static_cast<std::int64_t>(step.ids.size());
+  if (T == 0) throw InputError(fmt::format("{}: a forward step needs at least one token", c.family));
+  if (position + T > max_context)
+    throw InputError(fmt::format("{}: {} tokens after {} cached exceed max_context {} (raise model.max_context)",
+                                 c.family, T, position, max_context));
+  for (auto id : step.ids)
+    if (id < 0 || id >= c.vocab_size)
+      throw InputError(fmt::format("{}: token id {} is outside the vocabulary [0, {})", c.family, id, c.vocab_size));
+  const auto n = static_cast<std::int64_t>(step.override_positions.size());
+  if (static_cast<std::int64_t>(step.override_rows.size()) != n * c.hidden_size)
+    throw InputError(fmt::format("embedding overrides: {} positions need {} values, got {}", n, n * c.hidden_size,
+                                 step.override_rows.size()));
+  for (auto p : step.override_positions)
+    if (p < 0 || p >= T)
+      throw InputError(fmt::format("embedding override position {} is outside this step's {} tokens", p, T));
+}
+
+namespace {
+
+class DecoderModel : public Model {
+ public:
+  DecoderModel(DecoderSpec spec, const ModelArgs& args) : spec_(std::move(spec)), weights_(args.weights) {
+    spec_.check(spec_.family + " config");
+    if (!weights_) throw InputError(spec_.family + ": no weight source given");
+    // Bounds max_context and checks the KV-cache size fits before a backend multiplies it out.
+    spec_.kv_cache_elements(args.max_context, spec_.family);
+    if (args.device.is_cpu()) {
+      if (args.dtype != DType::F32)
+        throw SettingError(fmt::format("{}: the CPU backend computes in float32, not {}", spec_.family, dtype_name(args.dtype)));
+      backend_ = make_cpu_backend(spec_, args);
+    } else {
+      if (args.dtype != DType::BF16)
+        throw SettingError(
+            fmt::format("{}: the CUDA backend computes in bfloat16, not {}", spec_.family, dtype_name(args.dtype)));
+      backend_ = make_cuda_backend(spec_, args);
+    }
+  }
+
+  ModelInfo info() const override {
+    return {spec_.family, spec_.model_type.empty() ? spec_.family : spec_.model_type, spec_.vocab_size, spec_.hidden_size, spec_.num_layers, spec_.summary()};
+  }
+  std::vector<TensorRequirement> requirements() const override { return decoder_requirements(spec_); }
+  const WeightSource& weight_source() const override { return *weights_; }
+  void load(const ProgressFn& progress) override {
+    backend_->load(*weights_, progress);
+    loaded_ = true;
+  }
+  std::unique_ptr<Session> new_session() override {
+    if (!loaded_) throw std::logic_error(spec_.family + ": new_session() before load()");
+    return backend_->new_session();
+  }
+  nlohmann::json runtime_stats() const override { return backend_->runtime_stats(); }
+
+ private:
+  DecoderSpec spec_;
+  std::shared_ptr<const WeightSource> weights_;
+  std::shared_ptr<DecoderBackend> backend_;  // shared with the sessions
+  bool loaded_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_decoder_model(DecoderSpec spec, const ModelArgs& args) {
+  return std::make_unique<DecoderModel>(std::move(spec), args);
+}
+
+}  // namespace zoo::layers
