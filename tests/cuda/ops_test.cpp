@@ -242,6 +242,77 @@ TEST_CASE("qk_norm_rope_cache normalizes, rotates and writes the cache at the ri
   }
 }
 
+TEST_CASE("qk_norm_rope_cache without q/k norm: biases, a scaled RoPE table and attention scaling", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1004);
+  Stream stream;
+  const std::int64_t T = 5, start = 300, D = 64, Hq = 4, Hk = 2, qw = Hq * D, kw = Hk * D, cols = qw + 2 * kw;
+  const std::int64_t max_pos = start + T;
+  const auto qkv = random_bf16_values(rng, T * cols, -2.0f, 2.0f), bias = random_bf16_values(rng, cols, -1.0f, 1.0f);
+  // A table no theta produces (every other frequency divided by 8), and cos/sin scaled.
+  std::vector<float> inv_freq = cpu::rope_default_inv_freq(D, 500000.0);
+  for (std::size_t i = 1; i < inv_freq.size(); i += 2) inv_freq[i] /= 8;
+  const float scaling = 1.125f;
+  DeviceBuffer dqkv = upload_bf16(qkv), dbias = upload_bf16(bias), dfreq = upload(inv_freq);
+  DeviceBuffer qout(T * qw * 2), kc(max_pos * kw * 2), vc(max_pos * kw * 2);
+  QkNormRopeArgs a;
+  a.q = dqkv.as<Bf16>();
+  a.k = a.q + qw;
+  a.v = a.q + qw + kw;
+  a.q_stride = a.k_stride = a.v_stride = cols;
+  a.q_bias = dbias.as<Bf16>();
+  a.k_bias = a.q_bias + qw;
+  a.v_bias = a.q_bias + qw + kw;
+  a.inv_freq = dfreq.as<float>();
+  a.attention_scaling = scaling;
+  a.q_out = qout.as<Bf16>();
+  a.k_cache = kc.as<Bf16>();
+  a.v_cache = vc.as<Bf16>();
+  a.start = start;
+  a.tokens = T;
+  a.q_heads = Hq;
+  a.kv_heads = Hk;
+  a.head_dim = D;
+  qk_norm_rope_cache(a, stream);
+  stream.synchronize();
+
+  // Reference: bf16(x + bias) (a bf16 Linear's output), then the float32 RoPE of cpu_ops.
+  std::vector<float> q(T * qw), k(T * kw), v(T * kw);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t i = 0; i < cols; ++i) {
+      const float x = round_to_bf16(qkv[t * cols + i] + bias[i]);
+      if (i < qw) q[t * qw + i] = x;
+      else if (i < qw + kw) k[t * kw + i - qw] = x;
+      else v[t * kw + i - qw - kw] = x;
+    }
+  std::vector<std::int64_t> positions(T);
+  for (std::int64_t t = 0; t < T; ++t) positions[t] = start + t;
+  auto q_ref = q, k_ref = k;
+  cpu::rope_half_split(q_ref.data(), T, Hq, D, positions.data(), inv_freq.data(), scaling);
+  cpu::rope_half_split(k_ref.data(), T, Hk, D, positions.data(), inv_freq.data(), scaling);
+  // Same bound as above (bf16 cos/sin and three roundings), scaled by the attention factor.
+  auto bad_count = [&](const std::vector<float>& got, const std::vector<float>& want, const std::vector<float>& in) {
+    std::size_t bad = 0;
+    for (std::size_t row = 0; row < in.size() / D; ++row)
+      for (std::int64_t i = 0; i < D; ++i) {
+        const std::int64_t p = i < D / 2 ? i : i - D / 2;
+        const double mag = scaling * (std::abs(in[row * D + p]) + std::abs(in[row * D + p + D / 2]));
+        if (!(std::abs(got[row * D + i] - want[row * D + i]) <= 3.0 * kBf16Eps * mag + 1e-6)) ++bad;
+      }
+    return bad;
+  };
+  CHECK(bad_count(download_bf16(qout, T * qw), q_ref, q) == 0);
+  const auto kcache = download_bf16(kc, max_pos * kw), vcache = download_bf16(vc, max_pos * kw);
+  CHECK(bad_count(std::vector<float>(kcache.begin() + start * kw, kcache.end()), k_ref, k) == 0);
+  CHECK(std::equal(v.begin(), v.end(), vcache.begin() + start * kw));
+  // Without a table the kernel still derives the default one from theta; a table is what it uses.
+  a.inv_freq = nullptr;
+  a.theta = 500000.0f;
+  qk_norm_rope_cache(a, stream);
+  stream.synchronize();
+  CHECK(bad_count(download_bf16(qout, T * qw), q_ref, q) > 0);
+}
+
 TEST_CASE("silu_and_mul matches cpu::silu_mul", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(1004);

@@ -306,14 +306,14 @@ TEST_CASE("plugins: resolve picks by plugin name, then model type, then architec
   CHECK(registry.resolve("echo_lm").name == "echo");
   CHECK(registry.resolve("EchoForCausalLM").name == "echo");
 
-  CHECK(message_of([&] { registry.resolve("llama"); }) ==
-        "no plugin serves 'llama' (available: echo (types echo_lm))");
+  CHECK(message_of([&] { registry.resolve("gpt_neox"); }) ==
+        "no plugin serves 'gpt_neox' (available: echo (types echo_lm))");
 
   registry.discover({kPluginDir});  // adds the broken and wrong-ABI problems
   const std::size_t failed = registry.problems().size();
   REQUIRE(failed >= 2);
-  CHECK_THAT(message_of([&] { registry.resolve("llama"); }),
-             StartsWith("no plugin serves 'llama' (available: ") &&
+  CHECK_THAT(message_of([&] { registry.resolve("gpt_neox"); }),
+             StartsWith("no plugin serves 'gpt_neox' (available: ") &&
                  Contains(fmt::format("; {} plugins failed to load, see `zoo plugins`", failed)));
 }
 
@@ -388,8 +388,8 @@ TEST_CASE("plugins: plugins get the registry as Host and can build models of oth
   REQUIRE(result.logits.shape() == zoo::Shape{1, 4});
   CHECK(result.logits.as<float>()[3] == 1.0f);
 
-  args.config["delegate"] = "llama";
-  CHECK_THAT(message_of([&] { registry.create_model("echo", args); }), StartsWith("no plugin serves 'llama'"));
+  args.config["delegate"] = "gpt_neox";
+  CHECK_THAT(message_of([&] { registry.create_model("echo", args); }), StartsWith("no plugin serves 'gpt_neox'"));
 }
 
 TEST_CASE("plugins: a model keeps its plugin library loaded, and only it", "[plugins]") {
