@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
 
 #include "cuda/cuda_test_util.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
@@ -162,6 +163,76 @@ TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") 
           },
           stream, 50);
       std::printf("top_k k=%d [1, %lld]  %8.1f us\n", k, (long long)V, ms * 1e3);
+    }
+  }
+  std::fflush(stdout);
+  SUCCEED();
+}
+
+// The decode GEMMs (m = 1) of the benchmark shapes, and a few m, through the GEMV kernel and
+// through cuBLASLt, as decode runs them: from HBM (each call reads its own copy of W, the copies
+// together several times the L2) and back to back in a CUDA graph (no launch gaps).
+// `test_cuda "[gemv_bench]"`.
+TEST_CASE("bench: decode GEMMs, GEMV kernel vs cuBLASLt", "[.bench][gemv_bench]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(4321);
+  Stream stream;
+  Gemm gemm;
+  struct G {
+    const char* name;
+    std::int64_t n, k;
+    bool f32;
+  };
+  const G shapes[] = {
+      {"0.6B qkv", 4096, 1024, false},   {"0.6B o", 1024, 2048, false},     {"0.6B gate_up", 6144, 1024, false},
+      {"0.6B down", 1024, 3072, false},  {"0.6B head", 151936, 1024, true}, {"4B qkv", 6144, 2560, false},
+      {"4B o", 2560, 4096, false},       {"4B gate_up", 19456, 2560, false}, {"4B down", 2560, 9728, false},
+      {"4B head", 151936, 2560, true},   {"8B qkv", 6144, 4096, false},     {"8B o", 4096, 4096, false},
+      {"8B gate_up", 24576, 4096, false}, {"8B down", 4096, 12288, false},  {"8B head", 151936, 4096, true},
+  };
+  const std::size_t pool_bytes = std::size_t{2} << 30;  // 2 GiB of weight copies: ~35x the L2
+  DeviceBuffer pool(pool_bytes);
+  {
+    // Random bits of bf16 range: fill with a pattern of modest finite values (zeros would not do
+    // for tensor cores; the GEMV kernel does not care).
+    const auto vals = random_bf16_values(rng, 1 << 20);
+    const auto host = to_bf16(vals);
+    for (std::size_t off = 0; off < pool_bytes; off += host.size() * 2)
+      pool.upload(host.data(), std::min(host.size() * 2, pool_bytes - off), off);
+  }
+  DeviceBuffer x = random_bf16_buffer(rng, 8 * 12288), y(std::size_t{8} * 151936 * 4);
+  const std::int64_t ms_rows[] = {1, 2, 4, 8};
+  std::printf("%-13s %7s %6s %2s %10s %9s %10s %9s %7s\n", "shape", "n", "k", "m", "cublas us", "GB/s", "gemv us",
+              "GB/s", "speedup");
+  for (const G& g : shapes) {
+    const std::size_t wbytes = static_cast<std::size_t>(g.n * g.k * 2);
+    const std::size_t wstride = (wbytes + 255) / 256 * 256;
+    const int copies = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(64, pool_bytes / wstride)));
+    for (const std::int64_t m : ms_rows) {
+      if (m > 1 && std::string(g.name).find("8B") == std::string::npos) continue;  // m sweep on the 8B shapes
+      double us[2] = {0, 0};
+      for (int path = 0; path < 2; ++path) {
+        gemm.set_gemv_max_rows(path == 0 ? 0 : 8);
+        auto call = [&](int c) {
+          const Bf16* w = reinterpret_cast<const Bf16*>(static_cast<const char*>(pool.data()) + c * wstride);
+          if (g.f32)
+            gemm.linear(x.as<Bf16>(), w, y.as<float>(), m, g.n, g.k, stream);
+          else
+            gemm.linear(x.as<Bf16>(), w, y.as<Bf16>(), m, g.n, g.k, stream);
+        };
+        call(0);  // plans outside the capture
+        stream.synchronize();
+        CudaGraph graph;
+        graph.begin_capture(stream);
+        for (int c = 0; c < copies; ++c) call(c);
+        graph.end_capture(stream);
+        const double ms = median_ms([&] { graph.launch(stream); }, stream, 7);
+        us[path] = ms * 1e3 / copies;
+      }
+      const double gb = (static_cast<double>(wbytes) + m * g.k * 2.0 + m * g.n * (g.f32 ? 4.0 : 2.0)) / 1e9;
+      std::printf("%-13s %7lld %6lld %2lld %10.2f %9.0f %10.2f %9.0f %6.2fx\n", g.name, (long long)g.n,
+                  (long long)g.k, (long long)m, us[0], gb / (us[0] * 1e-6), us[1], gb / (us[1] * 1e-6),
+                  us[0] / us[1]);
     }
   }
   std::fflush(stdout);

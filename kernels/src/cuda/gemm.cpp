@@ -3,9 +3,12 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+
+#include "gemv.hpp"
 
 namespace zoo::kernels::cuda {
 namespace {
@@ -62,12 +65,28 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
+// ZOO_GEMV: unset -> the default; 0 -> cuBLASLt for every m (the before/after switch of the
+// benchmarks); 1..8 -> the GEMV kernel up to that many rows.
+std::int64_t gemv_rows_from_env() {
+  const char* env = std::getenv("ZOO_GEMV");
+  if (env == nullptr || *env == '\0') return Gemm::kDefaultGemvMaxRows;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 0 || v > detail::kGemvMaxRows)
+    throw std::invalid_argument("ZOO_GEMV must be an integer from 0 to " + std::to_string(detail::kGemvMaxRows) +
+                                ", got '" + env + "'");
+  return v;
+}
+
 }  // namespace
 
 struct Gemm::Impl {
   cublasLtHandle_t handle = nullptr;
   DeviceBuffer workspace;
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+  int multiprocessors = device_properties().multiprocessors;
+  std::int64_t gemv_max_rows = gemv_rows_from_env();
+  std::size_t gemv_calls = 0;
 
   explicit Impl(std::size_t workspace_bytes) : workspace(workspace_bytes) {
     ZOO_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -129,6 +148,11 @@ struct Gemm::Impl {
       }
       return;
     }
+    if (m <= gemv_max_rows && detail::gemv_supported(x, w, m, n, k)) {
+      detail::gemv(x, w, y, out_type == CUDA_R_32F, m, n, k, accumulate, multiprocessors, stream);
+      ++gemv_calls;
+      return;
+    }
     std::uint32_t align = alignment_of(x);
     align = std::min(align, alignment_of(w));
     align = std::min(align, alignment_of(y));
@@ -158,5 +182,14 @@ void Gemm::linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::i
 }
 
 std::size_t Gemm::cached_plans() const { return impl_->plans.size(); }
+
+void Gemm::set_gemv_max_rows(std::int64_t rows) {
+  if (rows < 0 || rows > detail::kGemvMaxRows)
+    throw std::invalid_argument("Gemm: gemv rows must be 0.." + std::to_string(detail::kGemvMaxRows) + ", got " +
+                                std::to_string(rows));
+  impl_->gemv_max_rows = rows;
+}
+std::int64_t Gemm::gemv_max_rows() const { return impl_->gemv_max_rows; }
+std::size_t Gemm::gemv_calls() const { return impl_->gemv_calls; }
 
 }  // namespace zoo::kernels::cuda

@@ -13,6 +13,12 @@ namespace zoo::kernels::cuda {
 // With a bf16 Y, the errors measured on an H200 (CUDA 13.0) are those of two roundings, as if
 // the product were rounded to bf16 before the add: like transformers' bf16(bf16(x @ W^T) + h).
 //
+// Few rows (m <= gemv_max_rows(), decode at batch 1 is m = 1) go to a GEMV kernel instead, which
+// streams W with 16-byte loads at close to the copy bandwidth, where cuBLASLt's tiles leave much of
+// the GPU idle. It keeps these semantics, accumulate included (bf16(bf16(p) + y) by construction),
+// and needs k % 8 == 0 and 16-byte aligned X and W; other calls take cuBLASLt. Its sums are
+// float32 too, in another order: results agree with cuBLASLt's to the same tolerances, not bitwise.
+//
 // Owns the cuBLASLt handle and a workspace; descriptors, layouts and the heuristic's algorithm
 // are cached per shape, so after the first call for a shape a call allocates nothing and never
 // synchronizes: it is stream-ordered and may be captured in a CUDA graph (capture a shape only
@@ -21,6 +27,9 @@ namespace zoo::kernels::cuda {
 class Gemm {
  public:
   static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
+  // Rows up to which the GEMV kernel is used unless ZOO_GEMV (0..8, read at construction; 0 means
+  // cuBLASLt always) says otherwise: measured on an H200, see docs/performance.md.
+  static constexpr std::int64_t kDefaultGemvMaxRows = 4;
 
   explicit Gemm(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~Gemm();
@@ -36,6 +45,11 @@ class Gemm {
 
   // Number of distinct shapes planned so far (for tests of the cache).
   std::size_t cached_plans() const;
+
+  // The GEMV kernel's row limit (0..8; 0: cuBLASLt for every call), and how many calls took it.
+  void set_gemv_max_rows(std::int64_t rows);
+  std::int64_t gemv_max_rows() const;
+  std::size_t gemv_calls() const;
 
  private:
   struct Impl;

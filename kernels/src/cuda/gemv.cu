@@ -1,0 +1,161 @@
+// Y[m, n] (+)= X[m, k] @ W[n, k]^T for a few rows of X: a memory-bound stream over W.
+//
+// A block is 8 warps. Each output column n (a row of W) is owned by `ks` warps of one block that
+// split k into contiguous chunks (ks in {1, 2, 4, 8}, picked so that n * ks warps fill the GPU even
+// for n = 1024); each warp walks its chunk with 16-byte loads, up to U of them in flight per lane,
+// and keeps m float32 sums. The partial sums meet in shared memory and one thread per (row, column)
+// writes the result, so the summation order is fixed: results are deterministic run to run.
+// W is read with a no-L1-allocate load (it is streamed once per call); X is small and stays in
+// L1/L2 across the columns of a block.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
+#include "device_utils.cuh"
+#include "gemv.hpp"
+
+namespace zoo::kernels::cuda::detail {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+// bf16 -> float32 is a 16-bit shift: element 2i is the low half of word i, 2i + 1 the high half.
+__device__ __forceinline__ float lo(std::uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float hi(std::uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+__device__ __forceinline__ float dot8(float acc, const uint4& w, const uint4& x) {
+  acc = fmaf(lo(w.x), lo(x.x), acc);
+  acc = fmaf(hi(w.x), hi(x.x), acc);
+  acc = fmaf(lo(w.y), lo(x.y), acc);
+  acc = fmaf(hi(w.y), hi(x.y), acc);
+  acc = fmaf(lo(w.z), lo(x.z), acc);
+  acc = fmaf(hi(w.z), hi(x.z), acc);
+  acc = fmaf(lo(w.w), lo(x.w), acc);
+  acc = fmaf(hi(w.w), hi(x.w), acc);
+  return acc;
+}
+
+__device__ __forceinline__ void store(float* y, float v, bool accumulate) { *y = accumulate ? *y + v : v; }
+__device__ __forceinline__ void store(bf16* y, float v, bool accumulate) {
+  // Accumulating into bf16 rounds the product first: bf16(bf16(p) + y), as cuBLASLt was measured to
+  // (gemm.hpp), so both paths fall in one tolerance class.
+  *y = __float2bfloat16_rn(accumulate ? round_bf16(v) + __bfloat162float(*y) : v);
+}
+
+// Loads in flight per lane: more for one row of X (the W stream is all there is), fewer when the
+// X loads and sums of many rows compete for registers.
+template <int M>
+inline constexpr int kUnroll = M <= 2 ? 8 : (M <= 4 ? 4 : 2);
+
+template <int M, class Out>
+__global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
+    gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* __restrict__ y, int n, int kv, int ks,
+                bool accumulate) {
+  constexpr int U = kUnroll<M>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int cols_per_block = kWarps / ks;
+  const int col = blockIdx.x * cols_per_block + warp / ks;
+  const int part = warp % ks;
+  // Chunks of whole 32-vector (512-byte) steps, so every warp's loads stay coalesced.
+  const int chunk = ((kv + ks - 1) / ks + 31) & ~31;
+  const int v_begin = part * chunk;
+  const int v_end = min(kv, v_begin + chunk);
+
+  float acc[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) acc[i] = 0.0f;
+
+  if (col < n) {
+    const uint4* wrow = w + static_cast<std::size_t>(col) * kv;
+    // U loads per lane are issued before any is used, also in a short or partial last step
+    // (predicated, not a one-load-at-a-time tail loop): a chunk of 128 vectors, as in the 1024-wide
+    // head, is then one round trip to memory rather than four.
+    for (int base = v_begin + lane; base < v_end; base += 32 * U) {
+      uint4 wv[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) wv[u] = base + 32 * u < v_end ? load_stream(wrow + base + 32 * u) : uint4{};
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int v = base + 32 * u;
+        if (v < v_end) {
+#pragma unroll
+          for (int i = 0; i < M; ++i) acc[i] = dot8(acc[i], wv[u], __ldg(x + static_cast<std::size_t>(i) * kv + v));
+        }
+      }
+    }
+  }
+
+  __shared__ float partial[kWarps][M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == 0) partial[warp][i] = s;
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < cols_per_block * M) {
+    const int c = t / M, i = t % M;
+    const int out_col = blockIdx.x * cols_per_block + c;
+    if (out_col < n) {
+      float s = partial[c * ks][i];
+      for (int p = 1; p < ks; ++p) s += partial[c * ks + p][i];
+      store(y + static_cast<std::size_t>(i) * n + out_col, s, accumulate);
+    }
+  }
+}
+
+template <int M>
+void launch(const uint4* x, const uint4* w, void* y, bool y_f32, int n, int kv, int ks, bool accumulate,
+            cudaStream_t stream) {
+  const unsigned blocks = static_cast<unsigned>((n + kWarps / ks - 1) / (kWarps / ks));
+  if (y_f32)
+    gemv_kernel<M, float><<<blocks, kThreads, 0, stream>>>(x, w, static_cast<float*>(y), n, kv, ks, accumulate);
+  else
+    gemv_kernel<M, bf16><<<blocks, kThreads, 0, stream>>>(x, w, static_cast<bf16*>(y), n, kv, ks, accumulate);
+}
+
+}  // namespace
+
+bool gemv_supported(const void* x, const void* w, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const auto aligned = [](const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; };
+  return m >= 1 && m <= kGemvMaxRows && n >= 1 && k >= 8 && k % 8 == 0 && aligned(x) && aligned(w) &&
+         n <= (std::int64_t{1} << 30) && k / 8 * kGemvMaxRows <= (std::int64_t{1} << 30);
+}
+
+void gemv(const Bf16* x, const Bf16* w, void* y, bool y_f32, std::int64_t m, std::int64_t n, std::int64_t k,
+          bool accumulate, int multiprocessors, cudaStream_t stream) {
+  if (!gemv_supported(x, w, m, n, k)) throw std::invalid_argument("gemv: unsupported shape or alignment");
+  const int kv = static_cast<int>(k / 8);
+  // Split k until n * ks warps reach ~48 per SM (more than the ~32 the registers keep resident, so
+  // the work is in small pieces and the last wave is short), as long as each warp still gets at
+  // least two 16-byte loads per lane (a 1024-byte stretch of its row) to have in flight.
+  const std::int64_t target_warps = std::int64_t{48} * (multiprocessors > 0 ? multiprocessors : 132);
+  int ks = 1;
+  while (ks < kWarps && n * ks < target_warps && kv >= 128 * ks) ks *= 2;
+  const auto* xv = reinterpret_cast<const uint4*>(x);
+  const auto* wv = reinterpret_cast<const uint4*>(w);
+  const int ni = static_cast<int>(n);
+  switch (m) {
+    case 1: launch<1>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    case 2: launch<2>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    case 3: launch<3>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    case 4: launch<4>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    case 5: launch<5>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    case 6: launch<6>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    case 7: launch<7>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+    default: launch<8>(xv, wv, y, y_f32, ni, kv, ks, accumulate, stream); break;
+  }
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace zoo::kernels::cuda::detail
