@@ -28,8 +28,10 @@ class Gemm {
  public:
   static constexpr std::size_t kDefaultWorkspaceBytes = std::size_t{32} << 20;
   // Rows up to which the GEMV kernel is used unless ZOO_GEMV (0..8, read at construction; 0 means
-  // cuBLASLt always) says otherwise: measured on an H200, see docs/performance.md.
-  static constexpr std::int64_t kDefaultGemvMaxRows = 4;
+  // cuBLASLt always) says otherwise. Measured on an H200 (docs/performance.md): at m = 1 the GEMV
+  // is 1.0-4x faster on every decode GEMM of the 0.6B-8B shapes; at m = 2-4 it loses 3-16% on the
+  // 8B shapes, so only m = 1 takes it by default.
+  static constexpr std::int64_t kDefaultGemvMaxRows = 1;
 
   explicit Gemm(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~Gemm();
