@@ -28,6 +28,12 @@ Prompt Model::prepare(const Request& request) const {
   return prompt;
 }
 
+int Model::add_row_table(const std::string& name, const TensorView&) {
+  const ModelInfo about = info();
+  throw InputError(fmt::format("model '{}' (plugin {}) takes no row tables (asked for '{}')", about.model_type,
+                               about.plugin, name));
+}
+
 SpeechResult Model::synthesize(const SpeechRequest&, const SpeechProgressFn&) {
   const ModelInfo about = info();
   throw InputError(fmt::format("model '{}' (plugin {}) does not synthesize speech", about.model_type, about.plugin));

@@ -30,6 +30,8 @@ struct LayerWeights {
 struct CpuWeights {
   HostTensor embed, final_norm, lm_head;  // lm_head empty when tied
   std::vector<LayerWeights> layers;
+  std::vector<std::pair<std::string, HostTensor>> tables;  // Model::add_row_table, [rows, hidden]
+  std::vector<std::int64_t> table_rows;
   const HostTensor& head() const { return lm_head.empty() ? embed : lm_head; }
 };
 
@@ -70,7 +72,7 @@ class CpuSession : public Session {
 
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
     const ExclusiveUse::Scope one_thread(in_use_);
-    check_step(c_, step, pos_, max_context_);
+    check_step(c_, step, pos_, max_context_, w_.table_rows);
     const auto T = static_cast<std::int64_t>(step.ids.size());
     const std::int64_t H = c_.hidden_size, D = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
     const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size, V = c_.vocab_size;
@@ -82,6 +84,15 @@ class CpuSession : public Session {
       std::memcpy(&h[t * H], w_.embed.as<float>() + step.ids[static_cast<std::size_t>(t)] * H, H * sizeof(float));
     for (std::size_t i = 0; i < step.override_positions.size(); ++i)
       std::memcpy(&h[step.override_positions[i] * H], &step.override_rows[i * H], H * sizeof(float));
+    if (const TableRows& r = step.table_rows; r.table >= 0) {
+      const float* table = w_.tables[static_cast<std::size_t>(r.table)].second.as<float>();
+      for (std::size_t i = 0; i < r.positions.size(); ++i) {
+        float* row = &h[r.positions[i] * H];
+        std::fill(row, row + H, 0.0f);
+        for (std::int64_t j = 0; j < r.per_position; ++j)
+          ops::add_inplace(row, table + r.ids[i * r.per_position + j] * H, H);
+      }
+    }
     taps.put("embed", h.data(), {T, H});
 
     std::vector<std::int64_t> positions(static_cast<std::size_t>(T));
@@ -162,6 +173,12 @@ class CpuSession : public Session {
       result.logits = HostTensor(DType::F32, {rows, V});
       ops::linear(last, w_.head().as<float>(), result.logits.as<float>(), rows, V, H);
     }
+    if (step.outputs.head_table >= 0) {
+      const auto& [name, table] = w_.tables[static_cast<std::size_t>(step.outputs.head_table)];
+      HostTensor out(DType::F32, {rows, table.shape()[0]});
+      ops::linear(last, table.as<float>(), out.as<float>(), rows, table.shape()[0], H);
+      result.extra.emplace_back(name, std::move(out));
+    }
     return result;
   }
 
@@ -189,11 +206,11 @@ class CpuBackend : public DecoderBackend {
  public:
   CpuBackend(const DecoderSpec& spec, const ModelArgs& args) : c_(spec), max_context_(args.max_context) {}
 
-  void load(const WeightSource& source, const ProgressFn& progress) override {
+  void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override {
     std::size_t total = 0, done = 0;
     for (const auto& req : decoder_requirements(c_)) total += source.info(req.name)->nbytes;
-    auto fetch = [&](const std::string& name) {
-      const TensorView view = source.view(name);
+    for (const auto& t : tables) total += t.rows.nbytes();
+    auto widen = [&](const TensorView& view) {
       HostTensor out(DType::F32, view.shape);
       const auto n = view.numel();
       const auto elem = dtype_size(view.dtype);
@@ -205,12 +222,17 @@ class CpuBackend : public DecoderBackend {
       if (progress) progress(done, total);
       return out;
     };
+    auto fetch = [&](const std::string& name) { return widen(source.view(name)); };
     w_.embed = fetch(c_.embed_weight());
     w_.layers.resize(static_cast<std::size_t>(c_.num_layers));
     for (std::int64_t l = 0; l < c_.num_layers; ++l)
       for (const auto& t : layer_tensors(c_, l)) w_.layers[l].t[t.param] = fetch(t.name);
     w_.final_norm = fetch(c_.final_norm_weight());
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(c_.lm_head_weight());
+    for (const auto& t : tables) {
+      w_.tables.emplace_back(t.name, widen(t.rows));
+      w_.table_rows.push_back(t.rows.shape[0]);
+    }
   }
 
   std::unique_ptr<Session> new_session() override {

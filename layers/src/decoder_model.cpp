@@ -6,7 +6,8 @@
 
 namespace zoo::layers {
 
-void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t position, std::int64_t max_context) {
+void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t position, std::int64_t max_context,
+                const std::vector<std::int64_t>& table_rows) {
   const auto T = static_cast<std::int64_t>(step.ids.size());
   if (T == 0) throw InputError(fmt::format("{}: a forward step needs at least one token", c.family));
   if (position + T > max_context)
@@ -22,6 +23,23 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
   for (auto p : step.override_positions)
     if (p < 0 || p >= T)
       throw InputError(fmt::format("embedding override position {} is outside this step's {} tokens", p, T));
+  const auto tables = static_cast<int>(table_rows.size());
+  if (step.outputs.head_table < -1 || step.outputs.head_table >= tables)
+    throw InputError(fmt::format("{}: head table {} does not exist ({} row tables)", c.family, step.outputs.head_table, tables));
+  const TableRows& r = step.table_rows;
+  if (r.table == -1 && r.positions.empty() && r.ids.empty()) return;
+  if (r.table < 0 || r.table >= tables)
+    throw InputError(fmt::format("{}: row table {} does not exist ({} row tables)", c.family, r.table, tables));
+  if (r.per_position <= 0 || r.per_position > 4096 ||
+      static_cast<std::int64_t>(r.ids.size()) != static_cast<std::int64_t>(r.positions.size()) * r.per_position)
+    throw InputError(fmt::format("table rows: {} positions x {} rows each need {} ids, got {}", r.positions.size(),
+                                 r.per_position, r.positions.size() * static_cast<std::size_t>(std::max<std::int64_t>(r.per_position, 0)),
+                                 r.ids.size()));
+  for (auto p : r.positions)
+    if (p < 0 || p >= T) throw InputError(fmt::format("table row position {} is outside this step's {} tokens", p, T));
+  const std::int64_t rows = table_rows[static_cast<std::size_t>(r.table)];
+  for (auto id : r.ids)
+    if (id < 0 || id >= rows) throw InputError(fmt::format("table row {} is outside the table's {} rows", id, rows));
 }
 
 namespace {
@@ -51,8 +69,20 @@ class DecoderModel : public Model {
   std::vector<TensorRequirement> requirements() const override { return decoder_requirements(spec_); }
   const WeightSource& weight_source() const override { return *weights_; }
   void load(const ProgressFn& progress) override {
-    backend_->load(*weights_, progress);
+    backend_->load(*weights_, tables_, progress);
+    tables_.clear();  // their views need not outlive load()
     loaded_ = true;
+  }
+  int add_row_table(const std::string& name, const TensorView& rows) override {
+    if (loaded_) throw std::logic_error(spec_.family + ": add_row_table() after load()");
+    if (rows.dtype != DType::BF16 && rows.dtype != DType::F16 && rows.dtype != DType::F32)
+      throw InputError(fmt::format("{}: row table '{}' has dtype {}, expected a float type", spec_.family, name,
+                                   dtype_name(rows.dtype)));
+    if (rows.shape.size() != 2 || rows.shape[1] != spec_.hidden_size || rows.shape[0] <= 0)
+      throw InputError(fmt::format("{}: row table '{}' must be [rows, {}], got {}", spec_.family, name,
+                                   spec_.hidden_size, shape_str(rows.shape)));
+    tables_.push_back({name, rows});
+    return static_cast<int>(tables_.size()) - 1;
   }
   std::unique_ptr<Session> new_session() override {
     if (!loaded_) throw std::logic_error(spec_.family + ": new_session() before load()");
@@ -64,6 +94,7 @@ class DecoderModel : public Model {
   DecoderSpec spec_;
   std::shared_ptr<const WeightSource> weights_;
   std::shared_ptr<DecoderBackend> backend_;  // shared with the sessions
+  std::vector<RowTableSource> tables_;       // until load()
   bool loaded_ = false;
 };
 

@@ -44,6 +44,20 @@ struct OutputRequest {
   bool hidden = false;         // final normed hidden state (the head's input)
   bool logits = true;
   bool all_positions = false;  // else only the last position of this step
+  // A row table (Model::add_row_table) applied as a linear head to the same rows: its logits,
+  // float32 [rows, table rows], come back in ForwardResult::extra under the table's name. -1: none.
+  int head_table = -1;
+};
+
+// Embeddings summed from a row table (Model::add_row_table) on the model's device: the embedding
+// at positions[i] of this step becomes sum_{j < per_position} table[ids[i * per_position + j]],
+// replacing the token's (and any override row's). How a plugin feeds tokens of another modality,
+// e.g. one position per frame of several codebooks, without the rows leaving the device.
+struct TableRows {
+  int table = -1;  // -1: none
+  std::span<const std::int64_t> positions;
+  std::span<const std::int64_t> ids;  // [positions.size() * per_position]
+  std::int64_t per_position = 0;
 };
 
 // One forward step of a Session: new token ids, optional embedding rows that replace the embedding
@@ -53,6 +67,7 @@ struct ForwardStep {
   std::span<const std::int64_t> override_positions;
   std::span<const float> override_rows;
   OutputRequest outputs;
+  TableRows table_rows;
 };
 
 // A request turned into what a first forward step needs.
@@ -60,9 +75,14 @@ struct Prompt {
   std::vector<std::int64_t> ids;
   std::vector<std::int64_t> override_positions;
   std::vector<float> override_rows;  // [override_positions.size(), hidden]
+  // Positions whose embeddings are sums of row-table rows (TableRows).
+  int table = -1;
+  std::vector<std::int64_t> table_positions;
+  std::vector<std::int64_t> table_ids;  // [table_positions.size() * table_per_position]
+  std::int64_t table_per_position = 0;
 
   ForwardStep step(OutputRequest outputs = {}) const {
-    return {ids, override_positions, override_rows, outputs};
+    return {ids, override_positions, override_rows, outputs, {table, table_positions, table_ids, table_per_position}};
   }
 };
 
@@ -144,6 +164,13 @@ class Model {
   // Reads the weights; call after the load plan is clean.
   virtual void load(const ProgressFn& progress = {}) = 0;
   virtual std::unique_ptr<Session> new_session() = 0;
+  // Hands the model a table of rows [rows, hidden_size] (float dtypes) to keep on its own device,
+  // for steps that sum its rows into embeddings (ForwardStep::table_rows) or apply it as a linear
+  // head (OutputRequest::head_table); e.g. a plugin building on another plugin's model (through
+  // Host::create_model) with embeddings and a tied head of another modality. Call before load();
+  // `rows` must stay valid until load() returns. Returns the table's index for those fields. The
+  // default throws an InputError: the model takes no row tables.
+  virtual int add_row_table(const std::string& name, const TensorView& rows);
   // Turns a request into a prompt. The default takes input_ids and rejects any other field with
   // an InputError naming the request file and the field.
   virtual Prompt prepare(const Request& request) const;

@@ -16,7 +16,7 @@
 
 // Bumped on any change to ZooPluginDescriptor, ModelArgs, Model, Session, Host or the create
 // signature.
-#define ZOO_PLUGIN_ABI_VERSION 2u
+#define ZOO_PLUGIN_ABI_VERSION 3u
 
 extern "C" {
 struct ZooPluginDescriptor {

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <tuple>
 
 #include "../decoder_backend.hpp"
 #include "zoo/error.hpp"
@@ -48,6 +50,23 @@ struct DeviceWeights {
 struct Placement {
   std::string name;
   std::size_t offset;
+  std::optional<TensorView> view;  // a row table's rows; else `name` in the WeightSource
+};
+
+// A row table (Model::add_row_table) in the weight allocation, bf16.
+struct DeviceTable {
+  std::string name;
+  Bf16* rows = nullptr;
+  std::int64_t count = 0;
+};
+
+// What a decode step computes besides the layers; a graph is captured per variant and kv bucket.
+struct StepVariant {
+  int table = -1;               // sum rows of this table into position 0
+  std::int64_t per_position = 0;
+  bool logits = true;
+  int head_table = -1;
+  auto key() const { return std::tuple(table, per_position, logits, head_table); }
 };
 
 // Uploads tensors through a ring of pinned staging buffers: worker threads copy (and, for F32/F16
@@ -167,7 +186,11 @@ class CudaSession : public Session {
   HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
   void ensure_logits(std::int64_t rows);
   void compute_logits(std::int64_t rows, const Bf16* x_rows);
-  void run_decode_body(std::int64_t T);
+  void ensure_head(std::int64_t elements);
+  void compute_head(int table, std::int64_t rows, const Bf16* x_rows);
+  void ensure_table_ids(std::int64_t ids);
+  void sum_table_rows(int table, std::int64_t per_position, std::int64_t count);
+  void run_decode_body(std::int64_t T, const StepVariant& v);
 
   std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
   CudaBackend& b_;
@@ -180,7 +203,12 @@ class CudaSession : public Session {
   cu::DeviceBuffer decode_workspace_;
   cu::DeviceBuffer logits_dev_;
   std::int64_t logits_rows_ = 0;
-  std::map<std::int64_t, cu::CudaGraph> decode_graphs_;  // by kv-length bucket
+  cu::DeviceBuffer head_dev_;  // a row table's head output, float32
+  std::int64_t head_elements_ = 0;
+  cu::DeviceBuffer table_ids_dev_, table_pos_dev_;  // TableRows of the step, int32
+  std::int64_t table_ids_capacity_ = 0;
+  // By kv-length bucket and step variant.
+  std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
   std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
   OpProfile profile_;
 };
@@ -205,7 +233,7 @@ class CudaBackend : public DecoderBackend {
     gemm_ = std::make_unique<cu::Gemm>();
   }
 
-  void load(const WeightSource& source, const ProgressFn& progress) override {
+  void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override {
     ZOO_CUDA_CHECK(cudaSetDevice(device_));
     const std::int64_t H = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
     std::vector<Placement> plan;
@@ -262,6 +290,11 @@ class CudaBackend : public DecoderBackend {
     }
     const std::size_t rope_off = cursor;
     cursor += align_up(c_.rope.inv_freq.size() * sizeof(float));
+    std::vector<std::size_t> table_offs;
+    for (const auto& t : tables) {
+      table_offs.push_back(reserve(static_cast<std::size_t>(t.rows.numel())));
+      plan.push_back({t.name, table_offs.back(), t.rows});
+    }
 
     w_.storage = cu::DeviceBuffer(cursor);
     auto* base = static_cast<std::byte*>(w_.storage.data());
@@ -270,6 +303,10 @@ class CudaBackend : public DecoderBackend {
     w_.final_norm = at(norm_off);
     w_.head = at(head_off);
     w_.inv_freq = reinterpret_cast<float*>(base + rope_off);
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+      tables_.push_back({tables[i].name, at(table_offs[i]), tables[i].rows.shape[0]});
+      table_rows_.push_back(tables[i].rows.shape[0]);
+    }
     for (const auto& o : slots)
       w_.layers.push_back({at(o.input_norm), at(o.qkv), at(o.qkv_bias), at(o.o), at(o.o_bias), at(o.q_norm),
                            at(o.k_norm), at(o.post_norm), at(o.gate_up), at(o.gate_up_bias), at(o.down),
@@ -278,10 +315,10 @@ class CudaBackend : public DecoderBackend {
                                    cudaMemcpyHostToDevice, *stream_));
 
     std::size_t total = 0, done = 0;
-    for (const auto& p : plan) total += source.info(p.name)->nbytes;
+    for (const auto& p : plan) total += p.view ? p.view->nbytes() : source.info(p.name)->nbytes;
     StagedUploader uploader(*stream_);
     for (const auto& p : plan)
-      uploader.upload(source.view(p.name), at(p.offset), [&](std::size_t bytes) {
+      uploader.upload(p.view ? *p.view : source.view(p.name), at(p.offset), [&](std::size_t bytes) {
         done += bytes;
         if (progress) progress(done, total);
       });
@@ -316,6 +353,8 @@ class CudaBackend : public DecoderBackend {
   std::unique_ptr<cu::Stream> stream_;
   std::unique_ptr<cu::Gemm> gemm_;
   DeviceWeights w_;
+  std::vector<DeviceTable> tables_;
+  std::vector<std::int64_t> table_rows_;
   std::size_t weight_bytes_ = 0;
   std::size_t peak_used_ = 0;
 };
@@ -329,7 +368,7 @@ CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
   k_cache_ = cu::DeviceBuffer(cache_bytes);
   v_cache_ = cu::DeviceBuffer(cache_bytes);
   kv_len_dev_ = cu::DeviceBuffer(sizeof(std::int32_t));
-  step_host_ = cu::PinnedBuffer(4096);
+  step_host_ = cu::PinnedBuffer(8192);  // ids + positions + kv_len (<= 513 int32), then table ids from 1024
   decode_workspace_ = cu::DeviceBuffer(cu::decode_attention_workspace_bytes(kMaxDecodeTokens, c_.num_heads, c_.head_dim));
   b_.note_memory();
 }
@@ -516,18 +555,51 @@ void CudaSession::compute_logits(std::int64_t rows, const Bf16* x_rows) {
   profile_.mark("gemm head");
 }
 
-// Everything a plain decode step launches; also what its graph captures.
-void CudaSession::run_decode_body(std::int64_t T) {
+void CudaSession::ensure_head(std::int64_t elements) {
+  if (head_elements_ >= elements) return;
+  head_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(elements) * sizeof(float));
+  head_elements_ = elements;
+  decode_graphs_.clear();  // they captured the old buffer's address
+}
+
+void CudaSession::compute_head(int table, std::int64_t rows, const Bf16* x_rows) {
+  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
+  ensure_head(rows * t.count);
+  b_.gemm_->linear(x_rows, t.rows, head_dev_.as<float>(), rows, t.count, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm row table");
+}
+
+void CudaSession::ensure_table_ids(std::int64_t ids) {
+  if (table_ids_capacity_ >= ids) return;
+  const std::int64_t n = std::max<std::int64_t>(ids, 64);
+  table_ids_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(n) * 4);
+  table_pos_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(n) * 4);
+  table_ids_capacity_ = n;
+  decode_graphs_.clear();
+}
+
+void CudaSession::sum_table_rows(int table, std::int64_t per_position, std::int64_t count) {
+  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
+  cu::sum_table_rows(t.rows, t.count, c_.hidden_size, table_ids_dev_.as<std::int32_t>(), per_position,
+                     table_pos_dev_.as<std::int32_t>(), count, a_.h.as<Bf16>(), *b_.stream_);
+  profile_.mark("table rows");
+}
+
+// Everything a decode step of this variant launches; also what its graph captures.
+void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
   cu::embedding_gather(b_.w_.embed, c_.vocab_size, c_.hidden_size, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(),
                        *b_.stream_);
   profile_.mark("embedding");
+  if (v.table >= 0) sum_table_rows(v.table, v.per_position, 1);
   run_layers(T, nullptr);
-  compute_logits(1, a_.x.as<Bf16>() + (T - 1) * c_.hidden_size);
+  const Bf16* last = a_.x.as<Bf16>() + (T - 1) * c_.hidden_size;
+  if (v.logits) compute_logits(1, last);
+  if (v.head_table >= 0) compute_head(v.head_table, 1, last);
 }
 
 ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
   const ExclusiveUse::Scope one_thread(b_.in_use_);
-  check_step(c_, step, pos_, b_.max_context_);
+  check_step(c_, step, pos_, b_.max_context_, b_.table_rows_);
   const auto T = static_cast<std::int64_t>(step.ids.size());
   const std::int64_t H = c_.hidden_size, V = c_.vocab_size;
   ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
@@ -547,8 +619,31 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   ZOO_CUDA_CHECK(cudaMemcpyAsync(positions_dev_.data(), ids32 + T, T * 4, cudaMemcpyHostToDevice, s));
   if (!small) b_.stream_->synchronize();  // `big` is pageable and dies with this scope
 
-  const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() && step.outputs.logits &&
-                         !step.outputs.hidden;
+  const TableRows& tr = step.table_rows;
+  const bool has_table = tr.table >= 0;
+  if (has_table) {
+    // Ids and positions of the summed rows; a one-token step stages them in pinned memory (at a
+    // fixed device address, for graphs), longer ones upload directly.
+    const auto n_ids = static_cast<std::int64_t>(tr.ids.size()), n_pos = static_cast<std::int64_t>(tr.positions.size());
+    ensure_table_ids(std::max(n_ids, n_pos));
+    if (T == 1 && n_ids <= 512) {
+      std::int32_t* staged = host + 1024;  // past the ids/positions/kv_len area used above
+      for (std::int64_t i = 0; i < n_ids; ++i) staged[i] = static_cast<std::int32_t>(tr.ids[i]);
+      staged[n_ids] = 0;
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(table_ids_dev_.data(), staged, n_ids * 4, cudaMemcpyHostToDevice, s));
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(table_pos_dev_.data(), staged + n_ids, 4, cudaMemcpyHostToDevice, s));
+    } else {
+      std::vector<std::int32_t> ids(tr.ids.begin(), tr.ids.end()), positions(tr.positions.begin(), tr.positions.end());
+      b_.stream_->synchronize();  // the buffers may be in use by queued work
+      table_ids_dev_.upload(ids.data(), ids.size() * 4);
+      table_pos_dev_.upload(positions.data(), positions.size() * 4);
+    }
+  }
+  const StepVariant variant{has_table ? tr.table : -1, has_table ? tr.per_position : 0, step.outputs.logits,
+                            step.outputs.head_table};
+  const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() &&
+                         (step.outputs.logits || step.outputs.head_table >= 0) && !step.outputs.hidden &&
+                         (!has_table || (tr.positions.size() == 1 && tr.positions[0] == 0 && tr.ids.size() <= 512));
   if (graphable) {
     // Decode graphs are bucketed by kv length: the attention grid is sized for the bucket and the
     // true length is read on the device.
@@ -558,13 +653,15 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     host[2 * T] = static_cast<std::int32_t>(pos_ + 1);
     ZOO_CUDA_CHECK(cudaMemcpyAsync(kv_len_dev_.data(), host + 2 * T, 4, cudaMemcpyHostToDevice, s));
     graph_kv_len_ = bucket;
-    ensure_logits(1);  // before taking a reference into decode_graphs_, which a reallocation clears
-    auto& graph = decode_graphs_[bucket];
+    // Before taking a reference into decode_graphs_, which a reallocation clears.
+    if (variant.logits) ensure_logits(1);
+    if (variant.head_table >= 0) ensure_head(b_.tables_[static_cast<std::size_t>(variant.head_table)].count);
+    auto& graph = decode_graphs_[{bucket, variant.key()}];
     if (!graph.ready()) {
       // Capture only after an eager pass at this shape, so GEMM plans exist and nothing allocates.
-      run_decode_body(T);
+      run_decode_body(T, variant);
       graph.begin_capture(s);
-      run_decode_body(T);
+      run_decode_body(T, variant);
       graph.end_capture(s);
       // The eager pass already computed this step; the captured one did not run.
     } else {
@@ -584,6 +681,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
       override_rows_dev_.upload(step.override_rows.data(), step.override_rows.size() * sizeof(float));
       cu::scatter_rows_f32(override_pos_dev_.as<std::int32_t>(), override_rows_dev_.as<float>(), n, H, a_.h.as<Bf16>(), s);
     }
+    if (has_table) sum_table_rows(tr.table, tr.per_position, static_cast<std::int64_t>(tr.positions.size()));
     if (hook && hook->wants("embed")) tap(hook, "embed", a_.h.as<Bf16>(), T, H, H);
     run_layers(T, hook);
     if (hook) tap(hook, "final_norm", a_.x.as<Bf16>(), T, H, H);
@@ -597,6 +695,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     // The returned rows get their own GEMM, so a hook never changes results.
     const std::int64_t rows = step.outputs.all_positions ? T : 1;
     if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
+    if (step.outputs.head_table >= 0) compute_head(step.outputs.head_table, rows, a_.x.as<Bf16>() + (T - rows) * H);
     profile_.end(T);
   }
   pos_ += T;
@@ -608,6 +707,12 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     result.logits = HostTensor(DType::F32, {rows, V});
     ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
                                    cudaMemcpyDeviceToHost, s));
+  }
+  if (step.outputs.head_table >= 0) {
+    const DeviceTable& t = b_.tables_[static_cast<std::size_t>(step.outputs.head_table)];
+    HostTensor out(DType::F32, {rows, t.count});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(out.data(), head_dev_.data(), out.nbytes(), cudaMemcpyDeviceToHost, s));
+    result.extra.emplace_back(t.name, std::move(out));
   }
   b_.stream_->synchronize();
   return result;

@@ -20,6 +20,12 @@ void embedding_gather(const Bf16* table, std::int64_t vocab, std::int64_t hidden
 // e.g. embeddings of non-text inputs computed on the host.
 void scatter_rows_f32(const std::int32_t* positions, const float* rows, std::int64_t count, std::int64_t hidden,
                       Bf16* out, cudaStream_t stream);
+// Rows of a table summed into embeddings: out[positions[i], :] = bf16(sum_{j < per_position}
+// table[ids[i * per_position + j], :]) for i < count, summed in float32 in j order and rounded once.
+// ids outside [0, table_rows) add nothing (callers validate them on the host).
+void sum_table_rows(const Bf16* table, std::int64_t table_rows, std::int64_t hidden, const std::int32_t* ids,
+                    std::int64_t per_position, const std::int32_t* positions, std::int64_t count, Bf16* out,
+                    cudaStream_t stream);
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
 // y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))): normalized in float32, cast to bf16, then
