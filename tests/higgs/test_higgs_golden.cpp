@@ -175,6 +175,7 @@ TEST_CASE("higgs text-only request runs", "[higgs]") {
   const TempDir tmp;
   const Prompt prompt = opened.model->prepare(load_request(tmp.write("text.json", R"({"input_ids": [1, 2, 3]})")));
   CHECK(prompt.override_positions.empty());
+  CHECK(prompt.table_positions.empty());
   auto session = opened.model->new_session();
   const ForwardResult out = session->forward(prompt.step());
   const auto config = load_hf_config(fixture_dir("higgs-tiny"));

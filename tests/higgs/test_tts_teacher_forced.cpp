@@ -14,15 +14,6 @@ namespace {
 
 using higgs::CodeRow;
 
-// The audio-slot embedding of one row, as the plugin builds it for a request's audio_codes.
-std::vector<float> slot_embedding(const Model& model, const CodeRow& row) {
-  Request request;
-  request.file = "teacher-forced row";
-  request.input_ids = {-100};
-  request.fields["audio_codes"] = nlohmann::json::array({row});
-  return model.prepare(request).override_rows;
-}
-
 // Text "tokenizer" for the tiny fixture (vocabulary 320, no tokenizer.json): a byte per id, the
 // special tokens at the top of the vocabulary.
 SpeechRequest tiny_speech(const std::string& text) {
@@ -65,13 +56,10 @@ TEST_CASE("higgs tts: teacher-forced loop matches transformers at every step", "
   REQUIRE(first_audio != nullptr);
   std::vector<float> first_logits(first_audio->as<float>(), first_audio->as<float>() + first_audio->numel());
 
-  const Model& model = *opened.model;
-  higgs::SessionRowModel lm(
-      *session, [&](const CodeRow& row, float* out) {
-        const auto e = slot_embedding(model, row);
-        std::copy(e.begin(), e.end(), out);
-      },
-      model.info().hidden_size);
+  // Rows are fed back through the audio row table the plugin registered (its index comes with
+  // every prompt that has audio slots).
+  REQUIRE(prompt.table >= 0);
+  higgs::SessionRowModel lm(*session, {K, V, opened.model->info().hidden_size, 4096, prompt.table});
 
   std::int64_t picks = 0;
   const higgs::RowPicker teacher = [&](std::span<const float> logits, std::int64_t index) {

@@ -26,16 +26,16 @@ std::shared_ptr<const WeightSource> backbone_view(std::shared_ptr<const WeightSo
                              AliasRule::with_prefix("model.layers.", kBodyPrefix)});
 }
 
-// The audio table, widened to float32 once: it serves both as slot embedding and as head. Sessions
-// hold copies, which share the weights: they stay valid after the model is destroyed.
+// The audio table [K * V, H] is both the slot embedding (a slot is sum_c E[code_c + c * V]) and the
+// tied head. It lives in the body model as a row table (Model::add_row_table), on the body's device:
+// slots are summed there and only the K x V head logits come back per step.
 struct AudioTable {
-  std::shared_ptr<const HostTensor> weights;  // [K * V, H]
+  int index = -1;  // the body's row table
   std::int64_t K = 0, V = 0, H = 0;
 
-  // sum_c E[code_c + c * V]
-  void embed_slot(const std::vector<std::int64_t>& codes, float* out) const {
-    std::fill(out, out + H, 0.0f);
-    for (std::int64_t c = 0; c < K; ++c) ops::add_inplace(out, weights->as<float>() + (codes[c] + c * V) * H, H);
+  // The table rows of one slot: code_c + c * V for each codebook c.
+  void slot_ids(const std::vector<std::int64_t>& codes, std::vector<std::int64_t>& out) const {
+    for (std::int64_t c = 0; c < K; ++c) out.push_back(codes[c] + c * V);
   }
 };
 
@@ -50,12 +50,14 @@ class HiggsSession : public Session {
   // not produced (`logits` holds text logits only, see ForwardResult).
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
     ForwardStep body_step = step;
-    body_step.outputs = {.hidden = true, .logits = false, .all_positions = false};
+    body_step.outputs = {.hidden = step.outputs.hidden, .logits = false, .all_positions = false,
+                         .head_table = table_.index};
     ForwardResult body = body_->forward(body_step, hook);
     ForwardResult result;
-    HostTensor logits(DType::F32, {table_.K, table_.V});
-    ops::linear(body.hidden.as<float>(), table_.weights->as<float>(), logits.as<float>(), 1, table_.K * table_.V,
-                table_.H);
+    const HostTensor* head = body.find_extra(kAudioTable);
+    if (head == nullptr || head->numel() != table_.K * table_.V)
+      throw std::logic_error("higgs_audio: the body returned no audio head output");
+    HostTensor logits = HostTensor::from_f32({table_.K, table_.V}, {head->as<float>(), static_cast<std::size_t>(head->numel())});
     if (hook && hook->wants("audio_logits")) hook->record("audio_logits", logits.view());
     if (hook && hook->wants("audio_argmax")) {
       HostTensor argmax(DType::I64, {table_.K});
@@ -91,6 +93,7 @@ class HiggsModel : public Model {
     table_.K = config_.num_codebooks;
     table_.V = config_.codebook_size;
     table_.H = config_.hidden_size;
+    table_bytes_ = static_cast<std::size_t>(table_.K * table_.V * table_.H) * (args.device.is_cpu() ? 4 : 2);
   }
 
   ModelInfo info() const override {
@@ -109,8 +112,8 @@ class HiggsModel : public Model {
   const WeightSource& weight_source() const override { return *weights_; }
 
   void load(const ProgressFn& progress) override {
+    table_.index = body_->add_row_table(kAudioTable, weights_->view(kAudioTable));
     body_->load(progress);
-    table_.weights = std::make_shared<const HostTensor>(to_f32_tensor(weights_->view(kAudioTable)));
   }
 
   std::unique_ptr<Session> new_session() override {
@@ -123,16 +126,15 @@ class HiggsModel : public Model {
   }
 
   SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress) override {
-    if (!table_.weights) throw std::logic_error("higgs_audio: synthesize() before load()");
+    if (table_.index < 0) throw std::logic_error("higgs_audio: synthesize() before load()");
     auto session = new_session();
-    const auto embed = [this](const CodeRow& row, float* out) { table_.embed_slot(row, out); };
-    return synthesize_speech(*session, embed, {table_.K, table_.V, table_.H, max_context_}, request, progress);
+    return synthesize_speech(*session, {table_.K, table_.V, table_.H, max_context_, table_.index}, request, progress);
   }
   nlohmann::json runtime_stats() const override {
     auto stats = body_->runtime_stats();
     // A decode step also reads the whole audio table (the tied audio head).
     if (stats.contains("decode_weight_bytes") && stats["decode_weight_bytes"].is_number_unsigned())
-      stats["decode_weight_bytes"] = stats["decode_weight_bytes"].get<std::size_t>() + (table_.weights ? table_.weights->nbytes() : 0);
+      stats["decode_weight_bytes"] = stats["decode_weight_bytes"].get<std::size_t>() + table_bytes_;
     return stats;
   }
 
@@ -169,19 +171,20 @@ class HiggsModel : public Model {
         rows.push_back(std::move(parsed));
       }
     }
-    if (!table_.weights) throw std::logic_error("higgs_audio: prepare() before load()");
+    if (table_.index < 0) throw std::logic_error("higgs_audio: prepare() before load()");
     Prompt prompt;
     prompt.ids = request.input_ids;
+    prompt.table = table_.index;
+    prompt.table_per_position = table_.K;
     std::size_t next = 0;
     for (std::size_t t = 0; t < prompt.ids.size(); ++t) {
       if (prompt.ids[t] != config_.audio_token_id) continue;
       if (next >= rows.size())
         throw InputError(fmt::format("{}: input_ids has more audio slots (id {}) than audio_codes rows ({})", file,
                                      config_.audio_token_id, rows.size()));
-      prompt.ids[t] = 0;  // any valid id: the override replaces its embedding
-      prompt.override_positions.push_back(static_cast<std::int64_t>(t));
-      prompt.override_rows.resize(prompt.override_rows.size() + static_cast<std::size_t>(table_.H));
-      table_.embed_slot(rows[next++], prompt.override_rows.data() + prompt.override_rows.size() - table_.H);
+      prompt.ids[t] = 0;  // any valid id: the table rows replace its embedding
+      prompt.table_positions.push_back(static_cast<std::int64_t>(t));
+      table_.slot_ids(rows[next++], prompt.table_ids);
     }
     if (next != rows.size())
       throw InputError(fmt::format("{}: {} audio_codes rows but only {} audio slots (id {}) in input_ids", file,
@@ -196,6 +199,7 @@ class HiggsModel : public Model {
   std::shared_ptr<const WeightSource> weights_;
   std::shared_ptr<Model> body_;
   AudioTable table_;
+  std::size_t table_bytes_ = 0;  // as the body holds it
   std::unique_ptr<CodeDecoder> codec_;
 };
 

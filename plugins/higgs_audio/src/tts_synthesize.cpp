@@ -27,20 +27,21 @@ std::vector<float> audio_logits(const ForwardResult& out, const TtsShape& shape)
 }  // namespace
 
 std::vector<float> SessionRowModel::feed(const CodeRow& row) {
-  const std::int64_t id = 0;  // replaced by the override below
+  const std::int64_t id = 0;  // replaced by the table rows below
   const std::int64_t position = 0;
-  std::vector<float> embedding(static_cast<std::size_t>(hidden_));
-  embed_(row, embedding.data());
-  ForwardStep step{std::span<const std::int64_t>(&id, 1), std::span<const std::int64_t>(&position, 1), embedding,
-                   OutputRequest{.hidden = false, .logits = true, .all_positions = false}};
+  std::vector<std::int64_t> ids;
+  for (std::int64_t c = 0; c < shape_.num_codebooks; ++c) ids.push_back(row[c] + c * shape_.codebook_size);
+  ForwardStep step{std::span<const std::int64_t>(&id, 1), {}, {},
+                   OutputRequest{.hidden = false, .logits = true, .all_positions = false},
+                   TableRows{shape_.table, std::span<const std::int64_t>(&position, 1), ids, shape_.num_codebooks}};
   const ForwardResult out = session_.forward(step);
   const HostTensor* logits = out.find_extra("audio_logits");
   if (logits == nullptr) throw std::logic_error("higgs tts: the session returned no audio logits");
   return audio_logits(out, static_cast<std::size_t>(logits->numel()));
 }
 
-SpeechResult synthesize_speech(Session& session, const SessionRowModel::EmbedFn& embed, const TtsShape& shape,
-                               const SpeechRequest& request, const SpeechProgressFn& progress) {
+SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const SpeechRequest& request,
+                               const SpeechProgressFn& progress) {
   const std::int64_t K = shape.num_codebooks, V = shape.codebook_size;
   if (request.max_steps <= 0) throw InputError(fmt::format("max frames must be positive, got {}", request.max_steps));
   TtsSampler sampler({request.temperature, request.top_k, request.top_p, request.seed});
@@ -56,14 +57,15 @@ SpeechResult synthesize_speech(Session& session, const SessionRowModel::EmbedFn&
 
   Prompt prompt;
   prompt.ids = built.ids;
-  prompt.override_positions = built.slot_positions;
-  prompt.override_rows.resize(built.slot_rows.size() * static_cast<std::size_t>(shape.hidden));
-  for (std::size_t r = 0; r < built.slot_rows.size(); ++r)
-    embed(built.slot_rows[r], prompt.override_rows.data() + r * static_cast<std::size_t>(shape.hidden));
+  prompt.table = shape.table;
+  prompt.table_positions = built.slot_positions;
+  prompt.table_per_position = K;
+  for (const CodeRow& row : built.slot_rows)
+    for (std::int64_t c = 0; c < K; ++c) prompt.table_ids.push_back(row[c] + c * V);
 
   session.reset();
   std::vector<float> first = audio_logits(session.forward(prompt.step()), shape);
-  SessionRowModel lm(session, embed, shape.hidden);
+  SessionRowModel lm(session, shape);
   const RowPicker pick = [&](std::span<const float> logits, std::int64_t) { return sampler.sample_rows(logits, K); };
   const auto on_row = [&](std::int64_t rows) {
     if (!progress) return;
