@@ -106,6 +106,7 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
     DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v),
                  dout(cs.q_tokens * cs.q_heads * D * 2);
     DeviceBuffer ws(decode_attention_workspace_bytes(cs.q_tokens, cs.q_heads, cs.head_dim));
+    ws.fill_bytes(0);
     const std::vector<std::int32_t> len = {static_cast<std::int32_t>(cs.kv_len)};
     DeviceBuffer dlen = upload(len);
     dout.fill_bytes(0xff);
@@ -140,6 +141,7 @@ TEST_CASE("attention_decode replays in a CUDA graph at growing lengths", "[cuda]
   const auto in = make_inputs(rng, 1, 0, max_len, Hq, Hk, D);  // q and the cache; ref recomputed below
   DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(Hq * D * 2);
   DeviceBuffer ws(decode_attention_workspace_bytes(1, Hq, D)), dlen(4);
+  ws.fill_bytes(0);
   Stream stream;
   DecodeAttentionArgs a;
   a.q = dq.as<Bf16>();
@@ -170,4 +172,73 @@ TEST_CASE("attention_decode replays in a CUDA graph at growing lengths", "[cuda]
     INFO(c.str());
     CHECK(c.ok());
   }
+}
+
+TEST_CASE("attention_decode: one workspace serves many calls (split merges leave their tickets at zero)", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1013);
+  Stream stream;
+  // The largest shape sizes the shared workspace: 8 query tokens x 32 heads.
+  const int max_tokens = 8, max_heads = 32;
+  DeviceBuffer ws(decode_attention_workspace_bytes(max_tokens, max_heads, 256));
+  ws.fill_bytes(0);
+  struct Case {
+    std::int64_t kv_len, grid_len;  // grid_len > kv_len: the length is read on the device
+    int q_tokens, q_heads, kv_heads, head_dim;
+  };
+  // Several splits and row groups (8 tokens x group 8 = 4 groups of 16 rows), lengths that leave
+  // most of a large grid idle, and one-split calls between multi-split ones.
+  const Case cases[] = {{4000, 4000, 1, 32, 8, 128}, {513, 1024, 1, 32, 8, 128}, {129, 8192, 8, 32, 4, 128},
+                        {2048, 2048, 8, 16, 2, 64},  {9, 9, 1, 16, 8, 128},      {3001, 4096, 3, 8, 1, 256},
+                        {4000, 4000, 1, 32, 8, 128}, {700, 700, 2, 32, 8, 128}};
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& cs : cases) {
+      INFO("round " << round << " kv_len " << cs.kv_len << " grid for " << cs.grid_len << " q_tokens " << cs.q_tokens
+                    << " heads " << cs.q_heads << "/" << cs.kv_heads << " D " << cs.head_dim);
+      const std::int64_t D = cs.head_dim;
+      const auto in = make_inputs(rng, cs.q_tokens, cs.kv_len - cs.q_tokens, cs.kv_len + 8, cs.q_heads, cs.kv_heads,
+                                  cs.head_dim);
+      DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v),
+                   dout(cs.q_tokens * cs.q_heads * D * 2);
+      const std::vector<std::int32_t> len = {static_cast<std::int32_t>(cs.kv_len)};
+      DeviceBuffer dlen = upload(len);
+      dout.fill_bytes(0xff);
+      DecodeAttentionArgs a;
+      a.q = dq.as<Bf16>();
+      a.k_cache = dk.as<Bf16>();
+      a.v_cache = dv.as<Bf16>();
+      a.out = dout.as<Bf16>();
+      a.q_tokens = cs.q_tokens;
+      a.kv_len = cs.grid_len;
+      a.kv_len_device = cs.grid_len != cs.kv_len ? dlen.as<std::int32_t>() : nullptr;
+      a.q_heads = cs.q_heads;
+      a.kv_heads = cs.kv_heads;
+      a.head_dim = cs.head_dim;
+      a.workspace = ws.data();
+      a.workspace_bytes = ws.size();
+      DeviceBuffer big_k, big_v;
+      if (cs.grid_len > cs.kv_len + 8) {
+        // The kernel never reads at or past the true length, but keep the buffers large enough anyway.
+        big_k = DeviceBuffer(static_cast<std::size_t>(cs.grid_len) * cs.kv_heads * D * 2);
+        big_v = DeviceBuffer(static_cast<std::size_t>(cs.grid_len) * cs.kv_heads * D * 2);
+        big_k.fill_bytes(0xff);
+        big_v.fill_bytes(0xff);
+        ZOO_CUDA_CHECK(cudaMemcpy(big_k.data(), dk.data(), dk.size(), cudaMemcpyDeviceToDevice));
+        ZOO_CUDA_CHECK(cudaMemcpy(big_v.data(), dv.data(), dv.size(), cudaMemcpyDeviceToDevice));
+        a.k_cache = big_k.as<Bf16>();
+        a.v_cache = big_v.as<Bf16>();
+      }
+      attention_decode(a, stream);
+      stream.synchronize();
+      const auto c = compare(download_bf16(dout, cs.q_tokens * cs.q_heads * D), in.ref, kAttnAtol, 0.0);
+      INFO(c.str());
+      CHECK(c.ok());
+      CHECK(c.rel_l2() < kAttnRelL2);
+    }
+  }
+  // The tickets (the workspace's last q_tokens * q_heads ints) are back at zero.
+  const std::size_t ticket_bytes = static_cast<std::size_t>(max_tokens) * max_heads * sizeof(int);
+  std::vector<int> tickets(max_tokens * max_heads, -1);
+  ws.download(tickets.data(), ticket_bytes, ws.size() - ticket_bytes);
+  for (int t : tickets) REQUIRE(t == 0);
 }

@@ -88,6 +88,7 @@ TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") 
     DeviceBuffer q = random_bf16_buffer(rng, Hq * D), k = random_bf16_buffer(rng, ctx * Hk * D),
                  v = random_bf16_buffer(rng, ctx * Hk * D), o(Hq * D * 2);
     DeviceBuffer ws(decode_attention_workspace_bytes(1, Hq, D));
+    ws.fill_bytes(0);
     DecodeAttentionArgs a;
     a.q = q.as<Bf16>();
     a.k_cache = k.as<Bf16>();

@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_test_util.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
 
 using namespace zoo::kernels::cuda;
 using namespace zoo::cuda_test;
@@ -205,4 +206,46 @@ TEST_CASE("ZOO_GEMV sets the GEMV row limit of a new Gemm", "[cuda][gemv]") {
     ::setenv("ZOO_GEMV", saved_value.c_str(), 1);
   else
     ::unsetenv("ZOO_GEMV");
+}
+
+TEST_CASE("Gemm::linear_silu_mul: the fused m = 1 kernel equals the GEMV + silu_and_mul pair", "[cuda][gemv]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(2027);
+  Gemm gemm;  // the default: GEMV at m = 1
+  Stream stream;
+  struct Case {
+    std::int64_t m, inter, k;
+    bool same_split;  // the plain kernel splits k as the fused one (<= 4 warps per column): bitwise
+  };
+  // Decode-like shapes (one split, four splits), an odd inter (a block's last pair alone), a shape
+  // where the plain kernel splits k 8 ways (the fused one 4: equal within rounding), and m = 3
+  // (not fused: the two-kernel path must give the same result too).
+  const Case cases[] = {{1, 3072, 1024, true}, {1, 1536, 2048, true}, {1, 37, 264, true},
+                        {1, 24, 8192, false},  {3, 300, 512, true}};
+  for (const auto& cs : cases) {
+    INFO("m=" << cs.m << " inter=" << cs.inter << " k=" << cs.k);
+    const std::int64_t n = 2 * cs.inter;
+    const auto x = random_bf16_values(rng, cs.m * cs.k), w = random_bf16_values(rng, n * cs.k);
+    DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w);
+    DeviceBuffer gu(cs.m * n * 2), gu2(cs.m * n * 2), act(cs.m * cs.inter * 2), want(cs.m * cs.inter * 2);
+    act.fill_bytes(0xff);  // NaN poison
+    const std::size_t calls = gemm.gemv_calls();
+    gemm.linear_silu_mul(dx.as<Bf16>(), dw.as<Bf16>(), gu.as<Bf16>(), act.as<Bf16>(), cs.m, cs.inter, cs.k, stream);
+    CHECK(gemm.gemv_calls() - calls == (cs.m == 1 ? 1u : 0u));  // one kernel at m = 1; at m = 3 cuBLASLt
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), gu2.as<Bf16>(), cs.m, n, cs.k, stream);
+    silu_and_mul(gu2.as<Bf16>(), want.as<Bf16>(), cs.m, cs.inter, stream);
+    stream.synchronize();
+    const auto got = download_bf16(act, cs.m * cs.inter), ref = download_bf16(want, cs.m * cs.inter);
+    if (cs.same_split) {
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("element " << i);
+        REQUIRE(got[i] == ref[i]);
+      }
+    } else {
+      // Another summation order: the projections may differ by one bf16 rounding, so may act.
+      const auto c = compare(got, ref, 1e-2 * std::sqrt(static_cast<double>(cs.k)) / 64, 4 * kBf16Eps);
+      INFO(c.str());
+      CHECK(c.ok());
+    }
+  }
 }

@@ -2,10 +2,16 @@
 // rows). The query rows of a block are all (query token, query head) pairs that share the kv
 // head, so the tensor cores process the whole GQA group against each K/V tile read once. Each
 // warp streams its own key tiles through private shared memory with its own online softmax;
-// the warps' states are merged in shared memory, and with several splits a second kernel merges
-// the splits by their log-sum-exp.
+// the warps' states are merged in shared memory. With several splits, each block leaves its
+// partial result in the workspace and the last block of its (kv head, row group) to finish
+// (an atomic ticket) merges the splits by their log-sum-exp: one launch per call.
+//
+// The grid is sized on the host from the largest length a call (or a replayed graph) may see;
+// the split length is derived on the device from the true length, so a graph captured for a
+// 1024-key bucket spreads 513 keys over the splits it has rather than over the first few of them.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -26,10 +32,13 @@ struct DecodeParams {
   bf16* out;
   float* part_o;    // [splits, q_tokens * q_heads, D]
   float* part_lse;  // [splits, q_tokens * q_heads], log2 units
+  int* tickets;      // [kv_heads * row_groups], zero between calls
   const std::int32_t* kv_len_device;
   std::int64_t kv_len;
-  std::int64_t chunk;  // keys per split
-  int splits;
+  std::int64_t chunk;  // keys per split (legacy policy only)
+  int splits;          // grid.y
+  int step;            // keys of one pass of all warps (kDecodeWarps * KT)
+  bool legacy;         // ZOO_DECODE_ATTN=0: host-side chunks, a second kernel merges the splits
   int q_tokens, q_heads, kv_heads, group;
   float scale_log2;
 };
@@ -58,8 +67,17 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z;
   const int rows = p.group * p.q_tokens;  // row r: head kv_head * group + r / q_tokens, token r % q_tokens
   const std::int64_t L = p.kv_len_device ? static_cast<std::int64_t>(*p.kv_len_device) : p.kv_len;
-  const std::int64_t k_begin = static_cast<std::int64_t>(split) * p.chunk;
-  const std::int64_t k_end = k_begin + p.chunk < L ? k_begin + p.chunk : L;
+  std::int64_t chunk = p.chunk;
+  int active = p.splits;
+  if (!p.legacy) {
+    // Split length from the true length: whole passes of all warps, as few splits as cover L.
+    const std::int64_t per = (L + p.splits - 1) / p.splits;
+    chunk = (per + p.step - 1) / p.step * p.step;
+    active = static_cast<int>((L + chunk - 1) / chunk);
+    if (split >= active) return;  // past the end: the whole block idles (uniform, before any barrier)
+  }
+  const std::int64_t k_begin = static_cast<std::int64_t>(split) * chunk;
+  const std::int64_t k_end = k_begin + chunk < L ? k_begin + chunk : L;
 
   // Query rows -> Q tile (rows past `rows` are zero).
   for (int idx = tid; idx < 16 * (D / 8); idx += Cfg::kThreads) {
@@ -158,13 +176,49 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     const int token = row % p.q_tokens;
     const std::int64_t qrow = static_cast<std::int64_t>(token) * p.q_heads + head;
     const float value = sum > 0.0f ? acc / sum : 0.0f;
-    if (p.splits == 1) {
+    if (active == 1) {
       p.out[qrow * D + d] = to_bf16(value);
     } else {
       const std::int64_t prow = static_cast<std::int64_t>(split) * p.q_tokens * p.q_heads + qrow;
       p.part_o[prow * D + d] = value;
       if (d == 0) p.part_lse[prow] = sum > 0.0f ? base + log2f(sum) : -INFINITY;
     }
+  }
+  if (p.legacy || active == 1) return;
+
+  // The last block of this (kv head, row group) merges the splits. Its partials were written by
+  // other SMs: the fence before the ticket publishes ours, and the merge reads through L2 (ldcg).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    int* ticket = p.tickets + kv_head * gridDim.z + row_group;
+    last = atomicAdd(ticket, 1) == active - 1;
+    if (last) *ticket = 0;  // ready for the next call (graph replays included)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const std::int64_t rows_per_split = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
+  for (int idx = tid; idx < 16 * D; idx += Cfg::kThreads) {
+    const int r = idx / D, d = idx % D;
+    const int row = row_group * 16 + r;
+    if (row >= rows) continue;
+    const int head = kv_head * p.group + row / p.q_tokens;
+    const int token = row % p.q_tokens;
+    const std::int64_t qrow = static_cast<std::int64_t>(token) * p.q_heads + head;
+    float mx = -INFINITY;
+    for (int s = 0; s < active; ++s) mx = fmaxf(mx, __ldcg(p.part_lse + s * rows_per_split + qrow));
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float acc = 0.0f, sum = 0.0f;
+    for (int s = 0; s < active; ++s) {
+      const float f = exp2f(__ldcg(p.part_lse + s * rows_per_split + qrow) - base);
+      if (f > 0.0f) {
+        acc += f * __ldcg(p.part_o + (s * rows_per_split + qrow) * D + d);
+        sum += f;
+      }
+    }
+    p.out[qrow * D + d] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
   }
 }
 
@@ -191,16 +245,18 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(DecodeParam
 template <int D, int KT, bool Q_REGS>
 void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
   using Cfg = DecodeConfig<D, KT>;
-  // Splits: enough blocks for about two waves, but no split shorter than two tiles per warp.
+  // Splits: enough blocks for about two waves, but no split shorter than one tile per warp (the
+  // legacy policy: two), so that short contexts still spread over many SMs.
   const int sms = device_properties().multiprocessors;
   const std::int64_t base_blocks = static_cast<std::int64_t>(p.kv_heads) * row_groups;
   const std::int64_t target = std::max<std::int64_t>(1, (2 * sms + base_blocks - 1) / base_blocks);
-  const std::int64_t min_chunk = 2 * kDecodeWarps * KT;
+  const std::int64_t step = kDecodeWarps * KT;
+  const std::int64_t min_chunk = (p.legacy ? 2 : 1) * step;
   std::int64_t splits = std::min<std::int64_t>(target, (p.kv_len + min_chunk - 1) / min_chunk);
   splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);
-  const std::int64_t step = kDecodeWarps * KT;
+  p.step = static_cast<int>(step);
   p.chunk = ((p.kv_len + splits - 1) / splits + step - 1) / step * step;
-  p.splits = static_cast<int>((p.kv_len + p.chunk - 1) / p.chunk);
+  p.splits = p.legacy ? static_cast<int>((p.kv_len + p.chunk - 1) / p.chunk) : static_cast<int>(splits);
 
   auto kernel = attention_decode_kernel<D, KT, Q_REGS>;
   allow_dynamic_smem(kernel, Cfg::kSmem);
@@ -208,7 +264,7 @@ void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
                   static_cast<unsigned>(row_groups));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
   ZOO_CUDA_CHECK_LAUNCH();
-  if (p.splits > 1) {
+  if (p.legacy && p.splits > 1) {
     attention_decode_combine_kernel<D>
         <<<static_cast<unsigned>(p.q_tokens * p.q_heads), D, 0, stream>>>(p);
     ZOO_CUDA_CHECK_LAUNCH();
@@ -217,11 +273,28 @@ void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
 
+// ZOO_DECODE_ATTN=0 keeps the previous policy (splits sized on the host from the grid's length,
+// a second kernel merging them): the before/after switch of the benchmarks.
+bool legacy_from_env() {
+  static const bool legacy = [] {
+    const char* env = std::getenv("ZOO_DECODE_ATTN");
+    return env != nullptr && std::string(env) == "0";
+  }();
+  return legacy;
+}
+
+std::size_t partial_floats(int q_tokens, int q_heads, int head_dim) {
+  return static_cast<std::size_t>(kMaxSplits) * q_tokens * q_heads * (head_dim + 1);
+}
+
 }  // namespace
 
 std::size_t decode_attention_workspace_bytes(int q_tokens, int q_heads, int head_dim) {
   if (q_tokens <= 0 || q_heads <= 0 || head_dim <= 0) return 0;
-  return static_cast<std::size_t>(kMaxSplits) * q_tokens * q_heads * (head_dim + 1) * sizeof(float);
+  // Partial outputs and log-sum-exps, then (at the end) one ticket per (kv head, row group), at
+  // most q_tokens * q_heads of them.
+  return partial_floats(q_tokens, q_heads, head_dim) * sizeof(float) +
+         static_cast<std::size_t>(q_tokens) * q_heads * sizeof(int);
 }
 
 void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
@@ -244,6 +317,11 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.out = dev(a.out);
   p.part_o = static_cast<float*>(a.workspace);
   p.part_lse = p.part_o + static_cast<std::size_t>(kMaxSplits) * a.q_tokens * a.q_heads * a.head_dim;
+  // The tickets sit at the workspace's end, where no call sharing the workspace (each sized at most
+  // as large as the workspace allows) puts partial results: they stay zero between calls.
+  p.tickets = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + (a.workspace_bytes & ~std::size_t{3})) -
+              static_cast<std::ptrdiff_t>(a.q_tokens) * a.q_heads;
+  p.legacy = legacy_from_env();
   p.kv_len_device = a.kv_len_device;
   p.kv_len = a.kv_len;
   p.q_tokens = a.q_tokens;

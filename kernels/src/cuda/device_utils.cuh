@@ -20,6 +20,12 @@ __device__ __forceinline__ bf16 to_bf16(float v) { return __float2bfloat16_rn(v)
 // Rounds a float32 to bf16 precision and back: one bf16 op result in torch's bf16 arithmetic.
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+// torch's act_fn(gate) * up in bf16: silu = x / (1 + exp(-x)) in float32 rounded to bf16, times
+// the bf16 up value (the caller rounds the product). One definition for every kernel that forms it.
+__device__ __forceinline__ float silu_times(float gate, float up) {
+  return round_bf16(gate / (1.0f + expf(-gate))) * up;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

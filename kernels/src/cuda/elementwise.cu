@@ -33,11 +33,7 @@ __global__ void silu_mul_kernel(const bf16* __restrict__ gate, std::int64_t gate
     load_f32<VEC>(gate + t * gate_stride + i, g);
     load_f32<VEC>(up + t * up_stride + i, u);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      // torch's silu: x / (1 + exp(-x)) in float32, rounded to bf16; then the bf16 product.
-      const float s = round_bf16(g[j] / (1.0f + expf(-g[j])));
-      o[j] = s * u[j];
-    }
+    for (int j = 0; j < VEC; ++j) o[j] = silu_times(g[j], u[j]);
     store_bf16<VEC>(out + t * inter + i, o);
   }
 }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "gemv.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
 
 namespace zoo::kernels::cuda {
 namespace {
@@ -78,6 +79,12 @@ std::int64_t gemv_rows_from_env() {
   return v;
 }
 
+// ZOO_GEMV_SILU=0: the gate|up projection and silu_and_mul stay two kernels at m = 1 too.
+bool fuse_silu_from_env() {
+  const char* env = std::getenv("ZOO_GEMV_SILU");
+  return env == nullptr || std::string(env) != "0";
+}
+
 }  // namespace
 
 struct Gemm::Impl {
@@ -86,6 +93,7 @@ struct Gemm::Impl {
   std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
   int multiprocessors = device_properties().multiprocessors;
   std::int64_t gemv_max_rows = gemv_rows_from_env();
+  bool fuse_silu = fuse_silu_from_env();
   std::size_t gemv_calls = 0;
 
   explicit Impl(std::size_t workspace_bytes) : workspace(workspace_bytes) {
@@ -179,6 +187,18 @@ void Gemm::linear(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t m, std::in
 void Gemm::linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
                   cudaStream_t stream, bool accumulate) {
   impl_->run(x, w, y, CUDA_R_32F, m, n, k, stream, accumulate);
+}
+
+void Gemm::linear_silu_mul(const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* act, std::int64_t m,
+                           std::int64_t inter, std::int64_t k, cudaStream_t stream) {
+  if (m == 1 && impl_->gemv_max_rows >= 1 && impl_->fuse_silu && inter >= 1 &&
+      detail::gemv_supported(x, w, 1, 2 * inter, k)) {
+    detail::gemv_silu_mul(x, w, act, inter, k, impl_->multiprocessors, stream);
+    ++impl_->gemv_calls;
+    return;
+  }
+  linear(x, w, gate_up, m, 2 * inter, k, stream);
+  silu_and_mul(gate_up, act, m, inter, stream);
 }
 
 std::size_t Gemm::cached_plans() const { return impl_->plans.size(); }

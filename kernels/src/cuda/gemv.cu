@@ -7,6 +7,11 @@
 // writes the result, so the summation order is fixed: results are deterministic run to run.
 // W is read with a no-L1-allocate load (it is streamed once per call); X is small and stays in
 // L1/L2 across the columns of a block.
+//
+// The gated variant (one row of X) multiplies by a packed [2I, k] gate|up weight and writes
+// act[i] = bf16(bf16(silu(gate_i)) * up_i) directly: a block's columns come in (gate i, up i)
+// pairs, so the SiLU-and-multiply is its epilogue and the [1, 2I] projection never goes to memory.
+// Its sums are the plain kernel's, term for term (same split, same order).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -57,14 +62,17 @@ __device__ __forceinline__ void store(bf16* y, float v, bool accumulate) {
 template <int M>
 inline constexpr int kUnroll = M <= 2 ? 8 : (M <= 4 ? 4 : 2);
 
-template <int M, class Out>
+template <int M, class Out, bool GATED = false>
 __global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
     gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* __restrict__ y, int n, int kv, int ks,
                 bool accumulate) {
+  static_assert(!GATED || M == 1, "the gated variant takes one row");
   constexpr int U = kUnroll<M>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int cols_per_block = kWarps / ks;
-  const int col = blockIdx.x * cols_per_block + warp / ks;
+  const int vcol = blockIdx.x * cols_per_block + warp / ks;
+  // Gated: virtual columns 2i and 2i + 1 are W rows i (gate) and n/2 + i (up).
+  const int col = GATED ? (vcol & 1) * (n >> 1) + (vcol >> 1) : vcol;
   const int part = warp % ks;
   // Chunks of whole 32-vector (512-byte) steps, so every warp's loads stay coalesced.
   const int chunk = ((kv + ks - 1) / ks + 31) & ~31;
@@ -75,7 +83,7 @@ __global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
 #pragma unroll
   for (int i = 0; i < M; ++i) acc[i] = 0.0f;
 
-  if (col < n) {
+  if (vcol < n) {
     const uint4* wrow = w + static_cast<std::size_t>(col) * kv;
     // U loads per lane are issued before any is used, also in a short or partial last step
     // (predicated, not a one-load-at-a-time tail loop): a chunk of 128 vectors, as in the 1024-wide
@@ -103,7 +111,18 @@ __global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
   }
   __syncthreads();
   const int t = threadIdx.x;
-  if (t < cols_per_block * M) {
+  if constexpr (GATED) {
+    const int vc = blockIdx.x * cols_per_block + 2 * t;
+    if (t < cols_per_block / 2 && vc < n) {
+      float g = partial[2 * t * ks][0], u = partial[(2 * t + 1) * ks][0];
+      for (int p = 1; p < ks; ++p) {
+        g += partial[2 * t * ks + p][0];
+        u += partial[(2 * t + 1) * ks + p][0];
+      }
+      // The projections as the plain kernel stores them (bf16), then silu_and_mul's arithmetic.
+      y[vc >> 1] = __float2bfloat16_rn(silu_times(round_bf16(g), round_bf16(u)));
+    }
+  } else if (t < cols_per_block * M) {
     const int c = t / M, i = t % M;
     const int out_col = blockIdx.x * cols_per_block + c;
     if (out_col < n) {
@@ -132,16 +151,38 @@ bool gemv_supported(const void* x, const void* w, std::int64_t m, std::int64_t n
          n <= (std::int64_t{1} << 30) && k / 8 * kGemvMaxRows <= (std::int64_t{1} << 30);
 }
 
+namespace {
+// Split k until n * ks warps reach ~48 per SM (more than the ~32 the registers keep resident, so
+// the work is in small pieces and the last wave is short), as long as each warp still gets at
+// least two 16-byte loads per lane (a 1024-byte stretch of its row) to have in flight.
+int split_k(std::int64_t n, int kv, int multiprocessors, int max_ks) {
+  const std::int64_t target_warps = std::int64_t{48} * (multiprocessors > 0 ? multiprocessors : 132);
+  int ks = 1;
+  while (ks < max_ks && n * ks < target_warps && kv >= 128 * ks) ks *= 2;
+  return ks;
+}
+}  // namespace
+
+void gemv_silu_mul(const Bf16* x, const Bf16* w, Bf16* act, std::int64_t inter, std::int64_t k, int multiprocessors,
+                   cudaStream_t stream) {
+  if (!gemv_supported(x, w, 1, 2 * inter, k)) throw std::invalid_argument("gemv_silu_mul: unsupported shape or alignment");
+  const int kv = static_cast<int>(k / 8);
+  const int n = static_cast<int>(2 * inter);
+  // At most 4 warps per column, so that a block holds whole (gate, up) pairs; the plain kernel
+  // picks the same split for every decode shape (gemv_test checks the two agree bitwise).
+  const int ks = split_k(n, kv, multiprocessors, kWarps / 2);
+  const unsigned blocks = static_cast<unsigned>((n + kWarps / ks - 1) / (kWarps / ks));
+  gemv_kernel<1, bf16, true><<<blocks, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(x),
+                                                              reinterpret_cast<const uint4*>(w), dev(act), n, kv, ks,
+                                                              false);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
 void gemv(const Bf16* x, const Bf16* w, void* y, bool y_f32, std::int64_t m, std::int64_t n, std::int64_t k,
           bool accumulate, int multiprocessors, cudaStream_t stream) {
   if (!gemv_supported(x, w, m, n, k)) throw std::invalid_argument("gemv: unsupported shape or alignment");
   const int kv = static_cast<int>(k / 8);
-  // Split k until n * ks warps reach ~48 per SM (more than the ~32 the registers keep resident, so
-  // the work is in small pieces and the last wave is short), as long as each warp still gets at
-  // least two 16-byte loads per lane (a 1024-byte stretch of its row) to have in flight.
-  const std::int64_t target_warps = std::int64_t{48} * (multiprocessors > 0 ? multiprocessors : 132);
-  int ks = 1;
-  while (ks < kWarps && n * ks < target_warps && kv >= 128 * ks) ks *= 2;
+  const int ks = split_k(n, kv, multiprocessors, kWarps);
   const auto* xv = reinterpret_cast<const uint4*>(x);
   const auto* wv = reinterpret_cast<const uint4*>(w);
   const int ni = static_cast<int>(n);

@@ -370,6 +370,7 @@ CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
   kv_len_dev_ = cu::DeviceBuffer(sizeof(std::int32_t));
   step_host_ = cu::PinnedBuffer(8192);  // ids + positions + kv_len (<= 513 int32), then table ids from 1024
   decode_workspace_ = cu::DeviceBuffer(cu::decode_attention_workspace_bytes(kMaxDecodeTokens, c_.num_heads, c_.head_dim));
+  decode_workspace_.fill_bytes(0);  // the decode attention's merge tickets start at zero
   b_.note_memory();
 }
 
@@ -519,15 +520,22 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       tap(hook, name(l, "attn_residual"), h, T, H, H);
       tap(hook, name(l, "post_attn_norm"), x, T, H, H);
     }
-    g.linear(x, L.gate_up, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
-    if (L.gate_up_bias) cu::add_bias(a_.gate_up.as<Bf16>(), L.gate_up_bias, T, 2 * I, 2 * I, s);
-    profile_.mark("gemm gate_up");
-    if (hook) {
-      tap(hook, name(l, "gate_proj"), a_.gate_up.as<Bf16>(), T, I, 2 * I);
-      tap(hook, name(l, "up_proj"), a_.gate_up.as<Bf16>() + I, T, I, 2 * I);
+    if (!hook && !L.gate_up_bias) {
+      // gate|up projection and SiLU-and-multiply: one kernel at m = 1 (the projection is never
+      // stored), the two kernels otherwise.
+      g.linear_silu_mul(x, L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, H, s);
+      profile_.mark("gemm gate_up+silu");
+    } else {
+      g.linear(x, L.gate_up, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
+      if (L.gate_up_bias) cu::add_bias(a_.gate_up.as<Bf16>(), L.gate_up_bias, T, 2 * I, 2 * I, s);
+      profile_.mark("gemm gate_up");
+      if (hook) {
+        tap(hook, name(l, "gate_proj"), a_.gate_up.as<Bf16>(), T, I, 2 * I);
+        tap(hook, name(l, "up_proj"), a_.gate_up.as<Bf16>() + I, T, I, 2 * I);
+      }
+      cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, s);
+      profile_.mark("silu*mul");
     }
-    cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, s);
-    profile_.mark("silu*mul");
     if (hook) tap(hook, name(l, "act"), a_.act.as<Bf16>(), T, I, I);
     g.linear(a_.act.as<Bf16>(), L.down, tmp, T, H, I, s);
     if (L.down_bias) cu::add_bias(tmp, L.down_bias, T, H, H, s);

@@ -33,10 +33,13 @@ void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 // Decode: a few queries (q_tokens, e.g. 1, or several for speculative steps) at positions
 // kv_len - q_tokens .. kv_len - 1, causal among themselves, over cache positions 0 .. kv_len-1.
-// The sequence is split across blocks for long contexts (partial results combined by a second
-// kernel); one block serves all query heads of a kv head, so K/V are read once per group.
+// The sequence is split across blocks (partial results merged by the last block to finish, in
+// the same launch); one block serves all query heads of a kv head, so K/V are read once per group.
 // For CUDA graphs replayed at growing lengths, pass kv_len_device (read on the device) and set
-// kv_len to the largest length the graph will see: it sizes the grid.
+// kv_len to the largest length the graph will see: it sizes the grid, and the split length
+// follows the true length on the device.
+// The workspace must be zero-filled once before its first use (it holds the merge tickets, which
+// every call leaves at zero again); calls sharing one workspace must be stream-ordered.
 struct DecodeAttentionArgs {
   const Bf16* q = nullptr;  // [q_tokens, q_heads, head_dim], contiguous
   const Bf16* k_cache = nullptr;
@@ -47,7 +50,7 @@ struct DecodeAttentionArgs {
   const std::int32_t* kv_len_device = nullptr;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0.0f;
-  void* workspace = nullptr;  // decode_attention_workspace_bytes(...) bytes of device memory
+  void* workspace = nullptr;  // decode_attention_workspace_bytes(...) bytes of device memory, zeroed once
   std::size_t workspace_bytes = 0;
 };
 std::size_t decode_attention_workspace_bytes(int q_tokens, int q_heads, int head_dim);

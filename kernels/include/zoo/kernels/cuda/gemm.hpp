@@ -45,6 +45,14 @@ class Gemm {
   void linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
               cudaStream_t stream, bool accumulate = false);
 
+  // A gated MLP's input projection: act = silu_and_mul(x @ w^T) (ops.hpp's rounding) for a packed
+  // w [2 * inter, k] with the gate rows first. At m = 1 on the GEMV path it is one kernel that never
+  // writes the [1, 2 * inter] projection (gate_up is then left untouched); otherwise the projection
+  // goes to gate_up [m, 2 * inter] and silu_and_mul follows. ZOO_GEMV_SILU=0 (read at construction)
+  // keeps the two kernels everywhere. Results are the same either way (gemv_test checks).
+  void linear_silu_mul(const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* act, std::int64_t m, std::int64_t inter,
+                       std::int64_t k, cudaStream_t stream);
+
   // Number of distinct shapes planned so far (for tests of the cache).
   std::size_t cached_plans() const;
 
