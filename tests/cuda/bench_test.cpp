@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -238,4 +239,62 @@ TEST_CASE("bench: decode GEMMs, GEMV kernel vs cuBLASLt", "[.bench][gemv_bench]"
   }
   std::fflush(stdout);
   SUCCEED();
+}
+
+// Decode attention as a decode step runs it: a CUDA graph of one call per layer (8 layers, each its
+// own cache, so nothing stays in L2 between calls), the grid sized for the length's graph bucket
+// (the next power of two >= 256) and the true length read on the device. Per ZOO_DECODE_ATTN policy
+// (0: the previous kernel; 1, 2: at least that many tiles per warp per split; default: the mix).
+TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn_bench]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(7);
+  Stream stream;
+  const int layers = 8, D = 128;
+  const char* saved = std::getenv("ZOO_DECODE_ATTN");
+  const std::string saved_value = saved ? saved : "";
+  for (const auto& heads : {std::pair{32, 8}, std::pair{16, 8}}) {
+    const int Hq = heads.first, Hk = heads.second;
+    for (const std::int64_t len : {std::int64_t{64}, std::int64_t{540}, std::int64_t{1000}, std::int64_t{4000},
+                                   std::int64_t{16000}}) {
+      std::int64_t bucket = 256;
+      while (bucket < len) bucket *= 2;
+      const std::size_t cache = static_cast<std::size_t>(bucket) * Hk * D;
+      DeviceBuffer q = random_bf16_buffer(rng, Hq * D), o(Hq * D * 2), k(layers * cache * 2), v(layers * cache * 2);
+      k.fill_bytes(0x3c);
+      v.fill_bytes(0x3c);
+      DeviceBuffer ws(decode_attention_workspace_bytes(8, Hq, D));
+      ws.fill_bytes(0);
+      const std::vector<std::int32_t> l32 = {static_cast<std::int32_t>(len)};
+      DeviceBuffer dlen = upload(l32);
+      std::printf("decode attention graph heads %d/%d ctx %-6lld (bucket %lld):", Hq, Hk, (long long)len,
+                  (long long)bucket);
+      for (const char* policy : {"0", "1", "2", "default"}) {
+        if (std::string(policy) == "default") ::unsetenv("ZOO_DECODE_ATTN");
+        else ::setenv("ZOO_DECODE_ATTN", policy, 1);
+        CudaGraph graph;
+        graph.begin_capture(stream);
+        for (int l = 0; l < layers; ++l) {
+          DecodeAttentionArgs a;
+          a.q = q.as<Bf16>();
+          a.k_cache = k.as<Bf16>() + l * cache;
+          a.v_cache = v.as<Bf16>() + l * cache;
+          a.out = o.as<Bf16>();
+          a.kv_len = bucket;
+          a.kv_len_device = dlen.as<std::int32_t>();
+          a.q_heads = Hq;
+          a.kv_heads = Hk;
+          a.head_dim = D;
+          a.workspace = ws.data();
+          a.workspace_bytes = ws.size();
+          attention_decode(a, stream);
+        }
+        graph.end_capture(stream);
+        const double ms = median_ms([&] { graph.launch(stream); }, stream, 20);
+        std::printf("  policy %s %6.2f us", policy, ms * 1e3 / layers);
+      }
+      std::printf("   (K+V %.2f MB per call)\n", 2.0 * len * Hk * D * 2 / 1e6);
+    }
+  }
+  if (saved) ::setenv("ZOO_DECODE_ATTN", saved_value.c_str(), 1);
+  else ::unsetenv("ZOO_DECODE_ATTN");
 }

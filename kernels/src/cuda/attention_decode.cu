@@ -2,13 +2,14 @@
 // rows). The query rows of a block are all (query token, query head) pairs that share the kv
 // head, so the tensor cores process the whole GQA group against each K/V tile read once. Each
 // warp streams its own key tiles through private shared memory with its own online softmax;
-// the warps' states are merged in shared memory. With several splits, each block leaves its
-// partial result in the workspace and the last block of its (kv head, row group) to finish
-// (an atomic ticket) merges the splits by their log-sum-exp: one launch per call.
+// the warps' states are merged in shared memory, and the splits by their log-sum-exp.
 //
-// The grid is sized on the host from the largest length a call (or a replayed graph) may see;
-// the split length is derived on the device from the true length, so a graph captured for a
-// 1024-key bucket spreads 513 keys over the splits it has rather than over the first few of them.
+// Two split policies (policy_from_env says which runs when). Short grids: the split length is
+// derived on the device from the true length (a graph captured for a 1024-key bucket spreads 513
+// keys over all the splits it has rather than over the first few), splits are as short as one tile
+// per warp, and the last block of a (kv head, row group) to finish (an atomic ticket) merges the
+// splits: one launch. Long grids: splits of at least two tiles per warp sized on the host from the
+// grid's length, merged by a second kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -39,6 +40,7 @@ struct DecodeParams {
   int splits;          // grid.y
   int step;            // keys of one pass of all warps (kDecodeWarps * KT)
   bool legacy;         // ZOO_DECODE_ATTN=0: host-side chunks, a second kernel merges the splits
+  int min_tiles;       // tiles per warp in the shortest split
   int q_tokens, q_heads, kv_heads, group;
   float scale_log2;
 };
@@ -66,20 +68,8 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
 
   const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z;
   const int rows = p.group * p.q_tokens;  // row r: head kv_head * group + r / q_tokens, token r % q_tokens
-  const std::int64_t L = p.kv_len_device ? static_cast<std::int64_t>(*p.kv_len_device) : p.kv_len;
-  std::int64_t chunk = p.chunk;
-  int active = p.splits;
-  if (!p.legacy) {
-    // Split length from the true length: whole passes of all warps, as few splits as cover L.
-    const std::int64_t per = (L + p.splits - 1) / p.splits;
-    chunk = (per + p.step - 1) / p.step * p.step;
-    active = static_cast<int>((L + chunk - 1) / chunk);
-    if (split >= active) return;  // past the end: the whole block idles (uniform, before any barrier)
-  }
-  const std::int64_t k_begin = static_cast<std::int64_t>(split) * chunk;
-  const std::int64_t k_end = k_begin + chunk < L ? k_begin + chunk : L;
 
-  // Query rows -> Q tile (rows past `rows` are zero).
+  // Query rows -> Q tile (rows past `rows` are zero). Issued first: it does not depend on the length.
   for (int idx = tid; idx < 16 * (D / 8); idx += Cfg::kThreads) {
     const int r = idx / (D / 8), c = idx % (D / 8);
     const int row = row_group * 16 + r;
@@ -90,7 +80,34 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     cp_async_16(sQ + swz<D>(r, c), src, ok);
   }
   cp_async_commit();
-  cp_async_wait<0>();
+
+  const std::int64_t L = p.kv_len_device ? static_cast<std::int64_t>(*p.kv_len_device) : p.kv_len;
+  std::int64_t chunk = p.chunk;
+  int active = p.splits;
+  if (!p.legacy) {
+    // Split length from the true length: whole passes of all warps, as few splits as cover L.
+    const std::int64_t per = (L + p.splits - 1) / p.splits;
+    chunk = (per + p.step - 1) / p.step * p.step;
+    active = static_cast<int>((L + chunk - 1) / chunk);
+    if (split >= active) {  // past the end: the whole block idles (uniform, before any barrier)
+      cp_async_wait<0>();
+      return;
+    }
+  }
+  const std::int64_t k_begin = static_cast<std::int64_t>(split) * chunk;
+  const std::int64_t k_end = k_begin + chunk < L ? k_begin + chunk : L;
+
+  // This warp's first K/V tile is in flight while the Q tile lands (its groups are committed even
+  // when empty, so that "all but the last two groups" is the Q tile for every warp).
+  const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
+  const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
+  const std::int64_t stride = static_cast<std::int64_t>(p.kv_heads) * D;
+  const std::int64_t k_first = k_begin + warp * KT;
+  if (k_first < k_end) load_tile_async<KT, D, 32>(sK, kg, stride, k_first, k_end, lane);
+  cp_async_commit();
+  if (k_first < k_end) load_tile_async<KT, D, 32>(sV, vg, stride, k_first, k_end, lane);
+  cp_async_commit();
+  cp_async_wait<2>();
   __syncthreads();
 
   std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
@@ -109,14 +126,13 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     qpos[h] = row < rows ? L - p.q_tokens + row % p.q_tokens : L - 1;
   }
 
-  const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
-  const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
-  const std::int64_t stride = static_cast<std::int64_t>(p.kv_heads) * D;
-  for (std::int64_t k0 = k_begin + warp * KT; k0 < k_end; k0 += kDecodeWarps * KT) {
-    load_tile_async<KT, D, 32>(sK, kg, stride, k0, k_end, lane);
-    cp_async_commit();
-    load_tile_async<KT, D, 32>(sV, vg, stride, k0, k_end, lane);
-    cp_async_commit();
+  for (std::int64_t k0 = k_first; k0 < k_end; k0 += kDecodeWarps * KT) {
+    if (k0 != k_first) {
+      load_tile_async<KT, D, 32>(sK, kg, stride, k0, k_end, lane);
+      cp_async_commit();
+      load_tile_async<KT, D, 32>(sV, vg, stride, k0, k_end, lane);
+      cp_async_commit();
+    }
     cp_async_wait<1>();
     __syncwarp();
     float s[KT / 8][4];
@@ -199,26 +215,43 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // Each row's split weights exp2(lse_s - max) / sum first (in the freed shared memory), then every
+  // output element sums its splits with independent loads.
   const std::int64_t rows_per_split = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
-  for (int idx = tid; idx < 16 * D; idx += Cfg::kThreads) {
-    const int r = idx / D, d = idx % D;
+  const int rows_here = min(16, rows - row_group * 16);
+  float* sW = reinterpret_cast<float*>(smem);  // [rows_here][active] <= 16 x kMaxSplits floats
+  auto qrow_of = [&](int r) {
     const int row = row_group * 16 + r;
-    if (row >= rows) continue;
-    const int head = kv_head * p.group + row / p.q_tokens;
-    const int token = row % p.q_tokens;
-    const std::int64_t qrow = static_cast<std::int64_t>(token) * p.q_heads + head;
+    return static_cast<std::int64_t>(row % p.q_tokens) * p.q_heads + kv_head * p.group + row / p.q_tokens;
+  };
+  for (int i = tid; i < rows_here * active; i += Cfg::kThreads) {
+    const int r = i / active, sp = i % active;
+    sW[i] = __ldcg(p.part_lse + sp * rows_per_split + qrow_of(r));
+  }
+  __syncthreads();
+  if (tid < rows_here) {
+    float* w = sW + tid * active;
     float mx = -INFINITY;
-    for (int s = 0; s < active; ++s) mx = fmaxf(mx, __ldcg(p.part_lse + s * rows_per_split + qrow));
+    for (int sp = 0; sp < active; ++sp) mx = fmaxf(mx, w[sp]);
     const float base = mx == -INFINITY ? 0.0f : mx;
-    float acc = 0.0f, sum = 0.0f;
-    for (int s = 0; s < active; ++s) {
-      const float f = exp2f(__ldcg(p.part_lse + s * rows_per_split + qrow) - base);
-      if (f > 0.0f) {
-        acc += f * __ldcg(p.part_o + (s * rows_per_split + qrow) * D + d);
-        sum += f;
-      }
+    float sum = 0.0f;
+    for (int sp = 0; sp < active; ++sp) {
+      w[sp] = exp2f(w[sp] - base);
+      sum += w[sp];
     }
-    p.out[qrow * D + d] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int sp = 0; sp < active; ++sp) w[sp] *= inv;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < rows_here * D; idx += Cfg::kThreads) {
+    const int r = idx / D, d = idx % D;
+    const std::int64_t qrow = qrow_of(r);
+    const float* w = sW + r * active;
+    const float* src = p.part_o + qrow * D + d;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int sp = 0; sp < active; ++sp) acc += w[sp] * __ldcg(src + sp * rows_per_split * D);
+    p.out[qrow * D + d] = to_bf16(acc);
   }
 }
 
@@ -251,7 +284,7 @@ void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
   const std::int64_t base_blocks = static_cast<std::int64_t>(p.kv_heads) * row_groups;
   const std::int64_t target = std::max<std::int64_t>(1, (2 * sms + base_blocks - 1) / base_blocks);
   const std::int64_t step = kDecodeWarps * KT;
-  const std::int64_t min_chunk = (p.legacy ? 2 : 1) * step;
+  const std::int64_t min_chunk = std::max(1, p.min_tiles) * step;
   std::int64_t splits = std::min<std::int64_t>(target, (p.kv_len + min_chunk - 1) / min_chunk);
   splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);
   p.step = static_cast<int>(step);
@@ -273,14 +306,19 @@ void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
 
-// ZOO_DECODE_ATTN=0 keeps the previous policy (splits sized on the host from the grid's length,
-// a second kernel merging them): the before/after switch of the benchmarks.
-bool legacy_from_env() {
-  static const bool legacy = [] {
-    const char* env = std::getenv("ZOO_DECODE_ATTN");
-    return env != nullptr && std::string(env) == "0";
-  }();
-  return legacy;
+// ZOO_DECODE_ATTN (read per call; graphs keep what they captured) overrides the policy for the
+// benchmarks: 0 is the previous one everywhere (splits sized on the host from the grid's length, at
+// least two tiles per warp, a second kernel merging them); N >= 1 is the device-sized splits of at
+// least N tiles per warp, merged in the same launch, everywhere. Unset (-1): the device-sized
+// splits with one tile per warp up to kShortGrid keys, the previous policy beyond. Measured on the
+// H200 (docs/performance.md): the kernel is latency-bound, and the device-sized splits gain ~0.5 us
+// per call at 540-1000 keys but lose 2-7 us at 4000-16000 keys, where the merge in the last block
+// costs more than the second kernel.
+constexpr std::int64_t kShortGrid = 1024;
+int policy_from_env() {
+  const char* env = std::getenv("ZOO_DECODE_ATTN");
+  if (env == nullptr || *env < '0' || *env > '9') return -1;
+  return std::atoi(env);
 }
 
 std::size_t partial_floats(int q_tokens, int q_heads, int head_dim) {
@@ -321,7 +359,9 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   // as large as the workspace allows) puts partial results: they stay zero between calls.
   p.tickets = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + (a.workspace_bytes & ~std::size_t{3})) -
               static_cast<std::ptrdiff_t>(a.q_tokens) * a.q_heads;
-  p.legacy = legacy_from_env();
+  const int policy = policy_from_env();
+  p.legacy = policy == 0 || (policy < 0 && a.kv_len > kShortGrid);
+  p.min_tiles = p.legacy ? 2 : std::max(policy, 1);
   p.kv_len_device = a.kv_len_device;
   p.kv_len = a.kv_len;
   p.q_tokens = a.q_tokens;

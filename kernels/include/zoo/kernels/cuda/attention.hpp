@@ -33,8 +33,9 @@ void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 // Decode: a few queries (q_tokens, e.g. 1, or several for speculative steps) at positions
 // kv_len - q_tokens .. kv_len - 1, causal among themselves, over cache positions 0 .. kv_len-1.
-// The sequence is split across blocks (partial results merged by the last block to finish, in
-// the same launch); one block serves all query heads of a kv head, so K/V are read once per group.
+// The sequence is split across blocks (partial results merged in the same launch by the last
+// block to finish, or for long grids by a second kernel); one block serves all query heads of a
+// kv head, so K/V are read once per group.
 // For CUDA graphs replayed at growing lengths, pass kv_len_device (read on the device) and set
 // kv_len to the largest length the graph will see: it sizes the grid, and the split length
 // follows the true length on the device.
