@@ -18,6 +18,7 @@ bash .gpu/build.sh .gpu/debs build-gpu -DCMAKE_BUILD_TYPE=Release > "$out/build.
 log "bf16 goldens (transformers on the GPU)"
 python3 tools/fixtures/make_qwen3_fixtures.py --device cuda --dtype bfloat16 > "$out/goldens.log" 2>&1 \
   && python3 tools/fixtures/make_higgs_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
+  && python3 tools/fixtures/make_llama_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
   || log "golden generation failed (see goldens.log)"
 tar czf "$out/goldens-bf16.tgz" tests/fixtures/*/golden*-bf16.safetensors 2>/dev/null
 
