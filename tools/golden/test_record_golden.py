@@ -15,7 +15,10 @@
    from the checkpoint file.
 3. With BINARY_DIR/bin/zoo built: `zoo trace` of configs/qwen3-tiny.yaml compared with the
    recorder's golden passes that config's gates (`zoo compare --gates`).
-4. Bad input exits 2 naming the file.
+4. With BINARY_DIR/bin/zoo built: the gates of configs/{llama-tiny,llama-tiny-hd128,qwen2-tiny,
+   mistral-tiny}.yaml accept a float64 reference trace of the committed fixtures and reject it with
+   a wrong eps, llama3 band or missing bias (tools/fixtures/test_llama_configs.py).
+5. Bad input exits 2 naming the file.
 
 Exit 77 (ctest's SKIP_RETURN_CODE) when torch or transformers cannot be imported.
 """
@@ -207,6 +210,19 @@ def bad_input(tmp: Path) -> None:
           f"a directory without config.json exits 2 naming it ({r.returncode}: {r.stderr.strip()})")
 
 
+def llama_configs(tmp: Path) -> None:
+    """tools/fixtures/test_llama_configs.py: the llama/qwen2/mistral configs' gates accept the float64
+    reference on the committed fixtures and reject it with a wrong eps, RoPE band or missing bias."""
+    zoo = BIN / "bin" / "zoo"
+    if not zoo.is_file():
+        print(f"note: {zoo} not built; skipping the llama config gate checks")
+        return
+    sys.path.insert(0, str(SRC / "tools" / "fixtures"))
+    import test_llama_configs  # noqa: E402
+
+    test_llama_configs.run(check, tmp, zoo)
+
+
 def main() -> int:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(prefix="zoo-golden-test-") as t:
@@ -217,6 +233,7 @@ def main() -> int:
         llama(tmp, tied=False, arch="qwen2")
         llama(tmp, tied=True, arch="mistral")
         zoo_compare(tmp)
+        llama_configs(tmp)
         bad_input(tmp)
     if failures:
         print(f"\n{len(failures)} check(s) failed:")
