@@ -100,3 +100,36 @@ TEST_CASE("Gemm is capturable in a CUDA graph", "[cuda]") {
   INFO(c.str());
   CHECK(c.ok());
 }
+
+TEST_CASE("Gemm::linear_bias adds the bias before the single rounding, at every m", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1011);
+  Gemm gemm;  // default GEMV limit: m = 1 would take the GEMV without a bias
+  Stream stream;
+  for (std::int64_t m : {1, 5, 64}) {
+    const std::int64_t n = 264, k = 512;
+    INFO("m=" << m);
+    const auto x = random_bf16_values(rng, m * k), w = random_bf16_values(rng, n * k);
+    // A bias much larger than the product: rounding the product first would be visible.
+    const auto bias = random_bf16_values(rng, n, 40.0f, 60.0f);
+    std::vector<float> ref(m * n);
+    cpu::linear(x.data(), w.data(), ref.data(), m, n, k);
+    for (std::int64_t r = 0; r < m; ++r)
+      for (std::int64_t c = 0; c < n; ++c) ref[r * n + c] += bias[c];
+    DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), db = upload_bf16(bias), dy(m * n * sizeof(Bf16));
+    dy.fill_bytes(0xff);
+    gemm.linear_bias(dx.as<Bf16>(), dw.as<Bf16>(), db.as<Bf16>(), dy.as<Bf16>(), m, n, k, stream);
+    stream.synchronize();
+    // One rounding of the biased sum: within half a bf16 step of it (plus summation-order noise).
+    const auto got = download_bf16(dy, m * n);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (!(std::abs(got[i] - ref[i]) <= 0.5 * kBf16Eps * 2 * std::abs(ref[i]) + 1e-3)) ++bad;
+    CHECK(bad == 0);
+    // Without a bias it is plain linear().
+    gemm.linear_bias(dx.as<Bf16>(), dw.as<Bf16>(), nullptr, dy.as<Bf16>(), m, n, k, stream);
+    stream.synchronize();
+    const auto plain = download_bf16(dy, m * n);
+    CHECK(std::abs(plain[0] - (ref[0] - bias[0])) < 0.1);
+  }
+}

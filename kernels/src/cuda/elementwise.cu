@@ -51,17 +51,6 @@ __global__ void add_bf16_kernel(const bf16* a, const bf16* b, bf16* out, std::in
   }
 }
 
-__global__ void add_bias_kernel(bf16* y, const bf16* __restrict__ bias, std::int64_t rows, std::int64_t cols,
-                                std::int64_t stride) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = idx / cols, c = idx % cols;
-    bf16& v = y[r * stride + c];
-    v = to_bf16(to_f32(v) + to_f32(bias[c]));
-  }
-}
-
 __global__ void add_f32_kernel(const float* a, const float* b, float* out, std::int64_t n) {
   for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; idx < n;
        idx += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -130,14 +119,6 @@ void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_
   check_n(n, "add");
   if (n == 0) return;
   add_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(a, b, out, n);
-  ZOO_CUDA_CHECK_LAUNCH();
-}
-
-void add_bias(Bf16* y, const Bf16* bias, std::int64_t rows, std::int64_t cols, std::int64_t stride,
-              cudaStream_t stream) {
-  if (rows < 0 || cols < 0 || stride < cols) throw std::invalid_argument("add_bias: bad shape");
-  if (rows == 0 || cols == 0) return;
-  add_bias_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(dev(y), dev(bias), rows, cols, stride);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

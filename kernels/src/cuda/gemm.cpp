@@ -45,6 +45,7 @@ struct PlanKey {
   std::int64_t m, n, k;
   cudaDataType_t out_type;
   std::uint32_t align;
+  bool bias = false;
   bool operator==(const PlanKey&) const = default;
 };
 
@@ -56,6 +57,7 @@ struct PlanKeyHash {
     mix(std::hash<std::int64_t>{}(key.k));
     mix(static_cast<std::size_t>(key.out_type));
     mix(key.align);
+    mix(key.bias ? 1 : 0);
     return h;
   }
 };
@@ -119,6 +121,15 @@ struct Gemm::Impl {
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
     ZOO_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+    if (key.bias) {
+      // The bias is added to the float32 accumulator before the output is rounded: one rounding,
+      // like torch's bf16 Linear (which uses this epilogue).
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = CUDA_R_16BF;
+      ZOO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+      ZOO_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+    }
     p.a = make_layout(CUDA_R_16BF, key.k, key.n, key.k);
     p.b = make_layout(CUDA_R_16BF, key.k, key.m, key.k);
     p.c = make_layout(key.out_type, key.n, key.m, key.n);
@@ -145,8 +156,9 @@ struct Gemm::Impl {
   }
 
   void run(const Bf16* x, const Bf16* w, void* y, cudaDataType_t out_type, std::int64_t m, std::int64_t n,
-           std::int64_t k, cudaStream_t stream, bool accumulate) {
+           std::int64_t k, cudaStream_t stream, bool accumulate, const Bf16* bias = nullptr) {
     if (m < 0 || n < 0 || k < 0) throw std::invalid_argument("Gemm: negative dimension");
+    if (bias && (accumulate || k == 0)) throw std::invalid_argument("Gemm: a bias with accumulate or k = 0");
     if (m == 0 || n == 0) return;
     if (k == 0) {
       // cuBLASLt rejects k == 0; the product is all zeros.
@@ -156,7 +168,7 @@ struct Gemm::Impl {
       }
       return;
     }
-    if (m <= gemv_max_rows && detail::gemv_supported(x, w, m, n, k)) {
+    if (!bias && m <= gemv_max_rows && detail::gemv_supported(x, w, m, n, k)) {
       detail::gemv(x, w, y, out_type == CUDA_R_32F, m, n, k, accumulate, multiprocessors, stream);
       ++gemv_calls;
       return;
@@ -167,7 +179,11 @@ struct Gemm::Impl {
     // Rows start at multiples of the leading dimensions too.
     align = std::min(align, alignment_of(static_cast<std::uint64_t>(k) * 2));
     align = std::min(align, alignment_of(static_cast<std::uint64_t>(n) * (out_type == CUDA_R_32F ? 4 : 2)));
-    const Plan& p = plan(PlanKey{m, n, k, out_type, align});
+    if (bias) align = std::min(align, alignment_of(bias));
+    const Plan& p = plan(PlanKey{m, n, k, out_type, align, bias != nullptr});
+    if (bias)
+      ZOO_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(p.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     ZOO_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc.get(), &alpha, w, p.a.get(), x, p.b.get(), &beta, y, p.c.get(), y,
                                     p.c.get(), &p.algo, workspace.data(), workspace.size(), stream));
@@ -182,6 +198,12 @@ Gemm& Gemm::operator=(Gemm&&) noexcept = default;
 void Gemm::linear(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t m, std::int64_t n, std::int64_t k,
                   cudaStream_t stream, bool accumulate) {
   impl_->run(x, w, y, CUDA_R_16BF, m, n, k, stream, accumulate);
+}
+
+void Gemm::linear_bias(const Bf16* x, const Bf16* w, const Bf16* bias, Bf16* y, std::int64_t m, std::int64_t n,
+                       std::int64_t k, cudaStream_t stream) {
+  if (bias == nullptr) return linear(x, w, y, m, n, k, stream);
+  impl_->run(x, w, y, CUDA_R_16BF, m, n, k, stream, false, bias);
 }
 
 void Gemm::linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,

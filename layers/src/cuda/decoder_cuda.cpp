@@ -434,11 +434,9 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
     Bf16* k_cache = k_cache_.as<Bf16>() + l * layer_cache;
     Bf16* v_cache = v_cache_.as<Bf16>() + l * layer_cache;
     if (hook) tap(hook, name(l, "input_norm"), x, T, H, H);
-    g.linear(x, L.qkv, qkv, T, qkv_cols, H, s);
+    // Biases go through the GEMM epilogue: one rounding of (x @ W^T + b), as torch does.
+    g.linear_bias(x, L.qkv, L.qkv_bias, qkv, T, qkv_cols, H, s);
     profile_.mark("gemm qkv");
-    // The q|k|v bias goes into the norm/RoPE kernel, unless a hook needs the biased projections.
-    if (hook && L.qkv_bias) cu::add_bias(qkv, L.qkv_bias, T, qkv_cols, qkv_cols, s);
-    const Bf16* fused_bias = hook ? nullptr : L.qkv_bias;
     if (hook) {
       tap(hook, name(l, "q_proj"), qkv, T, qd, qkv_cols);
       tap(hook, name(l, "k_proj"), qkv + qd, T, kvd, qkv_cols);
@@ -453,9 +451,6 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
     rope.v_stride = qkv_cols;
     rope.q_norm_weight = L.q_norm;
     rope.k_norm_weight = L.k_norm;
-    rope.q_bias = fused_bias;
-    rope.k_bias = fused_bias ? fused_bias + qd : nullptr;
-    rope.v_bias = fused_bias ? fused_bias + qd + kvd : nullptr;
     rope.q_out = a_.q.as<Bf16>();
     rope.k_cache = k_cache;
     rope.v_cache = v_cache;
@@ -510,8 +505,7 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       profile_.mark("attention");
     }
     if (hook) tap(hook, name(l, "attn"), attn, T, qd, qd);
-    g.linear(attn, L.o, tmp, T, H, qd, s);
-    if (L.o_bias) cu::add_bias(tmp, L.o_bias, T, H, H, s);
+    g.linear_bias(attn, L.o, L.o_bias, tmp, T, H, qd, s);
     profile_.mark("gemm o");
     if (hook) tap(hook, name(l, "o_proj"), tmp, T, H, H);
     cu::add_rms_norm(h, tmp, L.post_norm, x, T, H, eps, s);
@@ -526,8 +520,7 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       g.linear_silu_mul(x, L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, H, s);
       profile_.mark("gemm gate_up+silu");
     } else {
-      g.linear(x, L.gate_up, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
-      if (L.gate_up_bias) cu::add_bias(a_.gate_up.as<Bf16>(), L.gate_up_bias, T, 2 * I, 2 * I, s);
+      g.linear_bias(x, L.gate_up, L.gate_up_bias, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
       profile_.mark("gemm gate_up");
       if (hook) {
         tap(hook, name(l, "gate_proj"), a_.gate_up.as<Bf16>(), T, I, 2 * I);
@@ -537,8 +530,7 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       profile_.mark("silu*mul");
     }
     if (hook) tap(hook, name(l, "act"), a_.act.as<Bf16>(), T, I, I);
-    g.linear(a_.act.as<Bf16>(), L.down, tmp, T, H, I, s);
-    if (L.down_bias) cu::add_bias(tmp, L.down_bias, T, H, H, s);
+    g.linear_bias(a_.act.as<Bf16>(), L.down, L.down_bias, tmp, T, H, I, s);
     profile_.mark("gemm down");
     if (hook) tap(hook, name(l, "down_proj"), tmp, T, H, H);
     // The residual add fused with the next norm: the next layer's input norm, or the final norm.

@@ -44,6 +44,11 @@ class Gemm {
               cudaStream_t stream, bool accumulate = false);
   void linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
               cudaStream_t stream, bool accumulate = false);
+  // Y = bf16(X @ W^T + bias) with the bias (bf16, [n]) added to the float32 sum before the single
+  // rounding, as torch's bf16 Linear does (cuBLASLt's bias epilogue; also at m = 1, where the GEMV
+  // kernel would round twice). A null bias is plain linear().
+  void linear_bias(const Bf16* x, const Bf16* w, const Bf16* bias, Bf16* y, std::int64_t m, std::int64_t n,
+                   std::int64_t k, cudaStream_t stream);
 
   // A gated MLP's input projection: act = silu_and_mul(x @ w^T) (ops.hpp's rounding) for a packed
   // w [2 * inter, k] with the gate rows first. At m = 1 on the GEMV path it is one kernel that never

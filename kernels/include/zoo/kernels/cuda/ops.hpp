@@ -86,10 +86,6 @@ void silu_and_mul(const Bf16* gate, std::int64_t gate_stride, const Bf16* up, st
 // out = a + b (bf16: rounded once). out may alias a or b.
 void add(const Bf16* a, const Bf16* b, Bf16* out, std::int64_t n, cudaStream_t stream);
 void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
-// y[r, c] = bf16(y[r, c] + bias[c]) for r < rows, c < cols, rows `stride` elements apart: a
-// Linear's bias after its GEMM.
-void add_bias(Bf16* y, const Bf16* bias, std::int64_t rows, std::int64_t cols, std::int64_t stride,
-              cudaStream_t stream);
 void bf16_to_f32(const Bf16* in, float* out, std::int64_t n, cudaStream_t stream);
 // Round to nearest even; NaN stays NaN.
 void f32_to_bf16(const float* in, Bf16* out, std::int64_t n, cudaStream_t stream);
