@@ -135,19 +135,25 @@ fs::path PluginRegistry::default_plugin_dir() {
 }
 
 void PluginRegistry::discover(const std::vector<fs::path>& extra_dirs) {
-  std::vector<fs::path> dirs = extra_dirs;
+  std::vector<PluginSearchEntry> entries;
+  for (const fs::path& dir : extra_dirs) entries.push_back({dir, "--plugin-dir"});
+  discover(entries);
+}
+
+void PluginRegistry::discover(std::span<const PluginSearchEntry> extra_dirs) {
+  std::vector<PluginSearchEntry> dirs(extra_dirs.begin(), extra_dirs.end());
   if (const char* env = std::getenv("ZOO_PLUGIN_PATH"); env != nullptr) {
     std::string_view rest(env);
     while (!rest.empty()) {
       const auto colon = rest.find(':');
       const std::string_view entry = rest.substr(0, colon);
-      if (!entry.empty()) dirs.emplace_back(entry);
+      if (!entry.empty()) dirs.push_back({fs::path(entry), "ZOO_PLUGIN_PATH"});
       rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
     }
   }
-  if (fs::path dir = default_plugin_dir(); !dir.empty()) dirs.push_back(std::move(dir));
+  if (fs::path dir = default_plugin_dir(); !dir.empty()) dirs.push_back({std::move(dir), "built-in"});
 
-  for (const fs::path& dir : dirs) {
+  for (const auto& [dir, origin] : dirs) {
     search_dirs_.push_back(dir);
     std::error_code ec;
     const auto status = fs::status(dir, ec);
@@ -175,7 +181,10 @@ void PluginRegistry::discover(const std::vector<fs::path>& extra_dirs) {
       const fs::path canonical = fs::weakly_canonical(file, ec);
       if (!attempted_.insert(ec ? file : canonical).second) continue;
       try {
+        const std::size_t before = loaded_.size();
         load(file);
+        // A file loaded before (through load()) keeps its origin.
+        if (loaded_.size() > before) loaded_.back()->info.origin = infos_.back().origin = origin;
       } catch (const InputError& e) {
         problems_.emplace_back(e.what());
         log(LogLevel::Debug, e.what());
@@ -228,6 +237,14 @@ const PluginInfo& PluginRegistry::load(const fs::path& file) {
   if (descriptor->abi_version != ZOO_PLUGIN_ABI_VERSION) {
     throw InputError(fmt::format("{}: plugin ABI version {}, host expects {} (rebuild the plugin against this Zoo)",
                                  label, descriptor->abi_version, ZOO_PLUGIN_ABI_VERSION));
+  }
+  // Same ABI, but C++ objects cross the boundary too: a plugin built by another compiler, standard
+  // library or nlohmann json release may lay them out differently, so its fingerprint must match.
+  const std::string_view toolchain = descriptor->toolchain != nullptr ? descriptor->toolchain : "none";
+  if (toolchain != kPluginToolchain) {
+    throw InputError(fmt::format("{}: plugin built with toolchain '{}', host built with '{}' (rebuild the plugin "
+                                 "against this Zoo with the same compiler and libraries)",
+                                 label, toolchain, kPluginToolchain));
   }
   if (descriptor->name == nullptr || *descriptor->name == '\0') {
     throw InputError(fmt::format("{}: plugin descriptor has no name", label));
@@ -365,20 +382,20 @@ std::string plugins_table(const PluginRegistry& registry) {
     for (const auto& dir : registry.search_dirs()) dirs.push_back(dir.string());
     out += fmt::format("no plugins found (searched: {})\n", dirs.empty() ? "nothing" : fmt::format("{}", fmt::join(dirs, ", ")));
   } else {
-    std::vector<std::array<std::string, 4>> rows;
-    rows.push_back({"NAME", "VERSION", "MODEL TYPES", "PATH"});
+    std::vector<std::array<std::string, 5>> rows;
+    rows.push_back({"NAME", "VERSION", "MODEL TYPES", "PATH", "FROM"});
     for (const PluginInfo& info : plugins) {
       rows.push_back({info.name, info.version.empty() ? "-" : info.version,
                       info.model_types.empty() ? "-" : fmt::format("{}", fmt::join(info.model_types, ", ")),
-                      info.path.string()});
+                      info.path.string(), info.origin});
     }
-    std::array<std::size_t, 3> widths{};
+    std::array<std::size_t, 4> widths{};
     for (const auto& row : rows) {
       for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
     }
     for (const auto& row : rows) {
-      out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
-                         row[3]);
+      out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", row[0], widths[0], row[1], widths[1], row[2],
+                         widths[2], row[3], widths[3], row[4]);
     }
   }
   const auto& problems = registry.problems();
@@ -396,7 +413,8 @@ nlohmann::json plugins_json(const PluginRegistry& registry) {
                        {"version", info.version},
                        {"model_types", info.model_types},
                        {"architectures", info.architectures},
-                       {"path", info.path.string()}});
+                       {"path", info.path.string()},
+                       {"origin", info.origin}});
   }
   nlohmann::json dirs = nlohmann::json::array();
   for (const auto& dir : registry.search_dirs()) dirs.push_back(dir.string());

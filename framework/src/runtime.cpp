@@ -30,8 +30,9 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
     spec.max_context = check_range(*overrides.max_context, 1, kMaxContextTokens, "--max-context");
   }
 
-  std::vector<std::filesystem::path> dirs = overrides.plugin_dirs;
-  dirs.insert(dirs.end(), spec.plugin_paths.begin(), spec.plugin_paths.end());
+  std::vector<PluginSearchEntry> dirs;
+  for (const auto& dir : overrides.plugin_dirs) dirs.push_back({dir, "--plugin-dir"});
+  for (const auto& dir : spec.plugin_paths) dirs.push_back({dir, "plugins.paths"});
   registry.discover(dirs);
 
   OpenedModel opened;

@@ -30,6 +30,7 @@ const fs::path kPluginDir = ZOO_TEST_PLUGIN_DIR;
 const fs::path kEcho = ZOO_TEST_ECHO_PLUGIN;
 const fs::path kBroken = ZOO_TEST_BROKEN_PLUGIN;
 const fs::path kWrongAbi = ZOO_TEST_WRONG_ABI_PLUGIN;
+const fs::path kWrongToolchain = ZOO_TEST_WRONG_TOOLCHAIN_PLUGIN;
 
 class TempDir {
  public:
@@ -227,6 +228,21 @@ TEST_CASE("plugins: load reports what is wrong with a file, naming it", "[plugin
     CHECK_THAT(msg, StartsWith(fmt::format("{}: plugin ABI version 999, host expects {}", kWrongAbi.string(),
                                            ZOO_PLUGIN_ABI_VERSION)));
   }
+  SECTION("a toolchain mismatch names both fingerprints and what to do, before create is called") {
+    // The plugin's create aborts the process: reaching it would fail the test loudly.
+    const std::string msg = message_of([&] { registry.load(kWrongToolchain); });
+    CHECK(msg == fmt::format("{}: plugin built with toolchain 'gcc 1, libstdc++ 1 cxx11-abi=0, nlohmann_json "
+                             "0.0.1', host built with '{}' (rebuild the plugin against this Zoo with the same "
+                             "compiler and libraries)",
+                             kWrongToolchain.string(), zoo::kPluginToolchain));
+    CHECK(registry.plugins().empty());
+  }
+  SECTION("a plugin built here carries this toolchain's fingerprint") {
+    registry.load(kEcho);
+    // The fingerprint names compiler, standard library and json release, e.g.
+    // "gcc 12, libstdc++ 12 cxx11-abi=1, nlohmann_json 3.11.2".
+    CHECK_THAT(std::string(zoo::kPluginToolchain), Contains(", nlohmann_json 3.") && Contains("lib"));
+  }
   SECTION("a second plugin claiming a served model type") {
     const fs::path copy = tmp.path() / "libecho_copy.so";
     fs::copy_file(kEcho, copy);
@@ -258,6 +274,7 @@ TEST_CASE("plugins: discover collects plugins and problems from every search dir
 
   CHECK(has_problem_for(registry, kBroken));
   CHECK(has_problem_for(registry, kWrongAbi));
+  CHECK(has_problem_for(registry, kWrongToolchain));
   CHECK(has_problem_for(registry, text));
   CHECK(has_problem_for(registry, dir));
   CHECK_FALSE(has_problem_for(registry, tmp.path() / "README.txt"));

@@ -1,7 +1,5 @@
 // A plugin built against a future ABI. It deliberately exports no zoo_plugin_create: the host must
 // reject it on the version alone, before it looks for the create function.
-#include <boost/dll/alias.hpp>
-
 #include "zoo/plugin_abi.hpp"
 
 namespace {
@@ -15,4 +13,4 @@ const ZooPluginDescriptor* describe() {
 
 }  // namespace
 
-BOOST_DLL_ALIAS(describe, zoo_plugin_descriptor)
+ZOO_PLUGIN_EXPORT ::zoo::PluginDescriptorFn* const zoo_plugin_descriptor = &describe;

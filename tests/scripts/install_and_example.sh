@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, builds examples/bigram_plugin out of tree against it
-# (find_package(Zoo)), and checks that the installed zoo lists that plugin and finds its own
-# installed plugins by default.
+# Installs the build into a temporary prefix, builds examples/bigram_plugin and the plugin snippets
+# of docs/plugins.md out of tree against it (find_package(Zoo)), and checks that the installed zoo
+# lists those plugins and finds its own installed plugins by default. Also checks the SDK boundary:
+# a plugin compiles with yaml-cpp and Boost headers that #error and configures with neither package
+# findable, links the SDK and not the host library, and a plugin with an undefined symbol fails to
+# link; the package states its CUDA dependency as the build has it.
 # Usage: install_and_example.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 
@@ -28,11 +31,31 @@ if find "$prefix" -name 'libzoo_test_*' | grep -q .; then
   fail "test plugins were installed: $(find "$prefix" -name 'libzoo_test_*')"
 fi
 
+# Headers a plugin must never include (they belong to the host): found first, they stop the build.
+poison="$tmp/poison"
+for header in boost/config.hpp boost/dll/alias.hpp boost/dll/shared_library.hpp yaml-cpp/yaml.h; do
+  mkdir -p "$poison/$(dirname "$header")"
+  printf '#error "a plugin included <%s>: the Zoo SDK must not need it"\n' "$header" >"$poison/$header"
+done
+sdk_flags=(-DCMAKE_CXX_FLAGS="-I$poison" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
+           -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
+
+# A plugin's libraries: the SDK (directly or through layers), never the host library or its dependencies.
+check_plugin_links() {
+  local so=$1 needed
+  needed=$(readelf -d "$so" | grep NEEDED) || fail "readelf -d $so"
+  ldd "$so" | grep -q 'libzoo_sdk\.so' || fail "$so does not load libzoo_sdk: $(ldd "$so")"
+  if grep -qE 'libzoo_framework|yaml-cpp|boost' <<<"$needed"; then fail "$so links host libraries: $needed"; fi
+  # ... nor through the Zoo libraries it links (ldd resolves them through the RPATH).
+  if ldd "$so" | grep -qE 'libzoo_framework|yaml-cpp'; then fail "$so loads host libraries: $(ldd "$so")"; fi
+}
+
 echo "== configure and build examples/bigram_plugin against the install"
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$src/examples/bigram_plugin" -B "$example_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/configure.log" 2>&1 || { cat "$tmp/configure.log" >&2; fail "configure"; }
+  -DCMAKE_PREFIX_PATH="$prefix" "${sdk_flags[@]}" >"$tmp/configure.log" 2>&1 ||
+  { cat "$tmp/configure.log" >&2; fail "configure"; }
 cmake --build "$example_build" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; fail "build"; }
 plugin="$example_build/libzoo_bigram.so"
 [[ -f "$plugin" ]] || fail "no $plugin after the build"
@@ -41,6 +64,64 @@ if command -v nm >/dev/null; then
   nm -D --defined-only "$plugin" | grep -q ' zoo_plugin_descriptor$' || fail "zoo_plugin_descriptor not exported"
   nm -D --defined-only "$plugin" | grep -q ' zoo_plugin_create$' || fail "zoo_plugin_create not exported"
 fi
+check_plugin_links "$plugin"
+if grep -qiE 'yaml|boost' "$example_build/compile_commands.json"; then
+  fail "the plugin's compile commands name yaml-cpp or Boost: $(cat "$example_build/compile_commands.json")"
+fi
+
+echo "== the snippets of docs/plugins.md build as written, and -z defs catches an undefined symbol"
+# Each snippet is the fenced block after a '<!-- test: FILE -->' line.
+snippet_dir="$tmp/snippet"
+snippet_build="$tmp/snippet-build"
+mkdir -p "$snippet_dir"
+for file in my_plugin.cpp CMakeLists.txt; do
+  awk -v marker="<!-- test: $file -->" '
+    $0 == marker { armed = 1; next }
+    armed && /^```/ { if (inside) exit; inside = 1; next }
+    inside { print }' "$src/docs/plugins.md" >"$snippet_dir/$file"
+  [[ -s "$snippet_dir/$file" ]] || fail "docs/plugins.md has no '<!-- test: $file -->' snippet"
+done
+# Appended, not part of the snippet: a plugin calling a function nobody defines, and what the
+# package says about CUDA.
+cat >"$snippet_dir/undefined.cpp" <<'CPP'
+int zoo_test_nowhere_defined();
+extern "C" __attribute__((visibility("default"))) int zoo_test_calls_nowhere() { return zoo_test_nowhere_defined(); }
+CPP
+cat >>"$snippet_dir/CMakeLists.txt" <<'CMAKE'
+zoo_add_plugin(zoo_undefined SOURCES undefined.cpp)
+set_target_properties(zoo_undefined PROPERTIES EXCLUDE_FROM_ALL ON)
+message(STATUS "Zoo_WITH_CUDA=${Zoo_WITH_CUDA}")
+CMAKE
+cmake -S "$snippet_dir" -B "$snippet_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" "${sdk_flags[@]}" >"$tmp/snippet-configure.log" 2>&1 ||
+  { cat "$tmp/snippet-configure.log" >&2; fail "configure the docs/plugins.md snippet"; }
+cmake --build "$snippet_build" >"$tmp/snippet-build.log" 2>&1 ||
+  { cat "$tmp/snippet-build.log" >&2; fail "build the docs/plugins.md snippet"; }
+check_plugin_links "$snippet_build/libzoo_mymodel.so"
+out=$("$zoo" plugins --plugin-dir "$snippet_build") || fail "zoo plugins exited with $?"
+grep -E '^mymodel[[:space:]]' <<<"$out" | grep -q 'my_lm' || fail "the snippet plugin is not listed: $out"
+if cmake --build "$snippet_build" --target zoo_undefined >"$tmp/undefined.log" 2>&1; then
+  fail "a plugin with an undefined symbol linked (no -z defs?)"
+fi
+grep -q 'zoo_test_nowhere_defined' "$tmp/undefined.log" || fail "the link error does not name the symbol: $(cat "$tmp/undefined.log")"
+# Zoo_WITH_CUDA is true exactly when the installed kernels link the CUDA runtime.
+kernels_so=$(find "$prefix" -name 'libzoo_kernels.so*' | head -n1)
+if readelf -d "$kernels_so" | grep -q 'libcudart'; then want_cuda=ON; else want_cuda=OFF; fi
+grep -q -- "-- Zoo_WITH_CUDA=$want_cuda\$" "$tmp/snippet-configure.log" ||
+  fail "Zoo_WITH_CUDA is not $want_cuda: $(grep Zoo_WITH_CUDA "$tmp/snippet-configure.log")"
+
+echo "== find_package(Zoo COMPONENTS framework) imports the host library"
+mkdir -p "$tmp/host-project"
+cat >"$tmp/host-project/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.24)
+project(ZooHost LANGUAGES CXX)
+find_package(Zoo REQUIRED COMPONENTS framework)
+if(NOT TARGET Zoo::framework OR NOT TARGET Zoo::sdk)
+  message(FATAL_ERROR "no Zoo::framework")
+endif()
+CMAKE
+cmake -S "$tmp/host-project" -B "$tmp/host-build" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
+  >"$tmp/host-configure.log" 2>&1 || { cat "$tmp/host-configure.log" >&2; fail "find_package(Zoo COMPONENTS framework)"; }
 
 echo "== the installed zoo lists the example"
 out=$("$zoo" plugins --plugin-dir "$example_build") || fail "zoo plugins exited with $?"
@@ -67,6 +148,7 @@ if grep -qE '^[0-9]+ problems?:' <<<"$out"; then fail "the installed zoo cannot 
 for so in "$plugin_dir"/*.so; do
   grep -E '^[^[:space:]]' <<<"$out" | grep -qF "zoo/plugins/$(basename "$so")" ||
     fail "the installed zoo does not load $so"
+  check_plugin_links "$so"  # the shipped plugins too (and what they link, e.g. layers): SDK, not host
 done
 grep -E '^qwen3[[:space:]]' <<<"$out" | grep -qF "zoo/plugins/libzoo_qwen3.so" || fail "qwen3 is installed but not listed"
 

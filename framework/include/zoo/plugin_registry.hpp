@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,16 @@ struct PluginInfo {
   std::vector<std::string> model_types;
   std::vector<std::string> architectures;
   std::filesystem::path path;
+  // Which search entry found it: the origin given with its directory to discover() (e.g.
+  // "--plugin-dir", "plugins.paths"), "ZOO_PLUGIN_PATH", "built-in" (the default directory), or
+  // "load" for a file passed to load() directly.
+  std::string origin = "load";
+};
+
+// A directory (or file) to search, and the origin its plugins are reported with.
+struct PluginSearchEntry {
+  std::filesystem::path path;
+  std::string origin;
 };
 
 // Discovers plugin shared objects and builds models through them. It is the Host plugins see.
@@ -34,7 +45,8 @@ class PluginRegistry : public Host {
   // Scans `*.so` files; a directory that does not exist is skipped (an entry naming a file loads
   // that file). Files that fail to load are recorded in problems() rather than thrown, so one bad
   // plugin does not hide the others. A file reached twice (same canonical path) is loaded once.
-  void discover(const std::vector<std::filesystem::path>& extra_dirs);
+  void discover(const std::vector<std::filesystem::path>& extra_dirs);  // origin "--plugin-dir"
+  void discover(std::span<const PluginSearchEntry> extra_dirs);
   // Loads exactly this file as a plugin; throws InputError naming the file: not a shared object,
   // a directory, a missing symbol, an ABI mismatch, or a plugin whose model type is claimed already.
   // Loading a file that is already loaded returns its info. The reference stays valid for the
@@ -69,9 +81,9 @@ class PluginRegistry : public Host {
   bool verbose_ = false;
 };
 
-// What `zoo plugins` prints: a table (name, version, model types, path), then any problems.
+// What `zoo plugins` prints: a table (name, version, model types, path, origin), then any problems.
 std::string plugins_table(const PluginRegistry& registry);
-// The same as JSON: {"plugins": [{name, version, model_types, architectures, path}],
+// The same as JSON: {"plugins": [{name, version, model_types, architectures, path, origin}],
 // "problems": [...], "search_dirs": [...]}.
 nlohmann::json plugins_json(const PluginRegistry& registry);
 
