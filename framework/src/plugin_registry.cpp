@@ -1,11 +1,12 @@
 #include "zoo/plugin_registry.hpp"
 
 #include <elf.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/plugin_abi.hpp"
 
 // Where plugins live relative to the directory of the zoo binary in an install tree; the build
@@ -86,24 +88,34 @@ std::string dlerror_text(const std::system_error& error, const std::string& path
 
 // dlopen maps a file's segments without checking they lie inside it, and a truncated shared object
 // then dies of SIGBUS inside the loader. Catch that case first; everything else is left to dlopen,
-// whose own words (dlerror) are clearer than ours.
+// whose own words (dlerror) are clearer than ours. The file is opened as every input is (InputFile:
+// regular files only, never blocking), so a FIFO named as a plugin is an error, not a hang in open()
+// here or in dlopen.
 void check_segments_inside_file(const fs::path& file, const std::string& label) {
-  std::ifstream in(file, std::ios::binary);
+  const InputFile in(fs::path(label), "a plugin shared object");  // errors name the path as given
+  const auto read_at = [&](void* out, std::size_t bytes, std::uint64_t offset) {
+    std::size_t done = 0;
+    while (done < bytes) {
+      const ssize_t n = ::pread(in.fd(), static_cast<char*>(out) + done, bytes - done,
+                                static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<std::size_t>(n);
+    }
+    return true;
+  };
   Elf64_Ehdr header{};
-  if (!in.read(reinterpret_cast<char*>(&header), sizeof header)) return;
+  if (!read_at(&header, sizeof header, 0)) return;
   if (std::memcmp(header.e_ident, ELFMAG, SELFMAG) != 0 || header.e_ident[EI_CLASS] != ELFCLASS64) return;
-  std::error_code ec;
-  const std::uintmax_t size = fs::file_size(file, ec);
-  if (ec) return;
+  const std::uintmax_t size = in.size();
   const std::uintmax_t table_end =
       static_cast<std::uintmax_t>(header.e_phoff) + std::uintmax_t{header.e_phnum} * sizeof(Elf64_Phdr);
   if (header.e_phentsize != sizeof(Elf64_Phdr) || table_end > size) {
     throw InputError(fmt::format("{}: truncated or corrupt shared object (bad program header table)", label));
   }
-  in.seekg(static_cast<std::streamoff>(header.e_phoff));
   for (unsigned i = 0; i < header.e_phnum; ++i) {
     Elf64_Phdr segment{};
-    if (!in.read(reinterpret_cast<char*>(&segment), sizeof segment)) return;
+    if (!read_at(&segment, sizeof segment, header.e_phoff + std::uint64_t{i} * sizeof segment)) return;
     if (segment.p_type == PT_LOAD && (segment.p_offset > size || segment.p_filesz > size - segment.p_offset)) {
       throw InputError(fmt::format(
           "{}: truncated or corrupt shared object (segment {} ends at byte {}, the file has {})", label, i,

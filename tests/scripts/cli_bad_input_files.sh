@@ -84,6 +84,22 @@ printf 'model:\n  checkpoint: %s\n  device: cpu\nvalidation:\n  request: %s\n  g
   "$FIX/qwen3-tiny" "$REQ" >"$TMP/fifo-golden.yaml"
 expect_error "validate with a FIFO golden" "fifo.safetensors" "is a FIFO" -- validate -q "$TMP/fifo-golden.yaml"
 
+# A FIFO named as a plugin: a problem listed by `zoo plugins` (exit 0), not a hang in the ELF check
+# or in dlopen.
+mkdir -p "$TMP/fifo-plugins"
+mkfifo "$TMP/fifo-plugins/libzoo_fifo.so"
+cases=$((cases + 1))
+CASE="plugins with a FIFO .so"
+timeout -k 5 30 "$ZOO" plugins --plugin-dir "$TMP/fifo-plugins/libzoo_fifo.so" >"$TMP/out" 2>"$TMP/err" </dev/null
+rc=$?
+if ((rc == 124 || rc == 137)); then
+  fail "hung (killed after 30 s): zoo plugins --plugin-dir FIFO"
+else
+  ((rc == 0)) || fail "exit $rc, expected 0: $(head -c 2000 "$TMP/err")"
+  grep -F "libzoo_fifo.so" "$TMP/out" | grep -qF "is a FIFO" ||
+    fail "zoo plugins does not list the FIFO as a problem: $(head -c 2000 "$TMP/out")"
+fi
+
 # max_context that overflowed the KV-cache size (heap corruption, SIGABRT) is rejected by name.
 expect_error "generate --max-context 2^59+1" "--max-context" "576460752303423489" -- \
   generate -q "$QCFG" --request "$REQ" --max-new-tokens 1 --max-context 576460752303423489
