@@ -12,9 +12,17 @@ std::string format_bytes(std::size_t bytes) {
   return fmt::format("{:.2f} GB", b / 1e9);
 }
 
-std::string escape_text(std::string_view text) {
+std::string escape_text(std::string_view text, std::size_t max_bytes) {
+  bool cut = false;
+  if (text.size() > max_bytes) {
+    std::size_t end = max_bytes;
+    // Back off over UTF-8 continuation bytes so the cut never splits a character.
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+    text = text.substr(0, end);
+    cut = true;
+  }
   std::string out;
-  out.reserve(text.size());
+  out.reserve(text.size() + (cut ? 3 : 0));
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto u = static_cast<unsigned char>(text[i]);
     // U+0080..U+009F (C1 controls, e.g. CSI) are 0xC2 0x80..0x9F in UTF-8.
@@ -38,6 +46,7 @@ std::string escape_text(std::string_view text) {
       default: out += fmt::format("\\x{:02x}", u); break;
     }
   }
+  if (cut) out += "...";
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/output_file.hpp"
 
@@ -29,16 +30,10 @@ constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 // slack keeps messages about wrong types specific instead of "too deep".
 constexpr int kMaxDepth = 6;
 
-std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(std::min<std::size_t>(text.size(), 200));
-  for (char c : text.substr(0, 200)) {
-    const auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  if (text.size() > 200) out += "...";
-  return out;
-}
+// Names and values from a header, as errors quote them: escaped (a crafted name must not print a fake line) and
+// cut short (a name can be megabytes).
+constexpr std::size_t kQuoteBytes = 200;
+std::string excerpt(std::string_view text) { return escape_text(text, kQuoteBytes); }
 
 std::string_view json_type(const json& value) {
   if (value.is_number_float()) return "a fractional number";
@@ -104,8 +99,8 @@ struct HeaderScan {
   bool key(json::string_t& key) {
     const bool top = is_object.size() == 1;
     if (!open.back().insert(key).second) {
-      if (top) throw InputError(fmt::format("{}: duplicate tensor name '{}'", label, printable(key)));
-      throw InputError(fmt::format("{}: duplicate key '{}' in the header", label, printable(key)));
+      if (top) throw InputError(fmt::format("{}: duplicate tensor name '{}'", label, excerpt(key)));
+      throw InputError(fmt::format("{}: duplicate key '{}' in the header", label, excerpt(key)));
     }
     if (top) out.top_keys.push_back(key);
     return true;
@@ -132,7 +127,7 @@ void read_metadata(const json& value, std::string_view label, std::map<std::stri
     throw InputError(fmt::format("{}: __metadata__ must be an object of strings, got {}", label, json_type(value)));
   for (const auto& [key, item] : value.items()) {
     if (!item.is_string())
-      throw InputError(fmt::format("{}: __metadata__ value for '{}' must be a string, got {}", label, printable(key),
+      throw InputError(fmt::format("{}: __metadata__ value for '{}' must be a string, got {}", label, excerpt(key),
                                    json_type(item)));
     metadata.emplace(key, item.get<std::string>());
   }
@@ -140,7 +135,7 @@ void read_metadata(const json& value, std::string_view label, std::map<std::stri
 
 SafetensorsEntry read_entry(const std::string& name, const json& value, std::size_t data_size,
                             std::string_view label) {
-  const auto where = fmt::format("{}: tensor '{}'", label, printable(name));
+  const auto where = fmt::format("{}: tensor '{}'", label, excerpt(name));
   if (!value.is_object())
     throw InputError(fmt::format("{}: entry must be an object, got {}", where, json_type(value)));
   auto field = [&](const char* key) -> const json& {
@@ -157,7 +152,7 @@ SafetensorsEntry read_entry(const std::string& name, const json& value, std::siz
   const auto& dtype_text = dtype.get_ref<const std::string&>();
   auto parsed_dtype = dtype_from_name(dtype_text);
   if (!parsed_dtype)
-    throw InputError(fmt::format("{}: unknown or unsupported dtype '{}' (supported: {})", where, printable(dtype_text),
+    throw InputError(fmt::format("{}: unknown or unsupported dtype '{}' (supported: {})", where, excerpt(dtype_text),
                                  supported_dtypes()));
   entry.dtype = *parsed_dtype;
 
@@ -172,12 +167,12 @@ SafetensorsEntry read_entry(const std::string& name, const json& value, std::siz
     if (*d > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
         __builtin_mul_overflow(elements, *d, &elements) ||
         elements > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-      throw InputError(fmt::format("{}: shape {} has too many elements", where, printable(shape.dump())));
+      throw InputError(fmt::format("{}: shape {} has too many elements", where, excerpt(shape.dump())));
     entry.shape.push_back(static_cast<std::int64_t>(*d));
   }
   std::uint64_t nbytes = 0;
   if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(entry.dtype)), &nbytes))
-    throw InputError(fmt::format("{}: shape {} has too many elements", where, printable(shape.dump())));
+    throw InputError(fmt::format("{}: shape {} has too many elements", where, excerpt(shape.dump())));
 
   const json& offsets = field("data_offsets");
   if (!offsets.is_array() || offsets.size() != 2)
@@ -186,7 +181,7 @@ SafetensorsEntry read_entry(const std::string& name, const json& value, std::siz
   auto end = as_index(offsets[1]);
   if (!begin || !end)
     throw InputError(fmt::format("{}: data_offsets must be non-negative integers, got {}", where,
-                                 printable(offsets.dump())));
+                                 excerpt(offsets.dump())));
   if (*begin > *end)
     throw InputError(fmt::format("{}: data_offsets [{}, {}] end before they begin", where, *begin, *end));
   if (*end > data_size)
@@ -245,11 +240,11 @@ SafetensorsHeader parse_safetensors_header(std::span<const std::byte> file_bytes
   for (const auto& entry : entries) {
     if (entry.begin < covered)
       throw InputError(fmt::format("{}: tensor '{}' (bytes {}..{}) overlaps tensor '{}' (bytes {}..{})", label,
-                                   printable(entry.name), entry.begin, entry.end, printable(previous->name),
+                                   excerpt(entry.name), entry.begin, entry.end, excerpt(previous->name),
                                    previous->begin, previous->end));
     if (entry.begin > covered)
       throw InputError(fmt::format("{}: bytes {}..{} of the data section belong to no tensor (before tensor '{}')",
-                                   label, covered, entry.begin, printable(entry.name)));
+                                   label, covered, entry.begin, excerpt(entry.name)));
     covered = entry.end;
     if (entry.end > entry.begin || !previous) previous = &entry;
   }
@@ -286,7 +281,7 @@ void write_safetensors(const std::filesystem::path& path,
     try {
       return json(text).dump();
     } catch (const json::exception&) {
-      throw InputError(fmt::format("{}: {} '{}' is not valid UTF-8", label, what, printable(text)));
+      throw InputError(fmt::format("{}: {} '{}' is not valid UTF-8", label, what, excerpt(text)));
     }
   };
 

@@ -118,6 +118,11 @@ TEST_CASE("escape_text: control characters cannot start a line or a sequence", "
   CHECK(escape_text(std::string("nul\0byte", 8)) == "nul\\x00byte");
   CHECK(escape_text("caf\xc3\xa9 \xe2\x9c\x93") == "caf\xc3\xa9 \xe2\x9c\x93");  // UTF-8 kept
   CHECK(escape_text("c1 \xc2\x9b" "31m") == "c1 \\u009b31m");                     // C1 CSI escaped
+  // Cut at max_bytes, never inside a UTF-8 character, "..." marking the cut.
+  CHECK(escape_text("abcdef", 4) == "abcd...");
+  CHECK(escape_text("abcd", 4) == "abcd");
+  CHECK(escape_text("ab\xc3\xa9z", 3) == "ab...");  // 3 bytes would split the two-byte e-acute
+  CHECK(escape_text("a\nbcdef", 2) == "a\\n...");
 }
 
 TEST_CASE("AtomicFileWriter writes a FIFO or device directly instead of replacing it", "[output]") {

@@ -275,6 +275,17 @@ TEST_CASE("safetensors: every malformed header is an InputError naming the file 
     CHECK_THAT(header_error(R"({"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}})", "a"),
                Contains("duplicate key 'dtype'"));
   }
+  SECTION("names in messages are escaped (one rule: escape_text) and cut short") {
+    // A crafted name must not start a line of its own ("result: PASS") or send escape sequences.
+    CHECK_THAT(header_error(obj({entry("a\\nresult: PASS", "U8", "[1]", 0, 1), entry("a\\nresult: PASS", "U8", "[1]", 1, 2)}),
+                            "ab"),
+               Contains("duplicate tensor name 'a\\nresult: PASS'"));
+    CHECK_THAT(header_error(obj({entry("w\\u001b[31m", "Q9", "[1]", 0, 1)}), "a"), Contains("tensor 'w\\e[31m'"));
+    const std::string long_name(5000, 'n');
+    const auto message = header_error(obj({entry(long_name, "Q9", "[1]", 0, 1)}), "a");
+    CHECK_THAT(message, Contains("tensor '" + std::string(200, 'n') + "...'"));
+    CHECK(message.size() < 400);
+  }
   SECTION("bad __metadata__") {
     CHECK_THAT(header_error(R"({"__metadata__":"x"})"), Contains("__metadata__ must be an object of strings"));
     CHECK_THAT(header_error(R"({"__metadata__":["a"]})"), Contains("__metadata__ must be an object"));

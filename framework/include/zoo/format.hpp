@@ -12,6 +12,8 @@ std::string format_bytes(std::size_t bytes);
 // terminal: control characters (C0, DEL, and C1 encoded as UTF-8) become \n, \r, \t, \e or \xHH,
 // so a crafted name can neither start a new line (a fake "result: PASS") nor send escape
 // sequences. Everything else, UTF-8 included, is kept. The one escaping rule for all output.
-std::string escape_text(std::string_view text);
+// Text longer than `max_bytes` (a hostile name can be megabytes) is cut there, at a UTF-8
+// character boundary, and "..." marks the cut.
+std::string escape_text(std::string_view text, std::size_t max_bytes = std::string_view::npos);
 
 }  // namespace zoo
