@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <nlohmann/json.hpp>
 
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/model_spec.hpp"
 
 namespace zoo {
@@ -59,12 +59,14 @@ std::optional<std::string> literal_default_system(std::string_view text) {
   return std::nullopt;
 }
 
-std::string read_text(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot be read", file.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+// Real chat templates are a few KB (the longest tool-use ones ~20 KB).
+constexpr std::size_t kMaxChatTemplateBytes = std::size_t{1} << 20;
+
+// Whether the directory has an entry by that name, whatever it is: a FIFO, a directory, a dangling
+// link or a symlink loop is then read (and refused by name) rather than skipped as absent.
+bool has_entry(const std::filesystem::path& file) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(file, ec));
 }
 
 }  // namespace
@@ -115,20 +117,25 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
 }
 
 ChatTemplate load_chat_template(const std::filesystem::path& model_dir) {
-  std::error_code ec;
   const auto config_file = model_dir / "tokenizer_config.json";
   nlohmann::json config = nlohmann::json::object();
-  const bool have_config = std::filesystem::exists(config_file, ec);
+  const bool have_config = has_entry(config_file);
   if (have_config) config = load_json_object(config_file);
   std::string bos;
-  if (config.contains("bos_token")) {
+  if (config.contains("bos_token") && !config["bos_token"].is_null()) {
+    // A string, or an AddedToken object {"content": "...", ...}.
     const auto& b = config["bos_token"];
     if (b.is_string()) bos = b.get<std::string>();
     else if (b.is_object() && b.contains("content") && b["content"].is_string()) bos = b["content"].get<std::string>();
+    else
+      throw InputError(fmt::format("{}: bos_token must be a string or an object with a string \"content\", got {}",
+                                   config_file.string(), escape_text(b.dump(), 100)));
   }
 
   const auto jinja_file = model_dir / "chat_template.jinja";
-  if (std::filesystem::exists(jinja_file, ec)) return ChatTemplate::recognise(read_text(jinja_file), bos, jinja_file.string());
+  if (has_entry(jinja_file))
+    return ChatTemplate::recognise(read_text_file(jinja_file, "a chat template", kMaxChatTemplateBytes), bos,
+                                   jinja_file.string());
 
   const auto label = config_file.string();
   if (!have_config)
@@ -141,8 +148,9 @@ ChatTemplate load_chat_template(const std::filesystem::path& model_dir) {
   if (value.is_string()) return ChatTemplate::recognise(value.get<std::string>(), bos, label);
   if (value.is_array()) {
     for (const auto& entry : value)
-      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
-          entry["template"].is_string())
+      // Type checks first: json::value("name", "") throws a type_error on a non-string name.
+      if (entry.is_object() && entry.contains("name") && entry["name"].is_string() && entry["name"] == "default" &&
+          entry.contains("template") && entry["template"].is_string())
         return ChatTemplate::recognise(entry["template"].get<std::string>(), bos, label);
     throw InputError(fmt::format("{}: chat_template is a list without an entry named \"default\"", label));
   }

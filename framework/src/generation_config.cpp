@@ -6,6 +6,7 @@
 #include <system_error>
 
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
 #include "zoo/model_spec.hpp"
 
 namespace zoo {
@@ -14,11 +15,14 @@ namespace {
 
 bool present(const nlohmann::json& object, const char* key) { return object.contains(key) && !object[key].is_null(); }
 
+// A value quoted in an error: escaped and cut short (a list of a million ids is one field).
+std::string quoted(const nlohmann::json& value) { return escape_text(value.dump(), 100); }
+
 double number_field(const nlohmann::json& object, const char* key, const std::string& label) {
   const auto& value = object[key];
-  if (!value.is_number()) throw InputError(fmt::format("{}: {} must be a number, got {}", label, key, value.dump()));
+  if (!value.is_number()) throw InputError(fmt::format("{}: {} must be a number, got {}", label, key, quoted(value)));
   const double x = value.get<double>();
-  if (!std::isfinite(x)) throw InputError(fmt::format("{}: {} must be finite, got {}", label, key, value.dump()));
+  if (!std::isfinite(x)) throw InputError(fmt::format("{}: {} must be finite, got {}", label, key, quoted(value)));
   return x;
 }
 
@@ -41,7 +45,7 @@ std::vector<std::int64_t> parse_eos_token_ids(const nlohmann::json& object, cons
   auto one = [&](const nlohmann::json& item) {
     if (!item.is_number_integer() || item.get<std::int64_t>() < 0)
       throw InputError(fmt::format("{}: eos_token_id must be a non-negative integer or a list of them, got {}", label,
-                                   value.dump()));
+                                   quoted(value)));
     ids.push_back(item.get<std::int64_t>());
   };
   if (value.is_array()) {
@@ -56,8 +60,10 @@ GenerationDefaults load_generation_defaults(const std::filesystem::path& model_d
   GenerationDefaults d;
   const auto config_label = (model_dir / "config.json").string();
   const auto file = model_dir / "generation_config.json";
+  // Any entry by that name is read, so a FIFO, a directory or a symlink loop is refused by name
+  // instead of being skipped as absent.
   std::error_code ec;
-  if (std::filesystem::exists(file, ec)) {
+  if (std::filesystem::exists(std::filesystem::symlink_status(file, ec))) {
     const auto gen = load_json_object(file);
     const auto label = file.string();
     d.sampling_source = label;
@@ -67,7 +73,7 @@ GenerationDefaults load_generation_defaults(const std::filesystem::path& model_d
     }
     if (present(gen, "do_sample")) {
       if (!gen["do_sample"].is_boolean())
-        throw InputError(fmt::format("{}: do_sample must be true or false, got {}", label, gen["do_sample"].dump()));
+        throw InputError(fmt::format("{}: do_sample must be true or false, got {}", label, quoted(gen["do_sample"])));
       d.do_sample = gen["do_sample"].get<bool>();
     }
     if (present(gen, "temperature")) {
@@ -78,7 +84,7 @@ GenerationDefaults load_generation_defaults(const std::filesystem::path& model_d
     if (present(gen, "top_k")) {
       if (!gen["top_k"].is_number_integer() || gen["top_k"].get<std::int64_t>() < 0 ||
           gen["top_k"].get<std::int64_t>() > (1 << 30))
-        throw InputError(fmt::format("{}: top_k must be a non-negative integer, got {}", label, gen["top_k"].dump()));
+        throw InputError(fmt::format("{}: top_k must be a non-negative integer, got {}", label, quoted(gen["top_k"])));
       d.top_k = static_cast<int>(gen["top_k"].get<std::int64_t>());
     }
     if (present(gen, "top_p")) {

@@ -1,6 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <fstream>
+#include <string_view>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "framework/validation_test_util.hpp"
@@ -62,4 +70,76 @@ TEST_CASE("chat templates: other templates and missing ones are refused with the
   d.write("tokenizer_config.json", R"({"chat_template": "[INST]"})");
   d.write("chat_template.jinja", "{{ '<|im_start|>' + m.role }}<|im_end|>");
   CHECK(load_chat_template(d.path()).format() == ChatFormat::RoleBlocks);
+}
+
+TEST_CASE("chat templates: files that are not regular, too big or of the wrong type are refused by name",
+          "[chat]") {
+  vtest::ScratchDir d;
+  const auto jinja = d / "chat_template.jinja";
+  const auto config = (d / "tokenizer_config.json").string();
+  auto error = [&]() -> std::string {
+    try {
+      load_chat_template(d.path());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    FAIL("no InputError");
+    return {};
+  };
+  d.write("tokenizer_config.json", R"({"chat_template": "<|im_start|>{{ m.content }}<|im_end|>"})");
+
+  SECTION("a directory") {
+    std::filesystem::create_directory(jinja);
+    CHECK_THAT(error(), StartsWith(jinja.string() + ": is a directory"));
+  }
+  SECTION("a symlink loop is reported, not skipped as absent") {
+    std::filesystem::create_symlink(jinja, jinja);
+    CHECK_THAT(error(), StartsWith(jinja.string() + ": symlink loop"));
+  }
+  SECTION("larger than the cap") {
+    d.write("chat_template.jinja", "<|im_start|><|im_end|>" + std::string(std::size_t{2} << 20, ' '));
+    CHECK_THAT(error(), StartsWith(jinja.string() + ": ") && Contains("limit"));
+  }
+  SECTION("a FIFO is refused without blocking") {
+    REQUIRE(::mkfifo(jinja.c_str(), 0600) == 0);
+    // A reader that blocked in open() would hang the test: feed it a valid template instead, so
+    // the old behaviour fails the CHECK rather than stalling the suite.
+    std::atomic<bool> done{false};
+    std::thread writer([&] {
+      while (!done) {
+        const int fd = ::open(jinja.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) {
+          const std::string_view text = "<|im_start|><|im_end|>";
+          [[maybe_unused]] auto n = ::write(fd, text.data(), text.size());
+          ::close(fd);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+    std::string message;
+    try {
+      load_chat_template(d.path());
+    } catch (const InputError& e) {
+      message = e.what();
+    }
+    done = true;
+    writer.join();
+    CHECK_THAT(message, StartsWith(jinja.string() + ": is a FIFO"));
+  }
+  SECTION("a list entry whose name is not a string") {
+    d.write("tokenizer_config.json", R"({"chat_template": [{"name": 5, "template": "x"}]})");
+    CHECK_THAT(error(), StartsWith(config + ": chat_template is a list without an entry named \"default\""));
+  }
+  SECTION("a bos_token of the wrong type") {
+    d.write("tokenizer_config.json", R"({"bos_token": 5, "chat_template": "<|im_start|><|im_end|>"})");
+    CHECK_THAT(error(), StartsWith(config + ": bos_token must be"));
+    d.write("tokenizer_config.json", R"({"bos_token": null, "chat_template": "<|im_start|><|im_end|>"})");
+    CHECK_NOTHROW(load_chat_template(d.path()));
+  }
+  SECTION("tokenizer_config.json as a FIFO") {
+    std::filesystem::remove(d / "tokenizer_config.json");
+    REQUIRE(::mkfifo(config.c_str(), 0600) == 0);
+    CHECK_THAT(error(), StartsWith(config + ": is a FIFO"));
+  }
 }

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "framework/validation_test_util.hpp"
@@ -80,4 +82,43 @@ TEST_CASE("generation defaults: malformed fields are InputErrors naming the file
   CHECK_THAT(error("[1]"), StartsWith(file + ": "));
   CHECK_THROWS_WITH(parse_eos_token_ids(nlohmann::json::parse(R"({"eos_token_id": {}})"), "cfg"),
                     StartsWith("cfg: ") && Contains("eos_token_id"));
+}
+
+TEST_CASE("generation defaults: odd files are refused by name and quoted values are cut short",
+          "[generation_config]") {
+  vtest::ScratchDir d;
+  const auto file = d / "generation_config.json";
+  auto error = [&]() -> std::string {
+    try {
+      load_generation_defaults(d.path(), nlohmann::json::object());
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    FAIL("no InputError");
+    return {};
+  };
+  SECTION("a symlink loop is reported, not skipped as absent") {
+    std::filesystem::create_symlink(file, file);
+    CHECK_THAT(error(), StartsWith(file.string() + ": symlink loop"));
+  }
+  SECTION("a FIFO") {
+    REQUIRE(::mkfifo(file.c_str(), 0600) == 0);
+    CHECK_THAT(error(), StartsWith(file.string() + ": is a FIFO"));
+  }
+  SECTION("a directory") {
+    std::filesystem::create_directory(file);
+    CHECK_THAT(error(), StartsWith(file.string() + ": is a directory"));
+  }
+  SECTION("a huge or control-laden value is escaped and cut") {
+    d.write("generation_config.json", R"({"do_sample": ")" + std::string(100000, 'y') + R"("})");
+    const auto message = error();
+    CHECK_THAT(message, Contains("do_sample") && Contains("..."));
+    CHECK(message.size() < 400);
+    d.write("generation_config.json", R"({"temperature": "a\nresult: PASS"})");
+    CHECK_THAT(error(), !Contains("\n"));
+  }
+  SECTION("nested deeper than the JSON cap") {
+    d.write("generation_config.json", "{\"x\": " + std::string(100, '[') + std::string(100, ']') + "}");
+    CHECK_THAT(error(), StartsWith(file.string() + ": ") && Contains("nested"));
+  }
 }
