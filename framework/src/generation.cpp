@@ -8,21 +8,11 @@
 #include <stdexcept>
 
 #include "zoo/error.hpp"
+#include "zoo/random.hpp"
 
 namespace zoo {
 
 namespace {
-
-// SplitMix64: tiny, fast, and the same sequence on every platform and standard library.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, 1) from the top 53 bits (std::uniform_real_distribution is implementation-defined).
-double uniform01(std::uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
 
 // NaN never wins; -inf only when everything is.
 float rank_value(float x) { return std::isnan(x) ? -std::numeric_limits<float>::infinity() : x; }

@@ -10,20 +10,10 @@
 #include <stdexcept>
 
 #include "zoo/error.hpp"
+#include "zoo/random.hpp"
 
 namespace zoo::higgs {
 namespace {
-
-// SplitMix64 (Steele, Lea, Flood 2014): tiny, and the same stream on every platform and standard
-// library, unlike std::uniform_real_distribution.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-double uniform01(std::uint64_t& state) { return static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53; }
 
 bool greedy(const TtsSampling& s) { return s.temperature <= kGreedyTemperature; }
 
