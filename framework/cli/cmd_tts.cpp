@@ -70,7 +70,7 @@ int run_text(const TtsOptions& options) {
   CodeDecoder* decoder = options.out.empty() ? nullptr : &code_decoder_of(opened);  // before the long part
   load_model(opened, !options.quiet);
   if (decoder) load_code_decoder(opened, *decoder);
-  const CodeFrames frames = synthesize_text(opened, options.text, options.quiet);
+  const auto frames = synthesize_text(opened, options.text, options.quiet);
   if (!decoder) return 0;
   const auto K = static_cast<std::int64_t>(frames.empty() ? decoder->num_codebooks() : frames.front().size());
   HostTensor codes(DType::I64, {static_cast<std::int64_t>(frames.size()), K});

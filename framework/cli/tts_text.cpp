@@ -37,7 +37,7 @@ std::filesystem::path tokenizer_file(const OpenedModel& opened) {
   return (std::filesystem::is_directory(ckpt) ? ckpt : ckpt.parent_path()) / "tokenizer.json";
 }
 
-CodeFrames synthesize_text(OpenedModel& opened, const TtsTextOptions& o, bool quiet) {
+std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, const TtsTextOptions& o, bool quiet) {
   const auto tok_path = tokenizer_file(opened);
   if (!std::filesystem::exists(tok_path))
     throw InputError(fmt::format("{}: missing; text to speech needs the checkpoint's tokenizer", tok_path.string()));
@@ -47,7 +47,7 @@ CodeFrames synthesize_text(OpenedModel& opened, const TtsTextOptions& o, bool qu
   request.text = o.text;
   request.reference_text = o.ref_text;
   if (!o.ref_codes.empty()) {
-    request.reference_codes = read_codes_file(o.ref_codes);
+    request.reference_codes = code_frames_rows(load_code_frames(o.ref_codes).view());
     request.reference_label = o.ref_codes;
   }
   request.encode = [tokenizer](std::string_view s) { return tokenizer->encode(s); };
@@ -84,7 +84,7 @@ CodeFrames synthesize_text(OpenedModel& opened, const TtsTextOptions& o, bool qu
   }
   if (result.frames.empty())
     throw InputError(fmt::format("no complete frame in {} decode steps; raise --max-frames", result.steps));
-  if (!o.codes_out.empty()) write_codes_file(o.codes_out, result.frames);
+  if (!o.codes_out.empty()) write_code_frames(o.codes_out, code_frames_tensor(result.frames).view());
   return result.frames;
 }
 

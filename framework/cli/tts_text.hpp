@@ -1,10 +1,12 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
-#include "zoo/codes_file.hpp"
+#include "zoo/code_frames.hpp"
 #include "zoo/runtime.hpp"
 
 namespace zoo::cli {
@@ -33,6 +35,6 @@ std::filesystem::path tokenizer_file(const OpenedModel& opened);
 // Synthesizes options.text with the loaded model, reporting progress on stderr unless quiet
 // (frames, seconds of speech, real-time factor), writes --codes-out when given, and returns the
 // frames [T, codebooks] for the codec.
-CodeFrames synthesize_text(OpenedModel& opened, const TtsTextOptions& options, bool quiet);
+std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, const TtsTextOptions& options, bool quiet);
 
 }  // namespace zoo::cli

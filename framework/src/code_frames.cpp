@@ -1,13 +1,18 @@
 #include "zoo/code_frames.hpp"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <cctype>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
+#include "zoo/output_file.hpp"
 #include "zoo/safetensors.hpp"
 
 namespace zoo {
@@ -36,15 +41,11 @@ HostTensor check_and_pack(const std::vector<std::vector<std::int64_t>>& rows, st
 
 HostTensor load_json_frames(const std::filesystem::path& path, std::int64_t columns) {
   const std::string file = path.string();
-  std::ifstream in(path, std::ios::binary);
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(fmt::format("{}: not valid JSON: {}", file, e.what()));
-  }
+  // Size and depth caps, regular files only (zoo/input_file.hpp).
+  nlohmann::json doc = read_json_file(path, "a codes JSON file");
   if (doc.is_object()) {
-    if (!doc.contains("codes")) throw InputError(fmt::format("{}: no \"codes\" field", file));
+    if (!doc.contains("codes") || doc.size() != 1)
+      throw InputError(fmt::format("{}: expected an array of frames or an object with only \"codes\"", file));
     doc = doc.at("codes");
   }
   if (!doc.is_array()) throw InputError(fmt::format("{}: codes must be an array of frames", file));
@@ -53,8 +54,11 @@ HostTensor load_json_frames(const std::filesystem::path& path, std::int64_t colu
     if (!doc[t].is_array()) throw InputError(fmt::format("{}: codes[{}] is not an array", file, t));
     std::vector<std::int64_t> row;
     for (std::size_t c = 0; c < doc[t].size(); ++c) {
-      if (!doc[t][c].is_number_integer()) throw InputError(fmt::format("{}: codes[{}][{}] is not an integer", file, t, c));
-      row.push_back(doc[t][c].get<std::int64_t>());
+      const auto& v = doc[t][c];
+      // Unsigned values past int64 would wrap to negative numbers: say what they are.
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > INT64_MAX))
+        throw InputError(fmt::format("{}: codes[{}][{}] is not an integer code", file, t, c));
+      row.push_back(v.get<std::int64_t>());
     }
     rows.push_back(std::move(row));
   }
@@ -64,31 +68,52 @@ HostTensor load_json_frames(const std::filesystem::path& path, std::int64_t colu
 HostTensor load_safetensors_frames(const std::filesystem::path& path, std::int64_t columns) {
   const std::string file = path.string();
   auto st = SafetensorsFile::open(path);
+  // The tensor named "codes", or the file's only tensor.
   const SafetensorsEntry* entry = st->find("codes");
-  if (!entry) throw InputError(fmt::format("{}: no tensor named \"codes\"", file));
-  if (entry->dtype != DType::I64 && entry->dtype != DType::I32)
-    throw InputError(fmt::format("{}: \"codes\" is {}; expected I64 or I32", file, dtype_name(entry->dtype)));
-  if (entry->shape.size() != 2) throw InputError(fmt::format("{}: \"codes\" has shape {}; expected [frames, codebooks]", file, shape_str(entry->shape)));
+  if (!entry) {
+    if (st->entries().size() != 1)
+      throw InputError(fmt::format("{}: no tensor named \"codes\" and {} tensors (want one)", file, st->entries().size()));
+    entry = &st->entries().front();
+  }
+  if (entry->dtype != DType::I64 && entry->dtype != DType::I32 && entry->dtype != DType::I16)
+    throw InputError(fmt::format("{}: \"{}\" is {}; expected I64, I32 or I16", file, entry->name, dtype_name(entry->dtype)));
+  if (entry->shape.size() != 2)
+    throw InputError(fmt::format("{}: \"{}\" has shape {}; expected [frames, codebooks]", file, entry->name,
+                                 shape_str(entry->shape)));
   const HostTensor raw = HostTensor::copy_of(st->view(*entry));
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(entry->shape[0]));
   const std::int64_t width = entry->shape[1];
   for (std::int64_t t = 0; t < entry->shape[0]; ++t)
-    for (std::int64_t c = 0; c < width; ++c)
-      rows[static_cast<std::size_t>(t)].push_back(entry->dtype == DType::I64 ? raw.as<std::int64_t>()[t * width + c]
-                                                                             : raw.as<std::int32_t>()[t * width + c]);
+    for (std::int64_t c = 0; c < width; ++c) {
+      const std::int64_t i = t * width + c;
+      rows[static_cast<std::size_t>(t)].push_back(entry->dtype == DType::I64   ? raw.as<std::int64_t>()[i]
+                                                  : entry->dtype == DType::I32 ? raw.as<std::int32_t>()[i]
+                                                                               : raw.as<std::int16_t>()[i]);
+    }
   return check_and_pack(rows, columns, file);
+}
+
+// The first byte that is not white space, 0 for none. Opened as every input is (InputFile): a
+// FIFO or a device is an error naming the file, never a blocking read.
+char first_significant_byte(const std::filesystem::path& path) {
+  const InputFile in(path, "a codes file (JSON or safetensors)");
+  char buffer[512];
+  for (off_t at = 0;;) {
+    const ssize_t n = ::pread(in.fd(), buffer, sizeof buffer, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw InputError(fmt::format("{}: read failed: {}", path.string(), std::strerror(errno)));
+    if (n == 0) return 0;
+    for (ssize_t i = 0; i < n; ++i)
+      if (!std::isspace(static_cast<unsigned char>(buffer[i]))) return buffer[i];
+    at += n;
+  }
 }
 
 }  // namespace
 
 HostTensor load_code_frames(const std::filesystem::path& path, std::int64_t columns) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: {}", path.string(), std::filesystem::exists(path) ? "cannot be read" : "no such file"));
-  char first = 0;
-  while (in.get(first) && std::isspace(static_cast<unsigned char>(first))) {
-  }
-  in.close();
-  if (first == '{' || first == '[') return load_json_frames(path, columns);
+  const char first = first_significant_byte(path);
+  if (first == '{' || first == '[' || first == 0) return load_json_frames(path, columns);
   return load_safetensors_frames(path, columns);
 }
 
@@ -102,17 +127,41 @@ void write_code_frames(const std::filesystem::path& path, const TensorView& code
     write_safetensors(path, {{"codes", wide.view()}});
     return;
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(fmt::format("{}: cannot write", path.string()));
-  out << "{\"codes\": [";
+  std::string text = "{\"codes\": [";
   const std::int64_t width = codes.shape[1];
   for (std::int64_t t = 0; t < codes.shape[0]; ++t) {
-    out << (t ? ",\n  [" : "\n  [");
-    for (std::int64_t c = 0; c < width; ++c) out << (c ? ", " : "") << wide.as<std::int64_t>()[t * width + c];
-    out << "]";
+    text += t ? ",\n  [" : "\n  [";
+    for (std::int64_t c = 0; c < width; ++c) text += fmt::format("{}{}", c ? ", " : "", wide.as<std::int64_t>()[t * width + c]);
+    text += "]";
   }
-  out << "\n]}\n";
-  if (!out) throw InputError(fmt::format("{}: write failed", path.string()));
+  text += "\n]}\n";
+  // Through a temporary file and a rename, as every output: a failure never leaves half a file.
+  AtomicFileWriter out(path);
+  out.write(text);
+  out.commit();
+}
+
+HostTensor code_frames_tensor(const std::vector<std::vector<std::int64_t>>& frames) {
+  if (frames.empty()) return HostTensor(DType::I64, {0, 0});
+  const auto width = static_cast<std::int64_t>(frames.front().size());
+  HostTensor out(DType::I64, {static_cast<std::int64_t>(frames.size()), width});
+  for (std::size_t t = 0; t < frames.size(); ++t) {
+    if (static_cast<std::int64_t>(frames[t].size()) != width)
+      throw std::invalid_argument("code_frames_tensor: ragged frames");
+    std::memcpy(out.as<std::int64_t>() + static_cast<std::int64_t>(t) * width, frames[t].data(),
+                frames[t].size() * sizeof(std::int64_t));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::int64_t>> code_frames_rows(const TensorView& codes) {
+  if (codes.shape.size() != 2 || codes.dtype != DType::I64)
+    throw std::invalid_argument("code_frames_rows: codes must be I64 [frames, codebooks]");
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(codes.shape[0]));
+  for (std::int64_t t = 0; t < codes.shape[0]; ++t)
+    rows[static_cast<std::size_t>(t)].assign(codes.as<std::int64_t>() + t * codes.shape[1],
+                                             codes.as<std::int64_t>() + (t + 1) * codes.shape[1]);
+  return rows;
 }
 
 }  // namespace zoo

@@ -31,7 +31,7 @@ cmp -s "$TMP/a.json" "$TMP/c.json" && fail "another seed, same codes"
 python3 - "$TMP" <<'PY' || status=1
 import json, struct, sys
 d = sys.argv[1]
-a = json.load(open(f"{d}/a.json"))
+a = json.load(open(f"{d}/a.json"))["codes"]  # {"codes": [[...], ...]} (zoo/code_frames.hpp)
 # 40 decode steps at most, K = 4 codebooks: at most 37 frames, at least 4 (EOC after the window).
 assert 4 <= len(a) <= 37 and all(len(r) == 4 and all(0 <= c < 64 for c in r) for r in a), a
 raw = open(f"{d}/a.safetensors", "rb").read()
@@ -50,7 +50,7 @@ cmp -s "$TMP/a.wav" "$TMP/b.wav" || fail "same codes, different sound files"
 python3 - "$TMP" <<'PY' || status=1
 import json, sys, wave
 d = sys.argv[1]
-frames = len(json.load(open(f"{d}/a.json")))
+frames = len(json.load(open(f"{d}/a.json"))["codes"])
 with wave.open(f"{d}/a.wav") as w:
     assert w.getframerate() == 24000 and w.getnchannels() == 1, (w.getframerate(), w.getnchannels())
     assert w.getnframes() == 30 * frames, (w.getnframes(), frames)
