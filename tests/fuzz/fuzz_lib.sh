@@ -51,18 +51,34 @@ fuzz_stale() {
   return 1
 }
 
+# The library's sources are compiled in parallel, one per core: the first fuzz script compiles
+# them all while the others wait on the lock, so a serial loop left a core idle for minutes.
 fuzz_build_lib() {
   mkdir -p "$FUZZ_OUT/obj"
-  local objs=() src obj
+  local objs=() src obj failed=0 running=0 cores
+  cores=$(nproc 2>/dev/null || echo 2)
   for src in "${FUZZ_LIB_SOURCES[@]}"; do
     obj=$FUZZ_OUT/obj/$(basename "${src%.cpp}").o
     objs+=("$obj")
     if fuzz_stale "$obj" "$FUZZ_SRC/$src"; then
+      if ((running >= cores)); then
+        wait -n || failed=1
+        running=$((running - 1))
+      fi
       echo "fuzz: compiling $src"
-      "${FUZZ_LAUNCHER[@]}" "$FUZZ_CXX" "${FUZZ_FLAGS[@]}" -fsanitize=fuzzer-no-link -c "$FUZZ_SRC/$src" -o "$obj.tmp"
-      mv "$obj.tmp" "$obj"
+      ("${FUZZ_LAUNCHER[@]}" "$FUZZ_CXX" "${FUZZ_FLAGS[@]}" -fsanitize=fuzzer-no-link -c "$FUZZ_SRC/$src" -o "$obj.tmp" &&
+        mv "$obj.tmp" "$obj") &
+      running=$((running + 1))
     fi
   done
+  while ((running > 0)); do
+    wait -n || failed=1
+    running=$((running - 1))
+  done
+  if ((failed)); then
+    echo "fuzz: FAILED: compiling the fuzz library" >&2
+    return 1
+  fi
   if fuzz_stale "$FUZZ_OUT/libzoo_fuzz.a" "${objs[@]}"; then
     rm -f "$FUZZ_OUT/libzoo_fuzz.a"
     ar rcs "$FUZZ_OUT/libzoo_fuzz.a" "${objs[@]}"
