@@ -14,6 +14,7 @@
 #include "zoo/error.hpp"
 #include "zoo/output_file.hpp"
 #include "zoo/format.hpp"
+#include "zoo/random.hpp"
 #include "zoo/safetensors.hpp"
 
 namespace zoo::cli {
@@ -29,13 +30,6 @@ class EmptyWeightSource : public WeightSource {
   }
   std::string describe() const override { return "an empty weight source"; }
 };
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Fills values [begin, end) of a tensor with N(mean, std) in `dtype`; the stream depends only on the
 // seed, the tensor index and the position, so the result is the same for any thread count.
