@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix, builds examples/bigram_plugin and the plugin snippets
+# Installs the build into a temporary prefix, builds examples/bigram_plugin, examples/dense_plugin
+# (validated against a transformers golden) and the plugin snippets
 # of docs/plugins.md out of tree against it (find_package(Zoo)), and checks that the installed zoo
 # lists those plugins and finds its own installed plugins by default. Also checks the SDK boundary:
 # a plugin compiles with yaml-cpp and Boost headers that #error and configures with neither package
@@ -27,7 +28,7 @@ zoo="$prefix/bin/zoo"
 [[ -f "$prefix/lib/cmake/Zoo/ZooConfig.cmake" || -n "$(find "$prefix" -name ZooConfig.cmake)" ]] ||
   fail "no ZooConfig.cmake installed"
 # Test-only plugins must never reach an install.
-if find "$prefix" -name 'libzoo_test_*' | grep -q .; then
+if [[ -n $(find "$prefix" -name 'libzoo_test_*') ]]; then
   fail "test plugins were installed: $(find "$prefix" -name 'libzoo_test_*')"
 fi
 
@@ -41,13 +42,17 @@ sdk_flags=(-DCMAKE_CXX_FLAGS="-I$poison" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON
            -DCMAKE_DISABLE_FIND_PACKAGE_yaml-cpp=ON -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
 
 # A plugin's libraries: the SDK (directly or through layers), never the host library or its dependencies.
+# (Outputs are captured before grep -q reads them: under pipefail, `ldd | grep -q` fails at random
+# when grep exits before ldd has written everything.)
 check_plugin_links() {
-  local so=$1 needed
-  needed=$(readelf -d "$so" | grep NEEDED) || fail "readelf -d $so"
-  ldd "$so" | grep -q 'libzoo_sdk\.so' || fail "$so does not load libzoo_sdk: $(ldd "$so")"
+  local so=$1 needed loaded
+  needed=$(readelf -d "$so") || fail "readelf -d $so"
+  needed=$(grep NEEDED <<<"$needed")
+  loaded=$(ldd "$so") || fail "ldd $so"
+  grep -q 'libzoo_sdk\.so' <<<"$loaded" || fail "$so does not load libzoo_sdk: $loaded"
   if grep -qE 'libzoo_framework|yaml-cpp|boost' <<<"$needed"; then fail "$so links host libraries: $needed"; fi
   # ... nor through the Zoo libraries it links (ldd resolves them through the RPATH).
-  if ldd "$so" | grep -qE 'libzoo_framework|yaml-cpp'; then fail "$so loads host libraries: $(ldd "$so")"; fi
+  if grep -qE 'libzoo_framework|yaml-cpp' <<<"$loaded"; then fail "$so loads host libraries: $loaded"; fi
 }
 
 echo "== configure and build examples/bigram_plugin against the install"
@@ -61,8 +66,9 @@ plugin="$example_build/libzoo_bigram.so"
 [[ -f "$plugin" ]] || fail "no $plugin after the build"
 # The descriptor must be exported although the plugin is built with hidden visibility.
 if command -v nm >/dev/null; then
-  nm -D --defined-only "$plugin" | grep -q ' zoo_plugin_descriptor$' || fail "zoo_plugin_descriptor not exported"
-  nm -D --defined-only "$plugin" | grep -q ' zoo_plugin_create$' || fail "zoo_plugin_create not exported"
+  symbols=$(nm -D --defined-only "$plugin")
+  grep -q ' zoo_plugin_descriptor$' <<<"$symbols" || fail "zoo_plugin_descriptor not exported"
+  grep -q ' zoo_plugin_create$' <<<"$symbols" || fail "zoo_plugin_create not exported"
 fi
 check_plugin_links "$plugin"
 if grep -qiE 'yaml|boost' "$example_build/compile_commands.json"; then
@@ -106,7 +112,7 @@ fi
 grep -q 'zoo_test_nowhere_defined' "$tmp/undefined.log" || fail "the link error does not name the symbol: $(cat "$tmp/undefined.log")"
 # Zoo_WITH_CUDA is true exactly when the installed kernels link the CUDA runtime.
 kernels_so=$(find "$prefix" -name 'libzoo_kernels.so*' | head -n1)
-if readelf -d "$kernels_so" | grep -q 'libcudart'; then want_cuda=ON; else want_cuda=OFF; fi
+if grep -q 'libcudart' <<<"$(readelf -d "$kernels_so")"; then want_cuda=ON; else want_cuda=OFF; fi
 grep -q -- "-- Zoo_WITH_CUDA=$want_cuda\$" "$tmp/snippet-configure.log" ||
   fail "Zoo_WITH_CUDA is not $want_cuda: $(grep Zoo_WITH_CUDA "$tmp/snippet-configure.log")"
 
@@ -134,7 +140,7 @@ json=$("$zoo" plugins --json --plugin-dir "$example_build") || fail "zoo plugins
 grep -q '"bigram_lm"' <<<"$json" || fail "bigram_lm missing from --json output"
 
 # ZOO_PLUGIN_PATH is another way to point at it.
-ZOO_PLUGIN_PATH="$tmp/nowhere:$example_build" "$zoo" plugins | grep -qE '^bigram[[:space:]]' ||
+grep -qE '^bigram[[:space:]]' <<<"$(ZOO_PLUGIN_PATH="$tmp/nowhere:$example_build" "$zoo" plugins)" ||
   fail "bigram not found through ZOO_PLUGIN_PATH"
 
 echo "== the installed zoo loads its own plugins from its plugin dir by default"
@@ -151,6 +157,27 @@ for so in "$plugin_dir"/*.so; do
   check_plugin_links "$so"  # the shipped plugins too (and what they link, e.g. layers): SDK, not host
 done
 grep -E '^qwen3[[:space:]]' <<<"$out" | grep -qF "zoo/plugins/libzoo_qwen3.so" || fail "qwen3 is installed but not listed"
+
+echo "== examples/dense_plugin: a new decoder family over the installed runtime, validated against transformers"
+dense_build="$tmp/dense-build"
+cmake -S "$src/examples/dense_plugin" -B "$dense_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" "${sdk_flags[@]}" >"$tmp/dense-configure.log" 2>&1 ||
+  { cat "$tmp/dense-configure.log" >&2; fail "configure examples/dense_plugin"; }
+cmake --build "$dense_build" >"$tmp/dense-build.log" 2>&1 ||
+  { cat "$tmp/dense-build.log" >&2; fail "build examples/dense_plugin"; }
+check_plugin_links "$dense_build/libzoo_my_dense.so"
+# The family is Qwen3's math under another name: a qwen3-tiny checkpoint relabelled as my_dense must
+# pass transformers' Qwen3 golden under configs/qwen3-tiny.yaml's gates, served by the example.
+ckpt="$tmp/my-dense-ckpt"
+cp -r "$src/tests/fixtures/qwen3-tiny" "$ckpt"
+sed -i -e 's/"model_type": "qwen3"/"model_type": "my_dense"/' -e 's/"Qwen3ForCausalLM"/"MyDenseForCausalLM"/' "$ckpt/config.json"
+grep -q '"my_dense"' "$ckpt/config.json" || fail "could not relabel the checkpoint"
+sed -e '/^ *plugin: qwen3/d' -e "s|checkpoint: .*|checkpoint: $ckpt|" \
+  -e "s|\.\./tests/fixtures/qwen3-tiny/|$src/tests/fixtures/qwen3-tiny/|g" "$src/configs/qwen3-tiny.yaml" >"$tmp/my-dense.yaml"
+printf 'plugins:\n  paths: [%s]\n' "$dense_build" >>"$tmp/my-dense.yaml"
+out=$("$zoo" validate "$tmp/my-dense.yaml" 2>&1) || fail "zoo validate with the example plugin failed: $out"
+grep -q "result: PASS" <<<"$out" || fail "zoo validate did not pass: $out"
+grep -qE "my_dense" <<<"$("$zoo" plan "$tmp/my-dense.yaml" 2>&1)" || fail "zoo plan does not name the my_dense plugin"
 
 echo "== installing the example into the prefix makes it a default plugin"
 cmake --install "$example_build" --prefix "$prefix" >/dev/null || fail "installing the example"
