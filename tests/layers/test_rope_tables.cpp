@@ -44,7 +44,8 @@ TEST_CASE("rope tables equal transformers' for default, linear, llama3 and yarn 
 }
 
 TEST_CASE("llama3 scaling changes the low and middle bands and keeps the high one", "[layers][rope]") {
-  for (const auto& c : golden().at("cases")) {
+  const json all = golden();  // range-for over golden().at(...) would outlive the temporary
+  for (const auto& c : all.at("cases")) {
     if (c.at("name") != "llama3.1 8B hd128") continue;
     const json& config = c.at("config");
     auto p = zoo::layers::read_hf_rope_parameters(config, "llama3");
