@@ -10,14 +10,6 @@ namespace {
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
-class EmptySource : public WeightSource {
- public:
-  std::vector<std::string> names() const override { return {}; }
-  std::optional<TensorInfo> info(std::string_view) const override { return std::nullopt; }
-  TensorView view(std::string_view name) const override { throw InputError(fmt::format("{} not found", name)); }
-  std::string describe() const override { return "empty test source"; }
-};
-
 json config_of(const std::string& type) {
   return json{{"model_type", type},     {"vocab_size", 96},       {"hidden_size", 64},
               {"intermediate_size", 128}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -89,6 +90,18 @@ class TraceFile {
 };
 
 // The message of the InputError `f` throws; fails the test when it throws nothing or another type.
+// A source with no tensors: enough to create a model from a hand-built config and ask for its
+// requirements.
+class EmptySource : public WeightSource {
+ public:
+  std::vector<std::string> names() const override { return {}; }
+  std::optional<TensorInfo> info(std::string_view) const override { return std::nullopt; }
+  TensorView view(std::string_view name) const override {
+    throw InputError(fmt::format("{} not found in an empty test source", name));
+  }
+  std::string describe() const override { return "empty test source"; }
+};
+
 inline std::string input_error_of(const std::function<void()>& f) {
   try {
     f();

@@ -17,17 +17,6 @@ namespace {
 using Catch::Matchers::Contains;
 using nlohmann::json;
 
-// A source with no tensors: enough to create a model and ask for its requirements.
-class EmptySource : public WeightSource {
- public:
-  std::vector<std::string> names() const override { return {}; }
-  std::optional<TensorInfo> info(std::string_view) const override { return std::nullopt; }
-  TensorView view(std::string_view name) const override {
-    throw InputError(fmt::format("{} not found in an empty test source", name));
-  }
-  std::string describe() const override { return "empty test source"; }
-};
-
 json small_config() {
   return json{{"model_type", "qwen3"},
               {"vocab_size", 96},
