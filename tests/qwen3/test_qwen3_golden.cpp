@@ -1,7 +1,7 @@
 // The qwen3 plugin end to end on every Qwen3 fixture: the prompt's trace against transformers'
 // golden, greedy generation against transformers' generated_ids, KV-cache decode against full
 // re-prefills, and a forward pass without a hook against one with a hook.
-#include "qwen3/fixture_test_util.hpp"
+#include "qwen3/decoder_golden_checks.hpp"
 
 #include <string_view>
 
@@ -25,13 +25,6 @@ struct Fixture {
     prompt = opened.model->prepare(load_request(dir / "request.json"));
   }
 };
-
-HostTensor last_logits(Session& session, std::span<const std::int64_t> ids) {
-  ForwardResult r = session.forward(ForwardStep{ids, {}, {}, OutputRequest{}});
-  REQUIRE(r.logits.shape().size() == 2);
-  REQUIRE(r.logits.shape()[0] == 1);
-  return std::move(r.logits);
-}
 
 void check_golden_trace(const std::string& name) {
   INFO("fixture " << name);
@@ -76,77 +69,21 @@ void check_golden_trace(const std::string& name) {
   CHECK(saw_logits);
   CHECK(layer_outputs == static_cast<std::size_t>(f.opened.model->info().num_layers));
 
-  // What the step returns is the last row of the traced logits, up to summation order: the
-  // returned row is its own 1-row product (so a hook never changes results), the tap a T-row one.
   const HostTensor* traced = recorder.find("logits");
   REQUIRE(traced != nullptr);
-  const auto V = traced->shape()[1];
-  REQUIRE(out.logits.shape() == Shape{1, V});
-  const TensorView last{traced->as<float>() + (T - 1) * V, DType::F32, {1, V}, Device{}};
-  const auto same = compare_tensors("logits", last, out.logits.view(), 0, true);
-  CHECK(same.max_abs <= 1e-4);
-  CHECK(same.argmax_matches == 1);
+  check_returned_row_is_last_traced(*traced, out, T);
 }
 
 void check_generation(const std::string& name) {
   INFO("fixture " << name);
   Fixture f(name);
-  const auto expected = TraceFile(f.dir / "golden_generate.safetensors").ids("generated_ids");
-  REQUIRE(expected.size() >= 2);
-  GenerationOptions options;
-  options.max_new_tokens = static_cast<int>(expected.size());
-  auto session = f.opened.model->new_session();
-  std::vector<std::int64_t> streamed;
-  const auto ids = generate(*session, f.prompt, options, [&](std::int64_t id) { streamed.push_back(id); });
-  CHECK(ids == expected);
-  CHECK(streamed == ids);
-  // The last token is not fed back: the cache holds the prompt and all but one new token.
-  CHECK(session->position() == static_cast<std::int64_t>(f.prompt.ids.size() + expected.size() - 1));
-
-  // generate() resets the session it is given, so a second run repeats the first.
-  CHECK(generate(*session, f.prompt, options) == ids);
+  check_generation_matches_golden(*f.opened.model, f.prompt, f.dir);
 }
 
-// Prefill the prompt, then decode k tokens one at a time; after each step the last logits must
-// equal those of a fresh session prefilling the whole sequence at once.
 void check_kv_cache(const std::string& name) {
   INFO("fixture " << name);
   Fixture f(name);
-  const auto generated = TraceFile(f.dir / "golden_generate.safetensors").ids("generated_ids");
-  const std::size_t k = std::min<std::size_t>(6, generated.size());
-  REQUIRE(k >= 3);
-
-  auto cached = f.opened.model->new_session();
-  auto fresh = f.opened.model->new_session();
-  std::vector<std::int64_t> sequence = f.prompt.ids;
-  {
-    const HostTensor a = last_logits(*cached, sequence);
-    const HostTensor b = last_logits(*fresh, sequence);
-    CHECK(max_abs_diff(a, b) == 0.0);  // two sessions of one model are independent and deterministic
-  }
-  for (std::size_t i = 0; i < k; ++i) {
-    INFO("decode step " << i);
-    const std::int64_t token = generated[i];
-    const HostTensor step = last_logits(*cached, std::span<const std::int64_t>(&token, 1));
-    sequence.push_back(token);
-    CHECK(cached->position() == static_cast<std::int64_t>(sequence.size()));
-    fresh->reset();
-    CHECK(fresh->position() == 0);
-    const HostTensor full = last_logits(*fresh, sequence);
-    const double diff = max_abs_diff(step, full);
-    INFO("max |decode - prefill| = " << diff << ", max |logit| = " << max_abs(full));
-    CHECK(diff <= 1e-4 * std::max(1.0, max_abs(full)));
-  }
-
-  // A multi-token step after a prefill (chunked prefill) agrees too.
-  auto chunked = f.opened.model->new_session();
-  const std::size_t split = f.prompt.ids.size() / 2;
-  (void)last_logits(*chunked, std::span<const std::int64_t>(sequence.data(), split));
-  const HostTensor rest =
-      last_logits(*chunked, std::span<const std::int64_t>(sequence.data() + split, sequence.size() - split));
-  fresh->reset();
-  const HostTensor full = last_logits(*fresh, sequence);
-  CHECK(max_abs_diff(rest, full) <= 1e-4 * std::max(1.0, max_abs(full)));
+  check_kv_cache_matches_prefill(*f.opened.model, f.prompt, f.dir, 6);
 }
 
 void check_hook_changes_nothing(const std::string& name) {
