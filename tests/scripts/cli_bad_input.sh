@@ -4,30 +4,7 @@
 # positive checks of the same commands, so a CLI that fails everything cannot pass.
 # Usage: cli_bad_input.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$(cd "$1" && pwd)
-BUILD=$(cd "$2" && pwd)
-ZOO=$BUILD/bin/zoo
-FIX=$SRC/tests/fixtures
-DATA=$SRC/tests/data
-[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-bad-input.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-cases=0
-fail() {
-  echo "FAIL [$CASE]: $*"
-  failures=$((failures + 1))
-}
-
-# run NAME ARGS...: runs zoo, leaves $RC, $TMP/out, $TMP/err.
-run() {
-  CASE=$1
-  shift
-  cases=$((cases + 1))
-  "$ZOO" "$@" >"$TMP/out" 2>"$TMP/err"
-  RC=$?
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-bad-input "$@"
 
 # expect_error CODE NAME PATTERN... -- ARGS...: the command exits CODE (no signal), stderr is one
 # line (plus an optional "Run with --help" line) holding every PATTERN (fixed strings; a pattern

@@ -5,20 +5,7 @@
 # an out-of-memory death.
 # Usage: cli_bad_input_files.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$(cd "$1" && pwd)
-BUILD=$(cd "$2" && pwd)
-ZOO=$BUILD/bin/zoo
-FIX=$SRC/tests/fixtures
-[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-bad-files.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-cases=0
-fail() {
-  echo "FAIL [$CASE]: $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-bad-files "$@"
 
 # expect_error NAME PATTERN... -- ARGS...: exit 2 within 30 s, one stderr line holding every PATTERN.
 expect_error() {

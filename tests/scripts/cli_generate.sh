@@ -4,18 +4,7 @@
 # --ignore-eos disables) and sampling defaults from generation_config.json (flags override).
 # Usage: cli_generate.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$(cd "$1" && pwd)
-BUILD=$(cd "$2" && pwd)
-ZOO=$BUILD/bin/zoo
-FIX=$SRC/tests/fixtures
-[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-generate.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-generate "$@"
 REQ=$FIX/qwen3-tiny/request.json
 
 # model DIR [generation_config.json text] [config.json jq-free edit: EOS id]: a copy of the tiny

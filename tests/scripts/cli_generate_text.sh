@@ -5,18 +5,8 @@
 # what HF `tokenizers` decodes from the same ids, valid UTF-8, and really stops at the eos id.
 # Usage: cli_generate_text.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$(cd "$1" && pwd)
-BUILD=$(cd "$2" && pwd)
-ZOO=$BUILD/bin/zoo
-[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
-python3 -c 'import tokenizers' 2>/dev/null || { echo "SKIP: python3 tokenizers is not installed"; exit 0; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-generate-text.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-generate-text "$@"
+python3 -c 'import tokenizers' 2>/dev/null || { echo "SKIP: python3 tokenizers is not installed"; exit 77; }
 
 # A tiny Qwen3 shape with the real vocabulary size.
 sed 's/"vocab_size": 384/"vocab_size": 151936/' "$SRC/tests/fixtures/qwen3-tiny/config.json" >"$TMP/config.json"

@@ -4,28 +4,7 @@
 # never silently ignored, and names from files cannot forge report lines.
 # Usage: cli_outputs.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$(cd "$1" && pwd)
-BUILD=$(cd "$2" && pwd)
-ZOO=$BUILD/bin/zoo
-FIX=$SRC/tests/fixtures
-[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-outputs.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-cases=0
-fail() {
-  echo "FAIL [$CASE]: $*"
-  failures=$((failures + 1))
-}
-
-run() {
-  CASE=$1
-  shift
-  cases=$((cases + 1))
-  "$ZOO" "$@" >"$TMP/out" 2>"$TMP/err"
-  RC=$?
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-outputs "$@"
 
 # expect CODE NAME PATTERN... -- ARGS...: exit CODE, no signal, one error line holding every
 # PATTERN (fixed strings) when CODE is 2.

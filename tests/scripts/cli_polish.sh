@@ -3,18 +3,8 @@
 # misspelt command or flag, JSON errors under --json, and `zoo bench` rows, spread and records.
 # Usage: cli_polish.sh SOURCE_DIR BUILD_DIR
 set -u
-SRC=$(cd "$1" && pwd)
-BUILD=$(cd "$2" && pwd)
-ZOO=$BUILD/bin/zoo
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-polish "$@"
 QCFG=$SRC/configs/qwen3-tiny.yaml
-[[ -x $ZOO ]] || { echo "no zoo binary at $ZOO"; exit 1; }
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/zoo-cli-polish.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
 # z CODE ARGS...: runs zoo, expects exit CODE; stdout in $TMP/out, stderr in $TMP/err.
 z() {
   local code=$1
