@@ -2,9 +2,9 @@
 // models. Weights are widened to float32 once at load; the ops come from kernels/ (cpu_ops.hpp).
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
-#include <map>
 
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
@@ -20,10 +20,11 @@ using P = LayerParam;
 
 // One layer's float32 parameters by role; absent ones (biases, q/k norm) are empty.
 struct LayerWeights {
-  std::map<LayerParam, HostTensor> t;
+  std::array<HostTensor, kLayerParamCount> t;
+  HostTensor& operator[](LayerParam p) { return t[static_cast<std::size_t>(p)]; }
   const float* get(LayerParam p) const {
-    const auto it = t.find(p);
-    return it == t.end() ? nullptr : it->second.as<float>();
+    const HostTensor& x = t[static_cast<std::size_t>(p)];
+    return x.empty() ? nullptr : x.as<float>();
   }
 };
 
@@ -226,7 +227,7 @@ class CpuBackend : public DecoderBackend {
     w_.embed = fetch(c_.embed_weight());
     w_.layers.resize(static_cast<std::size_t>(c_.num_layers));
     for (std::int64_t l = 0; l < c_.num_layers; ++l)
-      for (const auto& t : layer_tensors(c_, l)) w_.layers[l].t[t.param] = fetch(t.name);
+      for (const auto& t : layer_tensors(c_, l)) w_.layers[l][t.param] = fetch(t.name);
     w_.final_norm = fetch(c_.final_norm_weight());
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(c_.lm_head_weight());
     for (const auto& t : tables) {
@@ -245,7 +246,7 @@ class CpuBackend : public DecoderBackend {
     std::size_t bytes = w_.final_norm.nbytes() + w_.head().nbytes();
     if (!w_.lm_head.empty()) bytes += static_cast<std::size_t>(c_.hidden_size) * sizeof(float);
     for (const auto& L : w_.layers)
-      for (const auto& [param, tensor] : L.t) bytes += tensor.nbytes();
+      for (const auto& tensor : L.t) bytes += tensor.empty() ? 0 : tensor.nbytes();
     return {{"decode_weight_bytes", bytes}};
   }
 

@@ -23,23 +23,21 @@ void DecoderSpec::check(const std::string& label) const {
   if (static_cast<std::int64_t>(rope.inv_freq.size()) != head_dim / 2)
     throw InputError(fmt::format("{}: the RoPE table has {} frequencies, head_dim {} needs {}", label,
                                  rope.inv_freq.size(), head_dim, head_dim / 2));
-  std::int64_t total = 0;
-  for (const auto& r : decoder_requirements(*this))
-    total = checked_add(total, checked_product({r.shape.empty() ? 1 : r.shape[0], r.shape.size() > 1 ? r.shape[1] : 1},
-                                               label + ": parameter count"),
-                        label + ": parameter count");
-  if (total <= 0) throw InputError(fmt::format("{}: the model has no parameters", label));
+  if (checked_parameter_count(label) <= 0) throw InputError(fmt::format("{}: the model has no parameters", label));
 }
 
-std::int64_t DecoderSpec::parameter_count() const {
+std::int64_t DecoderSpec::checked_parameter_count(const std::string& label) const {
+  const std::string what = label + ": parameter count";
   std::int64_t total = 0;
   for (const auto& r : decoder_requirements(*this)) {
     std::int64_t n = 1;
-    for (auto d : r.shape) n *= d;
-    total += n;
+    for (auto d : r.shape) n = checked_mul(n, d, what);
+    total = checked_add(total, n, what);
   }
   return total;
 }
+
+std::int64_t DecoderSpec::parameter_count() const { return checked_parameter_count(family); }
 
 std::int64_t DecoderSpec::kv_cache_elements(std::int64_t max_context, const std::string& label) const {
   check_range(max_context, 1, kMaxContextTokens, label + ": max_context");

@@ -72,6 +72,8 @@ struct DecoderSpec {
   // Checks the sizes (positive, GQA-compatible, even head_dim, table length) and that every
   // derived size fits in 64 bits; InputError naming `label` otherwise. make_decoder_model calls it.
   void check(const std::string& label) const;
+  // Elements of all tensors the spec reads; InputError naming `label` if the sum does not fit.
+  std::int64_t checked_parameter_count(const std::string& label) const;
   std::int64_t parameter_count() const;
   // K and V cache elements for `max_context` tokens (both caches, all layers); InputError naming
   // max_context when it is out of range or the size does not fit in 64 bits.
@@ -90,6 +92,7 @@ enum class LayerParam {
   input_norm, q, q_bias, k, k_bias, v, v_bias, o, o_bias, q_norm, k_norm, post_norm,
   gate, gate_bias, up, up_bias, down, down_bias
 };
+inline constexpr std::size_t kLayerParamCount = static_cast<std::size_t>(LayerParam::down_bias) + 1;
 struct LayerTensor {
   LayerParam param;
   std::string name;
