@@ -103,9 +103,6 @@ struct QkParams {
   std::int64_t q_stride, k_stride, v_stride;
   const bf16* qw;
   const bf16* kw;
-  const bf16* q_bias;
-  const bf16* k_bias;
-  const bf16* v_bias;
   const float* inv_freq;
   bf16* q_out;
   bf16* k_cache;
@@ -117,11 +114,6 @@ struct QkParams {
   int q_heads, kv_heads, head_dim;
   float eps, theta, attention_scaling;
 };
-
-// bf16(x + bias), as a bf16 Linear with a bias rounds its output (bias null: x unchanged).
-__device__ __forceinline__ float biased(const bf16* src, const bf16* bias, int i) {
-  return bias ? round_bf16(to_f32(src[i]) + to_f32(bias[i])) : to_f32(src[i]);
-}
 
 constexpr int kQkWarps = 8;
 
@@ -140,9 +132,8 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   if (slot >= a.q_heads + a.kv_heads) {
     const int g = slot - a.q_heads - a.kv_heads;
     const bf16* src = a.v + t * a.v_stride + static_cast<std::int64_t>(g) * D;
-    const bf16* bias = a.v_bias ? a.v_bias + static_cast<std::int64_t>(g) * D : nullptr;
     bf16* dst = a.v_cache + (pos * a.kv_heads + g) * D;
-    for (int i = lane; i < D; i += 32) dst[i] = to_bf16(biased(src, bias, i));
+    for (int i = lane; i < D; i += 32) dst[i] = src[i];
     return;
   }
   const bool is_q = slot < a.q_heads;
@@ -150,8 +141,6 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   const bf16* src = is_q ? a.q + t * a.q_stride + static_cast<std::int64_t>(head) * D
                          : a.k + t * a.k_stride + static_cast<std::int64_t>(head) * D;
   const bf16* w = is_q ? a.qw : a.kw;  // null: no per-head norm
-  const bf16* bias_base = is_q ? a.q_bias : a.k_bias;
-  const bf16* bias = bias_base ? bias_base + static_cast<std::int64_t>(head) * D : nullptr;
   bf16* dst = is_q ? a.q_out + (t * a.q_heads + head) * D : a.k_cache + (pos * a.kv_heads + head) * D;
   bf16* normed = is_q ? (a.q_normed ? a.q_normed + (t * a.q_heads + head) * D : nullptr)
                       : (a.k_normed ? a.k_normed + (t * a.kv_heads + head) * D : nullptr);
@@ -160,7 +149,7 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   if (w) {
     float ss = 0.0f;
     for (int p = lane; p < half; p += 32) {
-      const float x1 = biased(src, bias, p), x2 = biased(src, bias, p + half);
+      const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
       ss += x1 * x1 + x2 * x2;
     }
     ss = warp_sum(ss);
@@ -168,7 +157,7 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   }
   const float fpos = static_cast<float>(pos);
   for (int p = lane; p < half; p += 32) {
-    const float x1 = biased(src, bias, p), x2 = biased(src, bias, p + half);
+    const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
     const float n1 = w ? round_bf16(to_f32(w[p]) * round_bf16(x1 * inv)) : x1;
     const float n2 = w ? round_bf16(to_f32(w[p + half]) * round_bf16(x2 * inv)) : x2;
     if (normed) {
@@ -248,9 +237,6 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.v_stride ? args.v_stride : args.kv_heads * D,
              args.q_norm_weight ? dev(args.q_norm_weight) : nullptr,
              args.k_norm_weight ? dev(args.k_norm_weight) : nullptr,
-             args.q_bias ? dev(args.q_bias) : nullptr,
-             args.k_bias ? dev(args.k_bias) : nullptr,
-             args.v_bias ? dev(args.v_bias) : nullptr,
              args.inv_freq,
              dev(args.q_out),
              dev(args.k_cache),

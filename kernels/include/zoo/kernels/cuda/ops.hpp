@@ -37,12 +37,12 @@ void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int
 void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
                   cudaStream_t stream);
 
-// ---- projection bias + per-head q/k RMSNorm + half-split RoPE + KV-cache write -----------------
+// ---- per-head q/k RMSNorm + half-split RoPE + KV-cache write ------------------------------------
 // For each token t at position p = positions ? positions[t] : start + t:
-//   q_out[t, h, :]     = rope(rms_norm_head(q[t, h, :] + q_bias[h, :], q_norm_weight), p)
-//   k_cache[p, g, :]   = rope(rms_norm_head(k[t, g, :] + k_bias[g, :], k_norm_weight), p)
-//   v_cache[p, g, :]   = v[t, g, :] + v_bias[g, :]
-// Biases are optional (each sum rounded to bf16, as a bf16 Linear's output); without norm weights
+//   q_out[t, h, :]     = rope(rms_norm_head(q[t, h, :], q_norm_weight), p)
+//   k_cache[p, g, :]   = rope(rms_norm_head(k[t, g, :], k_norm_weight), p)
+//   v_cache[p, g, :]   = v[t, g, :]
+// Projection biases are added by the GEMM (Gemm::linear_bias), before this op. Without norm weights
 // (both null) there is no per-head norm. rope(x) = x * cos + rotate_half(x) * sin with
 // cos/sin = cos/sin(p * inv_freq[i]) * attention_scaling computed in float32 and cast to bf16,
 // each product and the sum rounded to bf16, as torch does in bf16. inv_freq is the model's table
@@ -58,9 +58,6 @@ struct QkNormRopeArgs {
   std::int64_t v_stride = 0;  // 0: kv_heads * head_dim
   const Bf16* q_norm_weight = nullptr;  // [head_dim], optional (with k_norm_weight)
   const Bf16* k_norm_weight = nullptr;  // [head_dim]
-  const Bf16* q_bias = nullptr;         // [q_heads * head_dim], optional
-  const Bf16* k_bias = nullptr;         // [kv_heads * head_dim], optional
-  const Bf16* v_bias = nullptr;         // [kv_heads * head_dim], optional
   const float* inv_freq = nullptr;      // device [head_dim / 2]; null: from theta
   Bf16* q_out = nullptr;                // [tokens, q_heads, head_dim]
   Bf16* k_cache = nullptr;              // [max_positions, kv_heads, head_dim]
