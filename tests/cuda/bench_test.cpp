@@ -244,7 +244,8 @@ TEST_CASE("bench: decode GEMMs, GEMV kernel vs cuBLASLt", "[.bench][gemv_bench]"
 // Decode attention as a decode step runs it: a CUDA graph of one call per layer (8 layers, each its
 // own cache, so nothing stays in L2 between calls), the grid sized for the length's graph bucket
 // (the next power of two >= 256) and the true length read on the device. Per ZOO_DECODE_ATTN policy
-// (0: the previous kernel; 1, 2: at least that many tiles per warp per split; default: the mix).
+// (0: the previous kernel; 1: at least one tile per warp per split; default: the mix) and with
+// programmatic dependent launch off (ZOO_PDL=0) or on.
 TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn_bench]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(7);
@@ -268,9 +269,13 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
       DeviceBuffer dlen = upload(l32);
       std::printf("decode attention graph heads %d/%d ctx %-6lld (bucket %lld):", Hq, Hk, (long long)len,
                   (long long)bucket);
-      for (const char* policy : {"0", "1", "2", "default"}) {
+      // Policy, then PDL on or off (ZOO_PDL=0: each call waits for the previous one to finish
+      // before it starts; with PDL the next call loads its first K/V tiles meanwhile).
+      for (const auto& [policy, pdl] : {std::pair{"0", false}, std::pair{"1", false}, std::pair{"default", false},
+                                        std::pair{"0", true}, std::pair{"default", true}}) {
         if (std::string(policy) == "default") ::unsetenv("ZOO_DECODE_ATTN");
         else ::setenv("ZOO_DECODE_ATTN", policy, 1);
+        ::setenv("ZOO_PDL", pdl ? "1" : "0", 1);
         CudaGraph graph;
         graph.begin_capture(stream);
         for (int l = 0; l < layers; ++l) {
@@ -290,11 +295,12 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
         }
         graph.end_capture(stream);
         const double ms = median_ms([&] { graph.launch(stream); }, stream, 20);
-        std::printf("  policy %s %6.2f us", policy, ms * 1e3 / layers);
+        std::printf("  policy %s%s %6.2f us", policy, pdl ? "+pdl" : "", ms * 1e3 / layers);
       }
       std::printf("   (K+V %.2f MB per call)\n", 2.0 * len * Hk * D * 2 / 1e6);
     }
   }
   if (saved) ::setenv("ZOO_DECODE_ATTN", saved_value.c_str(), 1);
   else ::unsetenv("ZOO_DECODE_ATTN");
+  ::unsetenv("ZOO_PDL");
 }

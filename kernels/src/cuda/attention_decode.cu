@@ -17,6 +17,7 @@
 #include <string>
 
 #include "attention_common.cuh"
+#include "launch.cuh"
 #include "zoo/kernels/cuda/attention.hpp"
 
 namespace zoo::kernels::cuda {
@@ -57,6 +58,30 @@ struct DecodeConfig {
   static constexpr int kSmem = kLoopSmem > kMergeSmem ? kLoopSmem : kMergeSmem;
 };
 
+// Rows row0 .. row0 + ROWS of a K or V tile: rows in [lo, hi) are copied; rows at or past `limit`
+// are zero-filled when `zero_fill` (a masked key's V row must not be garbage: 0 * NaN is NaN);
+// other rows are left alone (another call fills them, so no address gets two copies in flight).
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile_rows(std::uint32_t tile, const bf16* g, std::int64_t stride,
+                                               std::int64_t row0, std::int64_t lo, std::int64_t hi,
+                                               std::int64_t limit, bool zero_fill, int tid) {
+  constexpr int CH = D / 8;
+  constexpr int TOTAL = ROWS * CH;
+#pragma unroll
+  for (int i = 0; i < (TOTAL + NT - 1) / NT; ++i) {
+    const int idx = tid + i * NT;
+    if (TOTAL % NT == 0 || idx < TOTAL) {
+      const int r = idx / CH, c = idx % CH;
+      const std::int64_t row = row0 + r;
+      if (row >= limit) {
+        if (zero_fill) cp_async_16(tile + swz<D>(r, c), g, false);
+      } else if (row >= lo && row < hi) {
+        cp_async_16(tile + swz<D>(r, c), g + row * stride + c * 8, true);
+      }
+    }
+  }
+}
+
 template <int D, int KT, bool Q_REGS>
 __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(DecodeParams p) {
   using Cfg = DecodeConfig<D, KT>;
@@ -69,18 +94,10 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z;
   const int rows = p.group * p.q_tokens;  // row r: head kv_head * group + r / q_tokens, token r % q_tokens
 
-  // Query rows -> Q tile (rows past `rows` are zero). Issued first: it does not depend on the length.
-  for (int idx = tid; idx < 16 * (D / 8); idx += Cfg::kThreads) {
-    const int r = idx / (D / 8), c = idx % (D / 8);
-    const int row = row_group * 16 + r;
-    const bool ok = row < rows;
-    const int head = kv_head * p.group + (ok ? row / p.q_tokens : 0);
-    const int token = ok ? row % p.q_tokens : 0;
-    const bf16* src = p.q + (static_cast<std::int64_t>(token) * p.q_heads + head) * D + c * 8;
-    cp_async_16(sQ + swz<D>(r, c), src, ok);
-  }
-  cp_async_commit();
-
+  // A PDL link of the decode chain (launch.cuh). Before the wait: the length (written before the
+  // step's first kernel) and this warp's first K/V tile up to the keys of earlier steps, which no
+  // kernel of this step writes; the step's own keys and Q come from the previous kernel.
+  allow_dependent_launch();
   const std::int64_t L = p.kv_len_device ? static_cast<std::int64_t>(*p.kv_len_device) : p.kv_len;
   std::int64_t chunk = p.chunk;
   int active = p.splits;
@@ -90,24 +107,40 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     chunk = (per + p.step - 1) / p.step * p.step;
     active = static_cast<int>((L + chunk - 1) / chunk);
     if (split >= active) {  // past the end: the whole block idles (uniform, before any barrier)
-      cp_async_wait<0>();
+      grid_dependency_wait();
       return;
     }
   }
   const std::int64_t k_begin = static_cast<std::int64_t>(split) * chunk;
   const std::int64_t k_end = k_begin + chunk < L ? k_begin + chunk : L;
-
-  // This warp's first K/V tile is in flight while the Q tile lands (its groups are committed even
-  // when empty, so that "all but the last two groups" is the Q tile for every warp).
   const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
   const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
   const std::int64_t stride = static_cast<std::int64_t>(p.kv_heads) * D;
   const std::int64_t k_first = k_begin + warp * KT;
-  if (k_first < k_end) load_tile_async<KT, D, 32>(sK, kg, stride, k_first, k_end, lane);
+  const std::int64_t settled = L - p.q_tokens;  // keys [0, settled) were written by earlier steps
+  if (k_first < k_end) {
+    load_tile_rows<KT, D, 32>(sK, kg, stride, k_first, k_first, settled, k_end, true, lane);
+    load_tile_rows<KT, D, 32>(sV, vg, stride, k_first, k_first, settled, k_end, true, lane);
+  }
   cp_async_commit();
-  if (k_first < k_end) load_tile_async<KT, D, 32>(sV, vg, stride, k_first, k_end, lane);
+  grid_dependency_wait();
+
+  // Query rows -> Q tile (rows past `rows` are zero), and the rest of the first K/V tile.
+  for (int idx = tid; idx < 16 * (D / 8); idx += Cfg::kThreads) {
+    const int r = idx / (D / 8), c = idx % (D / 8);
+    const int row = row_group * 16 + r;
+    const bool ok = row < rows;
+    const int head = kv_head * p.group + (ok ? row / p.q_tokens : 0);
+    const int token = ok ? row % p.q_tokens : 0;
+    const bf16* src = p.q + (static_cast<std::int64_t>(token) * p.q_heads + head) * D + c * 8;
+    cp_async_16(sQ + swz<D>(r, c), src, ok);
+  }
+  if (k_first < k_end && k_first + KT > settled) {
+    load_tile_rows<KT, D, 32>(sK, kg, stride, k_first, settled, k_end, k_end, false, lane);
+    load_tile_rows<KT, D, 32>(sV, vg, stride, k_first, settled, k_end, k_end, false, lane);
+  }
   cp_async_commit();
-  cp_async_wait<2>();
+  cp_async_wait<0>();
   __syncthreads();
 
   std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
@@ -295,8 +328,7 @@ void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
   allow_dynamic_smem(kernel, Cfg::kSmem);
   const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.splits),
                   static_cast<unsigned>(row_groups));
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
-  ZOO_CUDA_CHECK_LAUNCH();
+  launch_pdl(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, p);
   if (p.legacy && p.splits > 1) {
     attention_decode_combine_kernel<D>
         <<<static_cast<unsigned>(p.q_tokens * p.q_heads), D, 0, stream>>>(p);

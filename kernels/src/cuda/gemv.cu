@@ -19,6 +19,7 @@
 
 #include "device_utils.cuh"
 #include "gemv.hpp"
+#include "launch.cuh"
 
 namespace zoo::kernels::cuda::detail {
 namespace {
@@ -28,7 +29,8 @@ constexpr int kThreads = kWarps * 32;
 
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+  // volatile: issued where written, so the loads before the PDL wait stay before it.
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
       : "l"(p));
   return r;
@@ -83,15 +85,29 @@ __global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
 #pragma unroll
   for (int i = 0; i < M; ++i) acc[i] = 0.0f;
 
-  if (vcol < n) {
-    const uint4* wrow = w + static_cast<std::size_t>(col) * kv;
-    // U loads per lane are issued before any is used, also in a short or partial last step
-    // (predicated, not a one-load-at-a-time tail loop): a chunk of 128 vectors, as in the 1024-wide
-    // head, is then one round trip to memory rather than four.
-    for (int base = v_begin + lane; base < v_end; base += 32 * U) {
-      uint4 wv[U];
+  // The next kernel of the chain may start its own weight stream now (launch.cuh).
+  allow_dependent_launch();
+  // U loads per lane are issued before any is used, also in a short or partial last step
+  // (predicated, not a one-load-at-a-time tail loop): a chunk of 128 vectors, as in the 1024-wide
+  // head, is then one round trip to memory rather than four. The first U loads of W do not depend
+  // on the previous kernel: they are in flight before the wait for X (for the 0.6B shapes that is
+  // the whole of this warp's part of W).
+  const uint4* wrow = w + static_cast<std::size_t>(col) * kv;
+  const bool active = vcol < n;
+  uint4 wv[U];
 #pragma unroll
-      for (int u = 0; u < U; ++u) wv[u] = base + 32 * u < v_end ? load_stream(wrow + base + 32 * u) : uint4{};
+  for (int u = 0; u < U; ++u) {
+    const int v = v_begin + lane + 32 * u;
+    wv[u] = active && v < v_end ? load_stream(wrow + v) : uint4{};
+  }
+  grid_dependency_wait();
+
+  if (active) {
+    for (int base = v_begin + lane; base < v_end; base += 32 * U) {
+      if (base != v_begin + lane) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) wv[u] = base + 32 * u < v_end ? load_stream(wrow + base + 32 * u) : uint4{};
+      }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int v = base + 32 * u;
@@ -138,9 +154,9 @@ void launch(const uint4* x, const uint4* w, void* y, bool y_f32, int n, int kv, 
             cudaStream_t stream) {
   const unsigned blocks = static_cast<unsigned>((n + kWarps / ks - 1) / (kWarps / ks));
   if (y_f32)
-    gemv_kernel<M, float><<<blocks, kThreads, 0, stream>>>(x, w, static_cast<float*>(y), n, kv, ks, accumulate);
+    launch_pdl(gemv_kernel<M, float>, blocks, kThreads, 0, stream, x, w, static_cast<float*>(y), n, kv, ks, accumulate);
   else
-    gemv_kernel<M, bf16><<<blocks, kThreads, 0, stream>>>(x, w, static_cast<bf16*>(y), n, kv, ks, accumulate);
+    launch_pdl(gemv_kernel<M, bf16>, blocks, kThreads, 0, stream, x, w, static_cast<bf16*>(y), n, kv, ks, accumulate);
 }
 
 }  // namespace
@@ -172,9 +188,8 @@ void gemv_silu_mul(const Bf16* x, const Bf16* w, Bf16* act, std::int64_t inter, 
   // picks the same split for every decode shape (gemv_test checks the two agree bitwise).
   const int ks = split_k(n, kv, multiprocessors, kWarps / 2);
   const unsigned blocks = static_cast<unsigned>((n + kWarps / ks - 1) / (kWarps / ks));
-  gemv_kernel<1, bf16, true><<<blocks, kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(x),
-                                                              reinterpret_cast<const uint4*>(w), dev(act), n, kv, ks,
-                                                              false);
+  launch_pdl(gemv_kernel<1, bf16, true>, blocks, kThreads, 0, stream, reinterpret_cast<const uint4*>(x),
+             reinterpret_cast<const uint4*>(w), dev(act), n, kv, ks, false);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "device_utils.cuh"
+#include "launch.cuh"
 #include "vec.cuh"
 #include "zoo/kernels/cuda/ops.hpp"
 
@@ -50,6 +51,9 @@ __global__ void scatter_rows_kernel(const std::int32_t* __restrict__ positions, 
 template <int VEC, bool ADD>
 __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__ w, bf16* y, int dim, float eps) {
   __shared__ float scratch[32];
+  // A PDL link of the decode chain (launch.cuh): everything here depends on the previous kernel.
+  allow_dependent_launch();
+  grid_dependency_wait();
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * dim;
   const bf16* src = ADD ? h + base : x + base;
   float ss = 0.0f;
@@ -86,11 +90,11 @@ void launch_rms_norm(const Bf16* x, Bf16* h, const Bf16* w, Bf16* y, std::int64_
   const bool vec = dim % 8 == 0 && aligned16(x) && aligned16(h) && aligned16(w) && aligned16(y);
   const int d = static_cast<int>(dim);
   if (vec) {
-    rms_norm_kernel<8, ADD><<<static_cast<unsigned>(rows), row_threads(dim / 8), 0, stream>>>(
-        dev(x), dev(h), dev(w), dev(y), d, eps);
+    launch_pdl(rms_norm_kernel<8, ADD>, static_cast<unsigned>(rows), row_threads(dim / 8), 0, stream, dev(x), dev(h),
+               dev(w), dev(y), d, eps);
   } else {
-    rms_norm_kernel<1, ADD><<<static_cast<unsigned>(rows), row_threads(dim), 0, stream>>>(dev(x), dev(h), dev(w),
-                                                                                         dev(y), d, eps);
+    launch_pdl(rms_norm_kernel<1, ADD>, static_cast<unsigned>(rows), row_threads(dim), 0, stream, dev(x), dev(h), dev(w),
+               dev(y), d, eps);
   }
   ZOO_CUDA_CHECK_LAUNCH();
 }
@@ -120,6 +124,8 @@ constexpr int kQkWarps = 8;
 // One warp per (token, head slot); slots are q heads, then k heads, then v heads. Lane j handles
 // the rotation pairs (p, p + D/2) for p = j, j + 32, ...
 __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a) {
+  allow_dependent_launch();
+  grid_dependency_wait();  // a PDL link (launch.cuh): q/k/v come from the previous kernel
   const int lane = threadIdx.x & 31;
   const std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * kQkWarps + (threadIdx.x >> 5);
   const int slots = a.q_heads + 2 * a.kv_heads;
@@ -254,7 +260,7 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.attention_scaling};
   const std::int64_t items = args.tokens * (args.q_heads + 2 * args.kv_heads);
   const std::int64_t blocks = (items + kQkWarps - 1) / kQkWarps;
-  qk_norm_rope_kernel<<<static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream>>>(p);
+  launch_pdl(qk_norm_rope_kernel, static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream, p);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

@@ -41,6 +41,10 @@ void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 // follows the true length on the device.
 // The workspace must be zero-filled once before its first use (it holds the merge tickets, which
 // every call leaves at zero again); calls sharing one workspace must be stream-ordered.
+// On sm_90+ the kernel is a programmatic dependent launch (ZOO_PDL=0 turns that off): it may start
+// while the kernel before it in the stream still runs, and reads cache positions
+// 0 .. kv_len - q_tokens - 1 (and kv_len_device) before waiting for it. Those must therefore be
+// written by earlier work, not by that kernel (the step's own keys, kv_len - q_tokens .., may be).
 struct DecodeAttentionArgs {
   const Bf16* q = nullptr;  // [q_tokens, q_heads, head_dim], contiguous
   const Bf16* k_cache = nullptr;

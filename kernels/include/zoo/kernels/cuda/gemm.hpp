@@ -32,6 +32,10 @@ class Gemm {
   // is 1.0-4x faster on every decode GEMM of the 0.6B-8B shapes; at m = 2-4 it loses 3-16% on the
   // 8B shapes, so only m = 1 takes it by default.
   static constexpr std::int64_t kDefaultGemvMaxRows = 1;
+  // On sm_90+ the GEMV kernel is a programmatic dependent launch (kernels/src/cuda/launch.cuh;
+  // ZOO_PDL=0 turns it off): it starts streaming W while the kernel before it in the stream still
+  // runs, and waits for that kernel only before it reads X and writes Y. W (a weight) must
+  // therefore not be written by the kernel launched just before the call.
 
   explicit Gemm(std::size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~Gemm();
