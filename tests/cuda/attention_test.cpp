@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda/cuda_test_util.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
@@ -124,12 +125,21 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
     a.head_dim = cs.head_dim;
     a.workspace = ws.data();
     a.workspace_bytes = ws.size();
-    attention_decode(a, stream);
-    stream.synchronize();
-    const auto c = compare(download_bf16(dout, cs.q_tokens * cs.q_heads * D), in.ref, kAttnAtol, 0.0);
-    INFO(c.str());
-    CHECK(c.ok());
-    CHECK(c.rel_l2() < kAttnRelL2);
+    // Every split policy (ZOO_DECODE_ATTN, read per call): the default (splits of short grids
+    // merged in a thread-block cluster), 1 (merged by the last block's ticket), 0 (a second kernel).
+    for (const char* policy : {"", "1", "0"}) {
+      INFO("ZOO_DECODE_ATTN=" << policy);
+      if (*policy) ::setenv("ZOO_DECODE_ATTN", policy, 1);
+      else ::unsetenv("ZOO_DECODE_ATTN");
+      dout.fill_bytes(0xff);
+      attention_decode(a, stream);
+      stream.synchronize();
+      const auto c = compare(download_bf16(dout, cs.q_tokens * cs.q_heads * D), in.ref, kAttnAtol, 0.0);
+      INFO(c.str());
+      CHECK(c.ok());
+      CHECK(c.rel_l2() < kAttnRelL2);
+    }
+    ::unsetenv("ZOO_DECODE_ATTN");
   }
 }
 

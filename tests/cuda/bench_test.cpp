@@ -244,7 +244,8 @@ TEST_CASE("bench: decode GEMMs, GEMV kernel vs cuBLASLt", "[.bench][gemv_bench]"
 // Decode attention as a decode step runs it: a CUDA graph of one call per layer (8 layers, each its
 // own cache, so nothing stays in L2 between calls), the grid sized for the length's graph bucket
 // (the next power of two >= 256) and the true length read on the device. Per ZOO_DECODE_ATTN policy
-// (0: the previous kernel; 1: at least one tile per warp per split; default: the mix) and with
+// (0: host-sized splits and a second kernel; 1: device-sized splits merged by the last block;
+// default: device-sized splits merged in a thread-block cluster up to 1024 keys, 0 beyond) and with
 // programmatic dependent launch off (ZOO_PDL=0) or on.
 TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn_bench]") {
   ZOO_REQUIRE_CUDA_DEVICE();
@@ -272,7 +273,7 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
       // Policy, then PDL on or off (ZOO_PDL=0: each call waits for the previous one to finish
       // before it starts; with PDL the next call loads its first K/V tiles meanwhile).
       for (const auto& [policy, pdl] : {std::pair{"0", false}, std::pair{"1", false}, std::pair{"default", false},
-                                        std::pair{"0", true}, std::pair{"default", true}}) {
+                                        std::pair{"0", true}, std::pair{"1", true}, std::pair{"default", true}}) {
         if (std::string(policy) == "default") ::unsetenv("ZOO_DECODE_ATTN");
         else ::setenv("ZOO_DECODE_ATTN", policy, 1);
         ::setenv("ZOO_PDL", pdl ? "1" : "0", 1);

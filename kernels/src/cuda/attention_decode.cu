@@ -4,12 +4,16 @@
 // warp streams its own key tiles through private shared memory with its own online softmax;
 // the warps' states are merged in shared memory, and the splits by their log-sum-exp.
 //
-// Two split policies (policy_from_env says which runs when). Short grids: the split length is
+// Split policies (policy_from_env says which runs when). Short grids: the split length is
 // derived on the device from the true length (a graph captured for a 1024-key bucket spreads 513
 // keys over all the splits it has rather than over the first few), splits are as short as one tile
-// per warp, and the last block of a (kv head, row group) to finish (an atomic ticket) merges the
-// splits: one launch. Long grids: splits of at least two tiles per warp sized on the host from the
+// per warp, and the splits of a (kv head, row group), at most 8, form a thread-block cluster that
+// merges them through distributed shared memory: one launch, no global round trip (the previous
+// form, the last block to finish merging through global memory after an atomic ticket, remains as
+// ZOO_DECODE_ATTN=1). Long grids: splits of at least two tiles per warp sized on the host from the
 // grid's length, merged by a second kernel.
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -26,6 +30,7 @@ using namespace detail;
 
 constexpr int kDecodeWarps = 4;
 constexpr int kMaxSplits = 128;
+constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
 struct DecodeParams {
   const bf16* q;
@@ -55,8 +60,47 @@ struct DecodeConfig {
   static constexpr int kLoopSmem = kQBytes + kDecodeWarps * kWarpBytes;
   // Merge: each warp's O (16 x D float32), row max and row sum.
   static constexpr int kMergeSmem = kDecodeWarps * 16 * (D + 2) * 4;
-  static constexpr int kSmem = kLoopSmem > kMergeSmem ? kLoopSmem : kMergeSmem;
+  static constexpr int kBaseSmem = kLoopSmem > kMergeSmem ? kLoopSmem : kMergeSmem;
+  // Cluster merge: the block's normalized O (16 x D float32) and log-sum-exps, read by its peers.
+  static constexpr int kClusterSmem = 16 * (D + 1) * 4;
+  static constexpr int kSmem = kBaseSmem + kClusterSmem;
 };
+
+// The splits of one (kv head, row group) form a thread-block cluster (the short-grid policy): each
+// block leaves its normalized O and log-sum-exp per row in its own shared memory, and after a
+// cluster barrier every block merges a 1/cluster slice of the head dimension from its peers'
+// shared memory (a cluster of 2..8 blocks, e.g. 6 for 700 keys). No global round trip, fence or
+// ticket; the second barrier keeps every block's shared memory alive until its peers are done
+// reading it.
+template <int D>
+__device__ __forceinline__ void cluster_merge(const float* s_out, const float* s_lse, int rows_here, int row_group,
+                                              int kv_head, const DecodeParams& p, int threads) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int size = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int dims = (D + size - 1) / size;  // the last slice is short when size does not divide D
+  for (int idx = threadIdx.x; idx < rows_here * dims; idx += threads) {
+    const int r = idx / dims, d = rank * dims + idx % dims;
+    if (d >= D) continue;
+    float mx = -INFINITY;
+    for (int b = 0; b < size; ++b) mx = fmaxf(mx, cluster.map_shared_rank(s_lse, b)[r]);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float acc = 0.0f, sum = 0.0f;
+    for (int b = 0; b < size; ++b) {
+      const float f = exp2f(cluster.map_shared_rank(s_lse, b)[r] - base);
+      if (f > 0.0f) {
+        acc += f * cluster.map_shared_rank(s_out, b)[r * D + d];
+        sum += f;
+      }
+    }
+    const int row = row_group * 16 + r;
+    const std::int64_t qrow =
+        static_cast<std::int64_t>(row % p.q_tokens) * p.q_heads + kv_head * p.group + row / p.q_tokens;
+    p.out[qrow * D + d] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
+  }
+  cluster.sync();
+}
 
 // Rows row0 .. row0 + ROWS of a K or V tile: rows in [lo, hi) are copied; rows at or past `limit`
 // are zero-filled when `zero_fill` (a masked key's V row must not be garbage: 0 * NaN is NaN);
@@ -82,7 +126,7 @@ __device__ __forceinline__ void load_tile_rows(std::uint32_t tile, const bf16* g
   }
 }
 
-template <int D, int KT, bool Q_REGS>
+template <int D, int KT, bool Q_REGS, bool CLUSTER>
 __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(DecodeParams p) {
   using Cfg = DecodeConfig<D, KT>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -93,6 +137,9 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
 
   const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z;
   const int rows = p.group * p.q_tokens;  // row r: head kv_head * group + r / q_tokens, token r % q_tokens
+  const int rows_here = min(16, rows - row_group * 16);
+  float* s_cluster_out = reinterpret_cast<float*>(smem + Cfg::kBaseSmem);  // [16][D]
+  float* s_cluster_lse = s_cluster_out + 16 * D;                           // [16]
 
   // A PDL link of the decode chain (launch.cuh). Before the wait: the length (written before the
   // step's first kernel) and this warp's first K/V tile up to the keys of earlier steps, which no
@@ -108,6 +155,12 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     active = static_cast<int>((L + chunk - 1) / chunk);
     if (split >= active) {  // past the end: the whole block idles (uniform, before any barrier)
       grid_dependency_wait();
+      if constexpr (CLUSTER) {
+        if (active > 1) {  // still a member of the cluster's merge, with nothing to add
+          if (threadIdx.x < 16) s_cluster_lse[threadIdx.x] = -INFINITY;
+          cluster_merge<D>(s_cluster_out, s_cluster_lse, rows_here, row_group, kv_head, p, Cfg::kThreads);
+        }
+      }
       return;
     }
   }
@@ -227,6 +280,9 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     const float value = sum > 0.0f ? acc / sum : 0.0f;
     if (active == 1) {
       p.out[qrow * D + d] = to_bf16(value);
+    } else if constexpr (CLUSTER) {
+      s_cluster_out[r * D + d] = value;
+      if (d == 0) s_cluster_lse[r] = sum > 0.0f ? base + log2f(sum) : -INFINITY;
     } else {
       const std::int64_t prow = static_cast<std::int64_t>(split) * p.q_tokens * p.q_heads + qrow;
       p.part_o[prow * D + d] = value;
@@ -234,6 +290,10 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     }
   }
   if (p.legacy || active == 1) return;
+  if constexpr (CLUSTER) {
+    cluster_merge<D>(s_cluster_out, s_cluster_lse, rows_here, row_group, kv_head, p, Cfg::kThreads);
+    return;
+  }
 
   // The last block of this (kv head, row group) merges the splits. Its partials were written by
   // other SMs: the fence before the ticket publishes ours, and the merge reads through L2 (ldcg).
@@ -251,7 +311,6 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   // Each row's split weights exp2(lse_s - max) / sum first (in the freed shared memory), then every
   // output element sums its splits with independent loads.
   const std::int64_t rows_per_split = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
-  const int rows_here = min(16, rows - row_group * 16);
   float* sW = reinterpret_cast<float*>(smem);  // [rows_here][active] <= 16 x kMaxSplits floats
   auto qrow_of = [&](int r) {
     const int row = row_group * 16 + r;
@@ -309,7 +368,7 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(DecodeParam
 }
 
 template <int D, int KT, bool Q_REGS>
-void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
+void launch_decode(DecodeParams p, bool cluster, int row_groups, cudaStream_t stream) {
   using Cfg = DecodeConfig<D, KT>;
   // Splits: enough blocks for about two waves, but no split shorter than one tile per warp (the
   // legacy policy: two), so that short contexts still spread over many SMs.
@@ -319,16 +378,22 @@ void launch_decode(DecodeParams p, int row_groups, cudaStream_t stream) {
   const std::int64_t step = kDecodeWarps * KT;
   const std::int64_t min_chunk = std::max(1, p.min_tiles) * step;
   std::int64_t splits = std::min<std::int64_t>(target, (p.kv_len + min_chunk - 1) / min_chunk);
-  splits = std::clamp<std::int64_t>(splits, 1, kMaxSplits);
+  splits = std::clamp<std::int64_t>(splits, 1, cluster ? kMaxClusterSplits : kMaxSplits);
   p.step = static_cast<int>(step);
   p.chunk = ((p.kv_len + splits - 1) / splits + step - 1) / step * step;
   p.splits = p.legacy ? static_cast<int>((p.kv_len + p.chunk - 1) / p.chunk) : static_cast<int>(splits);
 
-  auto kernel = attention_decode_kernel<D, KT, Q_REGS>;
-  allow_dynamic_smem(kernel, Cfg::kSmem);
   const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.splits),
                   static_cast<unsigned>(row_groups));
-  launch_pdl(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, p);
+  if (cluster) {
+    auto kernel = attention_decode_kernel<D, KT, Q_REGS, true>;
+    allow_dynamic_smem(kernel, Cfg::kSmem);
+    launch_pdl_cluster(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, dim3(1, static_cast<unsigned>(p.splits), 1), p);
+  } else {
+    auto kernel = attention_decode_kernel<D, KT, Q_REGS, false>;
+    allow_dynamic_smem(kernel, Cfg::kSmem);
+    launch_pdl(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, p);
+  }
   if (p.legacy && p.splits > 1) {
     attention_decode_combine_kernel<D>
         <<<static_cast<unsigned>(p.q_tokens * p.q_heads), D, 0, stream>>>(p);
@@ -341,8 +406,9 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) 
 // ZOO_DECODE_ATTN (read per call; graphs keep what they captured) overrides the policy for the
 // benchmarks: 0 is the previous one everywhere (splits sized on the host from the grid's length, at
 // least two tiles per warp, a second kernel merging them); N >= 1 is the device-sized splits of at
-// least N tiles per warp, merged in the same launch, everywhere. Unset (-1): the device-sized
-// splits with one tile per warp up to kShortGrid keys, the previous policy beyond. Measured on the
+// least N tiles per warp, merged in the same launch by the last block (ticket), everywhere. Unset
+// (-1): the device-sized splits with one tile per warp merged in a cluster up to kShortGrid keys,
+// the previous policy beyond. Measured on the
 // H200 (docs/performance.md): the kernel is latency-bound, and the device-sized splits gain ~0.5 us
 // per call at 540-1000 keys but lose 2-7 us at 4000-16000 keys, where the merge in the last block
 // costs more than the second kernel.
@@ -394,6 +460,8 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   const int policy = policy_from_env();
   p.legacy = policy == 0 || (policy < 0 && a.kv_len > kShortGrid);
   p.min_tiles = p.legacy ? 2 : std::max(policy, 1);
+  // Unset: the short grids merge their splits inside a thread-block cluster (sm_90+).
+  const bool cluster = policy < 0 && !p.legacy && device_properties().major >= 9;
   p.kv_len_device = a.kv_len_device;
   p.kv_len = a.kv_len;
   p.q_tokens = a.q_tokens;
@@ -404,9 +472,9 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.scale_log2 = scale * 1.4426950408889634f;
   const int row_groups = (p.group * a.q_tokens + 15) / 16;
   switch (a.head_dim) {
-    case 64: launch_decode<64, 32, true>(p, row_groups, stream); break;
-    case 128: launch_decode<128, 32, true>(p, row_groups, stream); break;
-    default: launch_decode<256, 16, false>(p, row_groups, stream); break;
+    case 64: launch_decode<64, 32, true>(p, cluster, row_groups, stream); break;
+    case 128: launch_decode<128, 32, true>(p, cluster, row_groups, stream); break;
+    default: launch_decode<256, 16, false>(p, cluster, row_groups, stream); break;
   }
 }
 

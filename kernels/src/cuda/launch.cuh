@@ -49,20 +49,37 @@ inline bool pdl_enabled() {
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute
 // when PDL is enabled. The kernel must follow the contract above.
+// With a `cluster` shape other than 1 x 1 x 1 the grid is launched as thread-block clusters.
 template <class... Params, class... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
-                Args&&... args) {
+void launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                        dim3 cluster, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (pdl_enabled()) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = cluster.x;
+    attributes[count].val.clusterDim.y = cluster.y;
+    attributes[count].val.clusterDim.z = cluster.z;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
   ZOO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+template <class... Params, class... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t stream,
+                Args&&... args) {
+  launch_pdl_cluster(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 }  // namespace zoo::kernels::cuda::detail
