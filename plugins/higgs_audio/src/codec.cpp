@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include "higgs_config.hpp"
 #include "zoo/error.hpp"
@@ -30,6 +31,12 @@ void tap(DiagnosticHook* hook, const std::string& name, const std::vector<float>
 }
 
 }  // namespace
+
+void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t K) {
+  if (frames < 1) throw InputError("codec: no code frames to decode");
+  for (std::int64_t i = 0; i < frames * K; ++i)
+    if (codes[i] < 0) throw InputError(fmt::format("codes[{}][{}] = {} is negative", i / K, i % K, codes[i]));
+}
 
 std::int64_t CodecGeometry::samples_per_frame() const {
   std::int64_t n = 1;
@@ -207,7 +214,7 @@ std::vector<float> Codec::read_weight(const StoredWeight& w) const {
   return v;
 }
 
-Codec::Conv Codec::load_conv(const std::string& base, bool transposed, std::int64_t stride, std::int64_t dilation) const {
+CodecWeights::Conv Codec::load_conv(const std::string& base, bool transposed, std::int64_t stride, std::int64_t dilation) const {
   const auto it = std::find_if(conv_weights_.begin(), conv_weights_.end(), [&](const auto& e) { return e.first == base; });
   const StoredWeight& w = it->second;
   const std::vector<float> raw = read_weight(w);
@@ -233,7 +240,7 @@ Codec::Conv Codec::load_conv(const std::string& base, bool transposed, std::int6
 
 void Codec::load() {
   const CodecGeometry& g = geometry_;
-  tables_.clear();
+  w_ = {};
   // Each quantizer's decode is project_out(embed[code]): precompute it for every code, so a frame
   // costs one row lookup per quantizer (same dot products, same float32 results).
   for (std::int64_t q = 0; q < g.num_quantizers; ++q) {
@@ -244,32 +251,31 @@ void Codec::load() {
     std::vector<float> table(static_cast<std::size_t>(g.codebook_size * g.latent));
     ops::linear(embed.data(), weight.data(), table.data(), g.codebook_size, g.latent, g.codebook_dim);
     for (std::int64_t c = 0; c < g.codebook_size; ++c) ops::add_inplace(table.data() + c * g.latent, bias.data(), g.latent);
-    tables_.push_back(std::move(table));
+    w_.tables.push_back(std::move(table));
   }
-  fc2_w_ = read(prefix_ + "fc2.weight");
-  fc2_b_ = read(prefix_ + "fc2.bias");
+  w_.fc2_w = read(prefix_ + "fc2.weight");
+  w_.fc2_b = read(prefix_ + "fc2.bias");
   const std::string dec = "acoustic_decoder.";
-  conv1_ = load_conv(dec + "conv1", false, 1, 1);
-  blocks_.clear();
+  w_.conv1 = load_conv(dec + "conv1", false, 1, 1);
   for (std::size_t b = 0; b < g.blocks.size(); ++b) {
     const auto& geo = g.blocks[b];
     const std::string base = fmt::format("{}block.{}.", dec, b);
-    BlockWeights block;
+    CodecWeights::Block block;
     block.alpha = read(prefix_ + base + "snake1.alpha");
     block.up = load_conv(base + "conv_t1", true, geo.stride, 1);
     for (std::size_t u = 0; u < geo.units.size(); ++u) {
       const std::string unit = fmt::format("{}res_unit{}.", base, u + 1);
-      Unit w;
+      CodecWeights::Unit w;
       w.alpha1 = read(prefix_ + unit + "snake1.alpha");
       w.alpha2 = read(prefix_ + unit + "snake2.alpha");
       w.conv1 = load_conv(unit + "conv1", false, 1, geo.units[u].dilation);
       w.conv2 = load_conv(unit + "conv2", false, 1, 1);
       block.units.push_back(std::move(w));
     }
-    blocks_.push_back(std::move(block));
+    w_.blocks.push_back(std::move(block));
   }
-  final_alpha_ = read(prefix_ + dec + "snake1.alpha");
-  conv2_ = load_conv(dec + "conv2", false, 1, 1);
+  w_.final_alpha = read(prefix_ + dec + "snake1.alpha");
+  w_.conv2 = load_conv(dec + "conv2", false, 1, 1);
   loaded_ = true;
 }
 
@@ -290,33 +296,30 @@ std::vector<float> same_conv(const std::vector<float>& x, std::int64_t steps, co
 std::vector<float> Codec::decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) const {
   if (!loaded_) throw std::logic_error("higgs codec: decode() before load()");
   const CodecGeometry& g = geometry_;
-  if (frames < 1) throw InputError("codec: no code frames to decode");
   const std::int64_t K = g.num_quantizers;
-  for (std::int64_t i = 0; i < frames * K; ++i)
-    if (codes[i] < 0)
-      throw InputError(fmt::format("codes[{}][{}] = {} is negative", i / K, i % K, codes[i]));
+  check_codes(codes, frames, K);
 
   // RVQ: sum over quantizers of project_out(embed[code]); codes >= codebook_size (BOC/EOC) -> 0.
   std::vector<float> x(static_cast<std::size_t>(frames * g.latent), 0.0f);
   for (std::int64_t t = 0; t < frames; ++t)
     for (std::int64_t q = 0; q < K; ++q) {
       const std::int64_t code = codes[t * K + q] >= g.codebook_size ? 0 : codes[t * K + q];
-      ops::add_inplace(x.data() + t * g.latent, tables_[q].data() + code * g.latent, g.latent);
+      ops::add_inplace(x.data() + t * g.latent, w_.tables[q].data() + code * g.latent, g.latent);
     }
   tap(hook, "q_sum", x, frames, g.latent);
 
   std::vector<float> h(static_cast<std::size_t>(frames * g.decoder_input));
-  ops::linear(x.data(), fc2_w_.data(), h.data(), frames, g.decoder_input, g.latent);
-  for (std::int64_t t = 0; t < frames; ++t) ops::add_inplace(h.data() + t * g.decoder_input, fc2_b_.data(), g.decoder_input);
+  ops::linear(x.data(), w_.fc2_w.data(), h.data(), frames, g.decoder_input, g.latent);
+  for (std::int64_t t = 0; t < frames; ++t) ops::add_inplace(h.data() + t * g.decoder_input, w_.fc2_b.data(), g.decoder_input);
   tap(hook, "fc2", h, frames, g.decoder_input);
 
   std::int64_t steps = frames;
-  x = same_conv(h, steps, conv1_);
+  x = same_conv(h, steps, w_.conv1);
   tap(hook, "conv1", x, steps, g.conv1_channels);
 
-  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+  for (std::size_t b = 0; b < w_.blocks.size(); ++b) {
     const auto& geo = g.blocks[b];
-    const auto& w = blocks_[b];
+    const auto& w = w_.blocks[b];
     ops::snake(x.data(), w.alpha.data(), x.data(), steps, geo.in_channels);
     // padding ceil(s/2) and output_padding s % 2 (HiggsAudioV2TokenizerModel._adjust_dac_decoder):
     // with kernel 2s the output is exactly s x the input.
@@ -339,8 +342,8 @@ std::vector<float> Codec::decode(const std::int64_t* codes, std::int64_t frames,
     }
   }
   const std::int64_t last = g.blocks.back().out_channels;
-  ops::snake(x.data(), final_alpha_.data(), x.data(), steps, last);
-  std::vector<float> wave = same_conv(x, steps, conv2_);  // no tanh: the Higgs decoder drops it
+  ops::snake(x.data(), w_.final_alpha.data(), x.data(), steps, last);
+  std::vector<float> wave = same_conv(x, steps, w_.conv2);  // no tanh: the Higgs decoder drops it
   tap(hook, "waveform", wave, steps, 1);
   return wave;
 }
@@ -349,15 +352,25 @@ namespace {
 
 class HiggsCodeDecoder : public CodeDecoder {
  public:
-  explicit HiggsCodeDecoder(std::unique_ptr<Codec> codec) : codec_(std::move(codec)) {}
+  HiggsCodeDecoder(std::unique_ptr<Codec> codec, const Device& device) : codec_(std::move(codec)), device_(device) {}
 
   std::int64_t num_codebooks() const override { return codec_->geometry().num_quantizers; }
   std::int64_t codebook_size() const override { return codec_->geometry().codebook_size; }
   std::int64_t samples_per_frame() const override { return codec_->geometry().samples_per_frame(); }
   int sample_rate() const override { return kCodecSampleRate; }
-  std::string summary() const override { return codec_->geometry().summary(); }
+  std::string summary() const override {
+    return fmt::format("{}; float32 on {}", codec_->geometry().summary(), device_.str());
+  }
   std::vector<TensorRequirement> requirements() const override { return codec_->requirements(); }
-  void load() override { codec_->load(); }
+  void load() override {
+    codec_->load();
+#ifdef ZOO_WITH_CUDA
+    if (!device_.is_cpu()) {
+      runner_ = make_cuda_codec_runner(codec_->geometry(), codec_->weights(), device_.index);
+      codec_->release_weights();  // on the device now
+    }
+#endif
+  }
 
   Waveform decode(const TensorView& codes, DiagnosticHook* hook) const override {
     const std::int64_t K = num_codebooks();
@@ -371,17 +384,24 @@ class HiggsCodeDecoder : public CodeDecoder {
     } else {
       std::copy_n(codes.as<std::int32_t>(), values.size(), values.begin());
     }
-    return {codec_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+    if (!runner_) return {codec_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+    check_codes(values.data(), codes.shape[0], K);
+    const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
+    return {runner_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
   }
 
  private:
   std::unique_ptr<Codec> codec_;
+  Device device_;
+  std::unique_ptr<CodecRunner> runner_;  // set at load() for a device other than the CPU
+  mutable std::mutex mutex_;
 };
 
 }  // namespace
 
 std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
-                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size) {
+                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
+                                               const Device& device) {
   auto codec = std::make_unique<Codec>(weights, prefix);
   const auto& g = codec->geometry();
   if (g.num_quantizers != lm_codebooks)
@@ -392,7 +412,12 @@ std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSourc
     throw InputError(fmt::format("codec in {}: codebooks of {} codes stored, but the LM config has {} codes + BOC + EOC "
                                  "(audio_encoder_config.vocab_size {})",
                                  weights->describe(), g.codebook_size, lm_codebook_size - 2, lm_codebook_size));
-  return std::make_unique<HiggsCodeDecoder>(std::move(codec));
+#ifndef ZOO_WITH_CUDA
+  if (!device.is_cpu())
+    throw InputError(fmt::format("codec in {}: device {} requested, but this build has no CUDA backend",
+                                 weights->describe(), device.str()));
+#endif
+  return std::make_unique<HiggsCodeDecoder>(std::move(codec), device);
 }
 
 }  // namespace zoo::higgs

@@ -40,6 +40,29 @@ struct StoredWeight {
   Shape shape;                   // the (folded) weight's shape
 };
 
+// The decoder's weights in float32, convolutions packed as kernels/conv_cpu.hpp's ops read them
+// (the CUDA ops in kernels/cuda/conv.hpp read the same layouts).
+struct CodecWeights {
+  struct Conv {
+    std::vector<float> packed, bias;
+    std::int64_t in = 0, out = 0, kernel = 0, stride = 1, dilation = 1;
+  };
+  struct Unit {
+    std::vector<float> alpha1, alpha2;
+    Conv conv1, conv2;
+  };
+  struct Block {
+    std::vector<float> alpha;
+    Conv up;  // transposed
+    std::vector<Unit> units;
+  };
+  std::vector<std::vector<float>> tables;  // per quantizer: project_out(embed) + bias, [size, latent]
+  std::vector<float> fc2_w, fc2_b;
+  Conv conv1, conv2;
+  std::vector<Block> blocks;
+  std::vector<float> final_alpha;
+};
+
 class Codec {
  public:
   // Derives the geometry from the tensor headers under `prefix` (nothing is read yet). Throws
@@ -53,22 +76,12 @@ class Codec {
   // codes [frames, num_quantizers], row-major; codes >= codebook_size map to 0 (the reference's
   // cleanup of BOC/EOC), negative codes throw InputError.
   std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook = nullptr) const;
+  // The loaded float32 weights (what a device backend uploads), and a way to drop them after.
+  const CodecWeights& weights() const { return w_; }
+  void release_weights() { w_ = {}; }
 
  private:
-  struct Conv {
-    std::vector<float> packed, bias;
-    std::int64_t in = 0, out = 0, kernel = 0, stride = 1, dilation = 1;
-  };
-  struct Unit {
-    std::vector<float> alpha1, alpha2;
-    Conv conv1, conv2;
-  };
-  struct BlockWeights {
-    std::vector<float> alpha;
-    Conv up;  // transposed
-    std::vector<Unit> units;
-  };
-
+  using Conv = CodecWeights::Conv;
   std::vector<float> read(const std::string& name) const;
   std::vector<float> read_weight(const StoredWeight& w) const;
   Conv load_conv(const std::string& base, bool transposed, std::int64_t stride, std::int64_t dilation) const;
@@ -79,21 +92,34 @@ class Codec {
   std::vector<std::pair<std::string, StoredWeight>> conv_weights_;  // base name -> how stored
   std::vector<TensorRequirement> requirements_;
   bool loaded_ = false;
-
-  // Loaded, float32:
-  std::vector<std::vector<float>> tables_;  // per quantizer: project_out(embed) + bias, [size, latent]
-  std::vector<float> fc2_w_, fc2_b_;
-  Conv conv1_, conv2_;
-  std::vector<BlockWeights> blocks_;
-  std::vector<float> final_alpha_;
+  CodecWeights w_;
 };
+
+// InputError for an empty code sequence or a negative code ("codes[t][q] = v is negative").
+void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t num_quantizers);
+
+// Runs a loaded codec's decode on a device; made from the host weights at load.
+class CodecRunner {
+ public:
+  virtual ~CodecRunner() = default;
+  // As Codec::decode (codes already checked by check_codes).
+  virtual std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) = 0;
+};
+
+#ifdef ZOO_WITH_CUDA
+// cuda/codec_cuda.cpp: float32 on CUDA device `device`, weights uploaded here once.
+std::unique_ptr<CodecRunner> make_cuda_codec_runner(const CodecGeometry& geometry, const CodecWeights& weights,
+                                                    int device);
+#endif
 
 // The sample rate of the Higgs codec: 24 kHz per the bundled higgs_audio_v2_tokenizer config
 // (the v3 checkpoint carries no codec config, and a rate cannot be derived from shapes).
 inline constexpr int kCodecSampleRate = 24000;
 
-// The CodeDecoder a Higgs model hands out: the codec, checked against the LM's codebook count.
+// The CodeDecoder a Higgs model hands out: the codec, checked against the LM's codebook count,
+// decoding on `device` (the model's): the CPU reference, or CUDA when built with it.
 std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
-                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size);
+                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
+                                               const Device& device = {});
 
 }  // namespace zoo::higgs

@@ -79,7 +79,7 @@ class HiggsModel : public Model {
  public:
   HiggsModel(const ModelArgs& args, Host& host)
       : config_(HiggsConfig::parse(args.config, "higgs_audio config")), checkpoint_(args.weights),
-        max_context_(args.max_context) {
+        max_context_(args.max_context), device_(args.device) {
     if (!checkpoint_) throw InputError("higgs_audio: no weight source given");
     for (const auto& name : checkpoint_->names())
       if (name.starts_with(kUntiedHeadPrefix))
@@ -139,9 +139,10 @@ class HiggsModel : public Model {
   }
 
   // The codec decoder stored under kCodecPrefix, built on first use (fixtures without one still
-  // serve the LM).
+  // serve the LM); it decodes on the model's device, in float32 whatever the model's dtype.
   CodeDecoder* code_decoder() override {
-    if (!codec_) codec_ = make_code_decoder(weights_, kCodecPrefix, config_.num_codebooks, config_.codebook_size);
+    if (!codec_)
+      codec_ = make_code_decoder(weights_, kCodecPrefix, config_.num_codebooks, config_.codebook_size, device_);
     return codec_.get();
   }
 
@@ -196,6 +197,7 @@ class HiggsModel : public Model {
   HiggsConfig config_;
   std::shared_ptr<const WeightSource> checkpoint_;
   std::int64_t max_context_;
+  Device device_;
   std::shared_ptr<const WeightSource> weights_;
   std::shared_ptr<Model> body_;
   AudioTable table_;

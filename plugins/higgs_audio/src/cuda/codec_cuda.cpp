@@ -1,0 +1,238 @@
+// The Higgs codec decoder on CUDA in float32, the same sequence as Codec::decode (codec.cpp) over
+// the generic ops of kernels/cuda/conv.hpp (GEMM-based: cuDNN is not available outside torch's
+// own wheels on the GPU hosts; cuBLASLt with TF32 off). Weights are uploaded once at load in the
+// CPU path's packed layouts; activation and workspace buffers are sized for the longest decode so
+// far and reused, so a decode allocates only when it is longer than every earlier one.
+//
+// Per upsampling block: Snake + transposed conv (GEMM + overlap-add with bias); per residual unit:
+// Snake fused into the im2col of the dilated conv (GEMM, bias in the epilogue), Snake, then the
+// pointwise conv whose GEMM epilogue adds its bias and the residual in place.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../codec.hpp"
+#include "zoo/error.hpp"
+#include "zoo/kernels/cuda/conv.hpp"
+
+namespace zoo::higgs {
+namespace {
+
+namespace cu = zoo::kernels::cuda;
+
+cu::DeviceBuffer upload(const std::vector<float>& host) {
+  cu::DeviceBuffer buf(std::max<std::size_t>(host.size(), 1) * sizeof(float));
+  if (!host.empty()) buf.upload(host.data(), host.size() * sizeof(float));
+  return buf;
+}
+
+struct DevConv {
+  cu::DeviceBuffer packed, bias;
+  std::int64_t in = 0, out = 0, kernel = 0, dilation = 1;
+  explicit DevConv(const CodecWeights::Conv& c)
+      : packed(upload(c.packed)), bias(upload(c.bias)), in(c.in), out(c.out), kernel(c.kernel), dilation(c.dilation) {}
+  // The decoder's same-length convolution: odd kernel, padding dilation * (kernel - 1) / 2.
+  cu::Conv1dShape same(std::int64_t steps) const {
+    return {steps, in, out, kernel, 1, dilation * (kernel - 1) / 2, dilation};
+  }
+  const float* w() const { return packed.as<float>(); }
+  const float* b() const { return bias.as<float>(); }
+};
+
+struct DevUnit {
+  cu::DeviceBuffer alpha1, alpha2;
+  DevConv conv1, conv2;
+};
+
+struct DevBlock {
+  cu::DeviceBuffer alpha;
+  DevConv up;
+  std::vector<DevUnit> units;
+  std::int64_t stride = 0;
+  // padding ceil(s/2), output_padding s % 2 (HiggsAudioV2TokenizerModel._adjust_dac_decoder).
+  cu::ConvTranspose1dShape shape(std::int64_t steps) const {
+    return {steps, up.in, up.out, up.kernel, stride, (stride + 1) / 2, stride % 2};
+  }
+};
+
+// Per-stage GPU times (ZOO_CODEC_PROFILE=1): events between stages, printed after a decode.
+class StageTimer {
+ public:
+  StageTimer() : on_(std::getenv("ZOO_CODEC_PROFILE") != nullptr) {}
+  void mark(const std::string& name, cudaStream_t stream) {
+    if (!on_) return;
+    events_.emplace_back(true);
+    events_.back().record(stream);
+    names_.push_back(name);
+  }
+  void print(std::int64_t frames) {
+    if (!on_ || events_.size() < 2) return;
+    events_.back().synchronize();
+    std::string line = fmt::format("codec cuda profile ({} frames):", frames);
+    for (std::size_t i = 1; i < events_.size(); ++i)
+      line += fmt::format(" {} {:.3f}", names_[i], cu::Event::elapsed_ms(events_[i - 1], events_[i]));
+    line += fmt::format(" | total {:.3f} ms", cu::Event::elapsed_ms(events_.front(), events_.back()));
+    std::fprintf(stderr, "%s\n", line.c_str());
+    events_.clear();
+    names_.clear();
+  }
+
+ private:
+  bool on_;
+  std::vector<cu::Event> events_;
+  std::vector<std::string> names_;
+};
+
+class CudaCodecRunner : public CodecRunner {
+ public:
+  CudaCodecRunner(const CodecGeometry& g, const CodecWeights& w, int device)
+      : g_(g), device_(device), conv1_((set_device(device), w.conv1)), conv2_(w.conv2) {
+    std::vector<float> tables;
+    for (const auto& t : w.tables) tables.insert(tables.end(), t.begin(), t.end());
+    tables_ = upload(tables);
+    fc2_w_ = upload(w.fc2_w);
+    fc2_b_ = upload(w.fc2_b);
+    for (std::size_t b = 0; b < w.blocks.size(); ++b) {
+      const auto& wb = w.blocks[b];
+      DevBlock block{upload(wb.alpha), DevConv(wb.up), {}, g.blocks[b].stride};
+      for (const auto& u : wb.units)
+        block.units.push_back(DevUnit{upload(u.alpha1), upload(u.alpha2), DevConv(u.conv1), DevConv(u.conv2)});
+      blocks_.push_back(std::move(block));
+    }
+    final_alpha_ = upload(w.final_alpha);
+  }
+
+  std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) override {
+    set_device(device_);
+    reserve(frames);
+    const std::int64_t K = g_.num_quantizers, S = g_.codebook_size;
+    std::int32_t* ids = ids_host_.as<std::int32_t>();
+    for (std::int64_t i = 0; i < frames * K; ++i) {
+      const std::int64_t code = codes[i] >= S ? 0 : codes[i];  // BOC/EOC -> 0, as the reference
+      ids[i] = static_cast<std::int32_t>((i % K) * S + code);
+    }
+    const cudaStream_t s = stream_;
+    StageTimer timer;
+    timer.mark("start", s);
+    ids_.upload_async(ids, static_cast<std::size_t>(frames * K) * sizeof(std::int32_t), s);
+    float* q = q_.as<float>();
+    cu::sum_rows(tables_.as<float>(), K * S, g_.latent, ids_.as<std::int32_t>(), K, frames, q, s);
+    tap(hook, "q_sum", q, frames, g_.latent);
+    float* h = h_.as<float>();
+    gemm_.linear(q, fc2_w_.as<float>(), fc2_b_.as<float>(), h, frames, g_.decoder_input, g_.latent, s);
+    tap(hook, "fc2", h, frames, g_.decoder_input);
+    float* x = a_.as<float>();
+    float* y = b_.as<float>();
+    float* ws = ws_.as<float>();
+    const std::size_t ws_floats = ws_.size() / sizeof(float);
+    std::int64_t steps = frames;
+    cu::conv1d(gemm_, h, conv1_.w(), conv1_.b(), x, conv1_.same(steps), ws, ws_floats, s);
+    tap(hook, "conv1", x, steps, g_.conv1_channels);
+    timer.mark("rvq+fc2+conv1", s);
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      const DevBlock& block = blocks_[b];
+      const auto shape = block.shape(steps);
+      cu::conv_transpose1d(gemm_, x, block.up.w(), block.up.b(), y, shape, ws, ws_floats, s, block.alpha.as<float>());
+      std::swap(x, y);
+      steps = shape.out_length();
+      const std::int64_t c = block.up.out;
+      tap(hook, fmt::format("block.{}.conv_t1", b), x, steps, c);
+      for (std::size_t u = 0; u < block.units.size(); ++u) {
+        const DevUnit& unit = block.units[u];
+        // y = conv1(snake1(x)); x += conv2(snake2(y)) (bias and residual in the GEMM epilogue).
+        cu::conv1d(gemm_, x, unit.conv1.w(), unit.conv1.b(), y, unit.conv1.same(steps), ws, ws_floats, s,
+                   unit.alpha1.as<float>());
+        cu::conv1d(gemm_, y, unit.conv2.w(), unit.conv2.b(), x, unit.conv2.same(steps), ws, ws_floats, s,
+                   unit.alpha2.as<float>(), /*accumulate=*/true);
+        tap(hook, fmt::format("block.{}.res_unit{}", b, u + 1), x, steps, c);
+      }
+      timer.mark(fmt::format("block{}", b), s);
+    }
+    float* wave = wave_.as<float>();
+    cu::conv1d(gemm_, x, conv2_.w(), conv2_.b(), wave, conv2_.same(steps), ws, ws_floats, s, final_alpha_.as<float>());
+    timer.mark("conv2", s);
+    std::vector<float> out(static_cast<std::size_t>(steps));
+    wave_.download_async(wave_host_.data(), out.size() * sizeof(float), s);
+    stream_.synchronize();
+    std::copy_n(wave_host_.as<float>(), out.size(), out.begin());
+    timer.print(frames);
+    if (hook && hook->wants("waveform")) hook->record("waveform", TensorView{out.data(), DType::F32, {steps, 1}, Device{}});
+    return out;
+  }
+
+ private:
+  static int set_device(int device) {
+    ZOO_CUDA_CHECK(cudaSetDevice(device));
+    return device;
+  }
+
+  // Downloads a [rows, cols] activation for the hook, only when it asks for it.
+  void tap(DiagnosticHook* hook, const std::string& name, const float* dev, std::int64_t rows, std::int64_t cols) {
+    if (!hook || !hook->wants(name)) return;
+    std::vector<float> host(static_cast<std::size_t>(rows * cols));
+    stream_.synchronize();
+    ZOO_CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    hook->record(name, TensorView{host.data(), DType::F32, {rows, cols}, Device{}});
+  }
+
+  // Sizes every buffer for `frames` by walking the stages (what each holds, what each op needs).
+  void reserve(std::int64_t frames) {
+    if (frames <= frames_capacity_) return;
+    std::int64_t steps = frames, act = frames * g_.conv1_channels;
+    std::size_t ws = cu::conv1d_workspace_floats(conv1_.same(steps), false);
+    for (const auto& block : blocks_) {
+      const auto shape = block.shape(steps);
+      ws = std::max(ws, cu::conv_transpose1d_workspace_floats(shape, true));
+      steps = shape.out_length();
+      act = std::max(act, steps * block.up.out);
+      for (const auto& unit : block.units) {
+        ws = std::max(ws, cu::conv1d_workspace_floats(unit.conv1.same(steps), true));
+        ws = std::max(ws, cu::conv1d_workspace_floats(unit.conv2.same(steps), true));
+      }
+    }
+    ws = std::max(ws, cu::conv1d_workspace_floats(conv2_.same(steps), true));
+    const auto bytes = [](std::int64_t floats) { return static_cast<std::size_t>(std::max<std::int64_t>(floats, 1)) * 4; };
+    // Free before allocating: the old buffers are smaller and no longer needed.
+    a_ = {}, b_ = {}, ws_ = {};
+    q_ = cu::DeviceBuffer(bytes(frames * g_.latent));
+    h_ = cu::DeviceBuffer(bytes(frames * g_.decoder_input));
+    a_ = cu::DeviceBuffer(bytes(act));
+    b_ = cu::DeviceBuffer(bytes(act));
+    ws_ = cu::DeviceBuffer(bytes(static_cast<std::int64_t>(ws)));
+    wave_ = cu::DeviceBuffer(bytes(steps * conv2_.out));
+    wave_host_ = cu::PinnedBuffer(bytes(steps * conv2_.out));
+    ids_ = cu::DeviceBuffer(bytes(frames * g_.num_quantizers));
+    ids_host_ = cu::PinnedBuffer(bytes(frames * g_.num_quantizers));
+    frames_capacity_ = frames;
+  }
+
+  CodecGeometry g_;
+  int device_;
+  DevConv conv1_, conv2_;
+  cu::Stream stream_;
+  cu::GemmF32 gemm_;
+  cu::DeviceBuffer tables_, fc2_w_, fc2_b_, final_alpha_;
+  std::vector<DevBlock> blocks_;
+  std::int64_t frames_capacity_ = 0;
+  cu::DeviceBuffer q_, h_, a_, b_, ws_, wave_, ids_;
+  cu::PinnedBuffer wave_host_, ids_host_;
+};
+
+}  // namespace
+
+std::unique_ptr<CodecRunner> make_cuda_codec_runner(const CodecGeometry& geometry, const CodecWeights& weights,
+                                                    int device) {
+  if (!kernels::cuda::cuda_available())
+    throw InputError(fmt::format("higgs codec: device cuda:{} requested, but no CUDA device is usable", device));
+  int count = 0;
+  ZOO_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count)
+    throw InputError(fmt::format("higgs codec: device cuda:{} requested, but only {} CUDA device(s) exist", device, count));
+  return std::make_unique<CudaCodecRunner>(geometry, weights, device);
+}
+
+}  // namespace zoo::higgs
