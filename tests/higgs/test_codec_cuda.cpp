@@ -89,7 +89,7 @@ TEST_CASE("codec decode on CUDA matches transformers, every tap, and the CPU pat
     const HostTensor codes = golden.get(c + "codes");
     const double vs_cpu = rel_l2(cpu->decode(codes.view()).samples, gpu->decode(codes.view()).samples);
     WARN(c << "CUDA vs CPU relative L2 " << vs_cpu);
-    CHECK(vs_cpu <= 1e-5);
+    CHECK(vs_cpu <= 3e-5);  // measured 5.9e-6 (T=7) on an H200
   }
 }
 
