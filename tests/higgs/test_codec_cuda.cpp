@@ -3,7 +3,7 @@
 // every tap and the waveform within relative L2 1e-4 (float32 activations, TF32 off), and against
 // the CPU float32 path. The tiny fixture's LM body is CPU-only (head_dim 16), so the decoder is made
 // directly, as HiggsModel::code_decoder makes it for a CUDA model; the real-shape case goes through
-// a CUDA model. Skipped without a GPU; compiled only in CUDA builds.
+// a CUDA model. Skipped without a GPU; a build without CUDA only checks that it says so.
 #ifdef ZOO_WITH_CUDA
 #include "qwen3/fixture_test_util.hpp"
 
@@ -184,6 +184,25 @@ TEST_CASE("codec decode speed on CUDA at the real shapes (needs ZOO_CODEC_REAL_F
   std::printf("codec_bench cpu: %.1f ms = %.1fx real time; CUDA vs CPU waveform relative L2 %.3g\n", cpu_ms,
               audio_ms / cpu_ms, rel_l2(cpu_wave, wave));
   CHECK(wave.size() == static_cast<std::size_t>(frames * 960));
+}
+
+}  // namespace
+}  // namespace zoo::ptest
+#else  // a build without CUDA says so when a CUDA decoder is asked for
+#include "qwen3/fixture_test_util.hpp"
+
+#include "codec.hpp"
+#include "higgs_config.hpp"
+#include "zoo/weight_source.hpp"
+
+namespace zoo::ptest {
+namespace {
+
+TEST_CASE("a CPU-only build refuses a CUDA codec decoder with a clear message", "[higgs][codec]") {
+  auto weights = open_checkpoint(fixture_dir("higgs-tiny-codec"));
+  const std::string error =
+      input_error_of([&] { higgs::make_code_decoder(weights, higgs::kCodecPrefix, 4, 18, Device::parse("cuda")); });
+  CHECK_THAT(error, Catch::Matchers::Contains("device cuda:0 requested, but this build has no CUDA backend"));
 }
 
 }  // namespace
