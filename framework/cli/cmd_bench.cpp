@@ -16,6 +16,7 @@
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
 #include "zoo/kernels/thread_pool.hpp"
+#include "zoo/sampling.hpp"
 
 namespace zoo::cli {
 namespace {
@@ -98,6 +99,7 @@ struct BenchOptions {
   int new_tokens = 32;
   int repeat = 3;
   bool json = false, quiet = false;
+  bool full_logits = false;  // decode returns the logits row and the host picks (the A/B baseline)
 };
 
 int bench(const BenchOptions& options) {
@@ -154,6 +156,10 @@ int bench(const BenchOptions& options) {
   const auto [read_bytes, read_bytes_source] = decode_bytes(opened, opened.model->runtime_stats());
   nlohmann::json decode = nlohmann::json::array();
   const auto& contexts = options.decode_contexts.empty() ? options.prompt_lens : options.decode_contexts;
+  OutputRequest decode_outputs;
+  // Models without a text head (text_generation_unsupported) decode as before: nothing to pick.
+  const bool text = opened.model->text_generation_unsupported().empty();
+  if (!options.full_logits && text) decode_outputs.sample = SampleRequest{};
   for (long long context : contexts) {
     if (table && decode.empty())
       fmt::print("\n{:<10} {:>10} {:>14} {:>12} {:>20} {:>14}\n", "phase", "context", "tokens/s", "ms/token",
@@ -167,8 +173,11 @@ int bench(const BenchOptions& options) {
       std::int64_t next = ids.back();
       const auto start = Clock::now();
       for (int i = 0; i < options.new_tokens; ++i) {
-        result = session->forward({std::span(&next, 1), {}, {}, {}});
-        // Feed back a deterministic token; the argmax would add a host loop the model doesn't need.
+        // As generate() decodes greedily: the session picks the token where the logits are, or
+        // (--full-logits) returns the row and the host picks.
+        result = session->forward({std::span(&next, 1), {}, {}, decode_outputs});
+        if (!result.sampled && !result.logits.empty()) (void)sample_logits(result.logits.span<float>(), SampleRequest{});
+        // Feed back a deterministic token, not the pick: random weights may repeat one forever.
         next = (next * 31 + 7) % info.vocab_size;
       }
       if (r > 0) per_token.push_back(seconds_since(start) / options.new_tokens);
@@ -176,6 +185,7 @@ int bench(const BenchOptions& options) {
     progress.clear();
     const Spread t = spread(per_token);
     decode.push_back({{"context", context},
+                      {"output", !text ? "model outputs" : options.full_logits ? "logits row, host pick" : "sampled id"},
                       {"new_tokens", options.new_tokens},
                       {"ms_per_token", 1e3 * t.median},
                       {"tokens_per_s", 1.0 / t.median},
@@ -228,6 +238,9 @@ void add_bench_command(CLI::App& app, Action& run) {
   cmd->add_option("--new-tokens", options->new_tokens, "Decode steps timed per repeat")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeat", options->repeat, "Timed repeats (median reported, min and max kept)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_flag("--full-logits", options->full_logits,
+                "Decode steps return the logits row and the host picks the token (the path before sampling on the "
+                "device; for A/B)");
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return bench(*options); }; });

@@ -9,6 +9,7 @@
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
 #include "zoo/exclusive_use.hpp"
+#include "zoo/sampling.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
@@ -173,6 +174,12 @@ class CpuSession : public Session {
     if (step.outputs.logits) {
       result.logits = HostTensor(DType::F32, {rows, V});
       ops::linear(last, w_.head().as<float>(), result.logits.as<float>(), rows, V, H);
+      if (step.outputs.sample) {
+        // The host is this backend's device: the reference rule on the last row is the device path.
+        result.sampled = sample_logits(result.logits.span<float>().subspan(static_cast<std::size_t>((rows - 1) * V)),
+                                       *step.outputs.sample);
+        result.logits = HostTensor();
+      }
     }
     if (step.outputs.head_table >= 0) {
       const auto& [name, table] = w_.tables[static_cast<std::size_t>(step.outputs.head_table)];

@@ -260,3 +260,116 @@ TEST_CASE("generate: non-finite logits are an error, never a token", "[generatio
   PoisonedSession masked(0, {-INFINITY, 0, 2, -INFINITY});
   CHECK(generate(masked, prompt, options).front() == 2);
 }
+
+// ---- sampling where the logits are (OutputRequest::sample) ----------------------------------
+
+namespace {
+
+// A FakeSession that honours OutputRequest::sample with the reference rule (like a backend whose
+// device picks the token), recording what it was asked.
+class SamplingSession : public FakeSession {
+ public:
+  std::vector<SampleRequest> requests;
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook = nullptr) override {
+    ForwardResult result = FakeSession::forward(step, hook);
+    if (step.outputs.sample) {
+      requests.push_back(*step.outputs.sample);
+      result.sampled = sample_logits(result.logits.span<float>(), *step.outputs.sample);
+      result.logits = HostTensor();
+    }
+    return result;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sample_logits: the Sampler's picks, and the row's check", "[generation]") {
+  std::vector<float> logits(40);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(3 * i)) * 2.0f;
+  logits[5] = logits[9];  // a tie
+  for (const SamplingOptions& o : {SamplingOptions{.temperature = 0.7f, .top_k = 0, .top_p = 1.0f, .seed = 3},
+                                   SamplingOptions{.temperature = 1.3f, .top_k = 7, .top_p = 1.0f, .seed = 4},
+                                   SamplingOptions{.temperature = 1.0f, .top_k = 0, .top_p = 0.6f, .seed = 5},
+                                   SamplingOptions{.temperature = 0.5f, .top_k = 12, .top_p = 0.8f, .seed = 6},
+                                   SamplingOptions{}}) {
+    Sampler a(o), b(o);
+    for (int i = 0; i < 100; ++i) {
+      const SampleRequest r = b.request();
+      CHECK(r.temperature == o.temperature);
+      CHECK((r.u >= 0.0 && r.u < 1.0));
+      const SampledToken t = sample_logits(logits, r);
+      CHECK(t.id == a.next(logits));
+      CHECK(t.logit == logits[static_cast<std::size_t>(t.id)]);
+      CHECK(t.valid());
+    }
+  }
+  // u picks along the kept candidates in rank order: 0 the best, just under 1 the last kept.
+  const std::vector<float> row = {0.0f, 3.0f, 1.0f, 2.0f};
+  CHECK(sample_logits(row, {.temperature = 1.0f, .top_k = 3, .top_p = 1.0f, .u = 0.0}).id == 1);
+  CHECK(sample_logits(row, {.temperature = 1.0f, .top_k = 3, .top_p = 1.0f, .u = 0.999999}).id == 2);
+  CHECK(sample_logits(row, {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .u = 0.999999}).id == 0);
+
+  const SampledToken nan = sample_logits(std::vector<float>{0, INFINITY, NAN, 1}, {});
+  CHECK(nan.bad_index == 1);
+  CHECK(nan.bad_value == INFINITY);
+  CHECK_FALSE(nan.valid());
+  const SampledToken masked = sample_logits(std::vector<float>{-INFINITY, -INFINITY}, {.temperature = 1.0f, .u = 0.5});
+  CHECK(masked.all_masked);
+  CHECK(masked.id == 0);
+  CHECK_FALSE(masked.valid());
+  CHECK(sample_logits(std::vector<float>{-INFINITY, 2}, {}).valid());
+}
+
+TEST_CASE("generate: a session that samples gets the Sampler's draws and gives the same ids", "[generation]") {
+  Prompt prompt;
+  prompt.ids = {3, 1, 4};
+  for (const SamplingOptions& o : {SamplingOptions{}, SamplingOptions{.temperature = 2.5f, .top_k = 0, .top_p = 1.0f, .seed = 11},
+                                   SamplingOptions{.temperature = 3.0f, .top_k = 5, .top_p = 0.9f, .seed = 12}}) {
+    GenerationOptions options;
+    options.max_new_tokens = 10;
+    options.sampling = o;
+    FakeSession host;
+    SamplingSession device;
+    const auto want = generate(host, prompt, options);
+    CHECK(generate(device, prompt, options) == want);
+    // One request per new token, carrying the Sampler's stream of draws.
+    REQUIRE(device.requests.size() == want.size());
+    Sampler reference(o);
+    for (const auto& r : device.requests) {
+      const SampleRequest expected = reference.request();
+      CHECK(r.u == expected.u);
+      CHECK(r.top_k == o.top_k);
+      CHECK(r.top_p == o.top_p);
+    }
+    for (const auto& call : host.calls) CHECK(call.outputs.sample.has_value());
+  }
+}
+
+TEST_CASE("generate: a sampled token from broken logits is an error, never a token", "[generation]") {
+  class Broken : public Session {
+   public:
+    explicit Broken(SampledToken t) : t_(t) {}
+    ForwardResult forward(const ForwardStep& step, DiagnosticHook* = nullptr) override {
+      position_ += static_cast<std::int64_t>(step.ids.size());
+      ForwardResult r;
+      r.sampled = t_;
+      return r;
+    }
+    std::int64_t position() const override { return position_; }
+    void reset() override { position_ = 0; }
+
+   private:
+    SampledToken t_;
+    std::int64_t position_ = 0;
+  };
+  Prompt prompt;
+  prompt.ids = {1};
+  GenerationOptions options;
+  Broken nan({.id = 0, .logit = 0, .bad_index = 7, .bad_value = NAN});
+  CHECK_THROWS_WITH(generate(nan, prompt, options), Catch::Contains("nan at id 7"));
+  Broken masked({.id = 0, .all_masked = true});
+  CHECK_THROWS_AS(generate(masked, prompt, options), ValidationError);
+  Broken fine({.id = 2});
+  options.max_new_tokens = 2;
+  CHECK(generate(fine, prompt, options) == std::vector<std::int64_t>{2, 2});
+}

@@ -185,4 +185,15 @@ TEST_CASE("higgs text-only request runs", "[higgs]") {
                                     config.at("audio_encoder_config").at("vocab_size").get<std::int64_t>()});
 }
 
+// No text logits: a request to sample a text token is refused by name, not answered with nothing.
+TEST_CASE("higgs refuses OutputRequest::sample", "[higgs]") {
+  OpenedModel opened = open_fixture(fixture_dir("higgs-tiny"));
+  const TempDir tmp;
+  const Prompt prompt = opened.model->prepare(load_request(tmp.write("text.json", R"({"input_ids": [1, 2, 3]})")));
+  OutputRequest outputs;
+  outputs.sample = SampleRequest{};
+  CHECK_THROWS_WITH(opened.model->new_session()->forward(prompt.step(outputs)),
+                    Catch::Contains("higgs_audio: cannot sample text tokens") && Catch::Contains("zoo tts"));
+}
+
 }  // namespace zoo::ptest

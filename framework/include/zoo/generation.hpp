@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "zoo/model.hpp"
+#include "zoo/sampling.hpp"
 
 namespace zoo {
 
@@ -16,12 +17,16 @@ struct SamplingOptions {
   std::uint64_t seed = 0;
 };
 
-// Picks the next token from one row of logits. Greedy ties go to the lower index. Options are
-// checked on construction (InputErrors named after the CLI flags): top-k or top-p with temperature
-// 0 is an error, since greedy decoding ignores them.
+// Picks the next token from one row of logits, drawing the uniform numbers from a SplitMix64
+// stream seeded by the options. Options are checked on construction (InputErrors named after the
+// CLI flags): top-k or top-p with temperature 0 is an error, since greedy decoding ignores them.
 class Sampler {
  public:
   explicit Sampler(SamplingOptions options);
+  // What to ask for the next token: the options and, unless greedy, the next uniform draw (one
+  // per sampled token). For sessions that sample on their device.
+  SampleRequest request();
+  // sample_logits(logits, request()).id; the row is not checked.
   std::int64_t next(std::span<const float> logits);
 
  private:
@@ -36,8 +41,10 @@ struct GenerationOptions {
   std::vector<std::int64_t> eos_token_ids;  // stop after emitting any of them (a model may have several)
 };
 
-// Prefills the prompt in a fresh session, then decodes one token at a time. `on_token` (optional)
-// sees each new id as it is produced. Logits holding NaN or +inf (or only -inf) are a
+// Prefills the prompt in a fresh session, then decodes one token at a time, asking the session to
+// sample (OutputRequest::sample) so a device that can keeps the logits to itself; a session that
+// returns logits instead is sampled on the host, to the same ids. `on_token` (optional) sees each
+// new id as it is produced. Logits holding NaN or +inf (or only -inf) are a
 // ValidationError: nothing is sampled from a broken forward pass.
 std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const GenerationOptions& options,
                                    const std::function<void(std::int64_t)>& on_token = {});

@@ -39,6 +39,17 @@ struct ModelInfo {
   std::string summary;  // one line for humans
 };
 
+// Picking the next token from the last position's text logits where they are computed, so that
+// only the id crosses to the host. The random number is drawn by the caller (its generator state
+// stays on the host), so a seeded run picks the same ids on every device. Semantics are those of
+// zoo::sample_logits (generation.hpp): temperature, then top-k, then top-p, then the pick with `u`.
+struct SampleRequest {
+  float temperature = 0.0f;  // 0: greedy (ties to the lower index)
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;        // 1: off
+  double u = 0.0;            // uniform in [0, 1); unused when greedy
+};
+
 // Which outputs a forward step should return. Default: logits at the last position.
 struct OutputRequest {
   bool hidden = false;         // final normed hidden state (the head's input)
@@ -47,6 +58,10 @@ struct OutputRequest {
   // A row table (Model::add_row_table) applied as a linear head to the same rows: its logits,
   // float32 [rows, table rows], come back in ForwardResult::extra under the table's name. -1: none.
   int head_table = -1;
+  // With `logits`: a session that can sample returns ForwardResult::sampled, picked from the last
+  // position's row, and no logits; one that cannot ignores this and returns the logits as asked,
+  // and the caller samples them with zoo::sample_logits (same semantics, same id).
+  std::optional<SampleRequest> sample;
 };
 
 // Embeddings summed from a row table (Model::add_row_table) on the model's device: the embedding
@@ -90,9 +105,22 @@ struct Prompt {
 // always text logits over the model's vocabulary (ModelInfo::vocab_size), so a caller may sample
 // them as token ids; a model whose head predicts something else (another modality, several
 // codebooks) returns it in `extra` under a name its documentation gives, never in `logits`.
+// The token OutputRequest::sample picked, and what the check of its logits row found. A row holding
+// NaN or +inf, or only -inf, comes from a broken forward pass: callers refuse it (generate() throws
+// a ValidationError), and `id` is then whatever the pick gave, not a token to use.
+struct SampledToken {
+  std::int64_t id = -1;
+  float logit = 0.0f;           // the chosen token's logit (raw, before temperature)
+  std::int64_t bad_index = -1;  // the first index holding NaN or +inf; -1: none
+  float bad_value = 0.0f;       // the value there
+  bool all_masked = false;      // every logit is -inf
+  bool valid() const { return bad_index < 0 && !all_masked; }
+};
+
 struct ForwardResult {
   HostTensor hidden;
   HostTensor logits;
+  std::optional<SampledToken> sampled;  // when OutputRequest::sample was honoured
   std::vector<std::pair<std::string, HostTensor>> extra;
 
   const HostTensor* find_extra(std::string_view name) const {

@@ -49,6 +49,11 @@ class HiggsSession : public Session {
   // Returns the audio logits [K, V] at the last position as extra "audio_logits"; text logits are
   // not produced (`logits` holds text logits only, see ForwardResult).
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+    // There are no text logits to pick a token from (the audio codebooks are sampled by the TTS
+    // loop, on the host): say so rather than return nothing.
+    if (step.outputs.sample)
+      throw InputError("higgs_audio: cannot sample text tokens (OutputRequest::sample): it predicts audio codes; "
+                       "use `zoo tts`");
     ForwardStep body_step = step;
     body_step.outputs = {.hidden = step.outputs.hidden, .logits = false, .all_positions = false,
                          .head_table = table_.index};

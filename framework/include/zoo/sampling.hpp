@@ -1,0 +1,29 @@
+#pragma once
+// The one rule for picking a token from a row of logits (the host reference that device kernels
+// follow). In the SDK, so a backend that computes its logits on the host samples them itself.
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "zoo/model.hpp"
+
+namespace zoo {
+
+// The sampling rule, shared by the host Sampler and the sessions that sample where their logits are
+// (OutputRequest::sample): a device kernel follows it to the same id. Checks the row (NaN or +inf
+// anywhere, or -inf everywhere: SampledToken::valid()), then picks:
+//   temperature 0: the largest logit, ties to the lower index, NaN never wins;
+//   else the candidates are the logits divided by the temperature (float32; NaN ranks as -inf),
+//   ordered by value, ties to the lower index; top-k keeps the first k; top-p keeps the shortest
+//   prefix whose mass (exp(value - max), float64) reaches top_p of the kept mass (so at least one
+//   token, and the one crossing the threshold); the pick is the first candidate whose cumulative
+//   mass exceeds u times the kept mass (the last one if rounding leaves u at the very top). When
+//   the largest candidate is -inf nothing has probability, and the pick is the greedy one.
+// Request fields are not checked here (Sampler does that).
+SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request);
+// The same, reusing `scratch` across calls.
+SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request,
+                           std::vector<std::pair<float, std::int64_t>>& scratch);
+
+}  // namespace zoo
