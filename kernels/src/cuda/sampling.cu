@@ -1,7 +1,10 @@
-// Per-row reductions over logits: argmax, log-softmax, top-k.
+// Per-row reductions over logits: argmax, log-softmax, top-k, and sampling a token.
+#include <climits>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+
+#include <cub/cub.cuh>
 
 #include "device_utils.cuh"
 #include "zoo/kernels/cuda/ops.hpp"
@@ -163,6 +166,253 @@ __global__ void __launch_bounds__(kTopKThreads)
   }
 }
 
+// ---- sampling ----------------------------------------------------------------------------------
+// Three steps (zoo::sample_logits is the reference): `prep` checks the row and either takes the
+// greedy argmax or writes the scaled candidates; a stable descending radix sort orders them (ties
+// keep the lower index first); `pick` sums the masses of the kept prefix per segment, then the
+// last block finds the top-p crossing and the draw's crossing inside one segment each. Each
+// kernel's blocks leave partial results in the workspace; the last block to finish (a ticket
+// counter it resets) combines them, so one launch does the whole step.
+constexpr int kSampleThreads = 256;
+constexpr int kPrepBlocksMax = 256;
+constexpr int kPickBlocks = 128;
+
+struct SampleTickets {
+  unsigned int prep;
+  unsigned int pick;
+};
+struct PrepPartial {
+  float best_v;
+  std::int32_t best_i;
+  std::int32_t bad;  // INT_MAX: none
+  std::int32_t unmasked;
+};
+
+// The pieces of the workspace (offsets aligned for the sort).
+struct SampleLayout {
+  std::size_t tickets, partials, segments, keys_in, keys_out, idx_in, idx_out, sort_temp, sort_bytes, total;
+};
+constexpr std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+SampleLayout sample_layout(std::int64_t n) {
+  SampleLayout l{};
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += align256(bytes);
+    return here;
+  };
+  l.tickets = take(sizeof(SampleTickets));
+  l.partials = take(sizeof(PrepPartial) * kPrepBlocksMax);
+  l.segments = take(sizeof(double) * kPickBlocks);
+  l.keys_in = take(sizeof(float) * static_cast<std::size_t>(n));
+  l.keys_out = take(sizeof(float) * static_cast<std::size_t>(n));
+  l.idx_in = take(sizeof(std::int32_t) * static_cast<std::size_t>(n));
+  l.idx_out = take(sizeof(std::int32_t) * static_cast<std::size_t>(n));
+  std::size_t sort_bytes = 0;
+  ZOO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(nullptr, sort_bytes, static_cast<const float*>(nullptr),
+                                                          static_cast<float*>(nullptr),
+                                                          static_cast<const std::int32_t*>(nullptr),
+                                                          static_cast<std::int32_t*>(nullptr), static_cast<int>(n)));
+  l.sort_bytes = sort_bytes;
+  l.sort_temp = take(sort_bytes);
+  l.total = at;
+  return l;
+}
+
+// The host's ranking value: NaN ranks as -inf.
+__device__ __forceinline__ float rank_value(float x) { return isnan(x) ? -INFINITY : x; }
+
+__device__ __forceinline__ bool greedy_before(float av, std::int32_t ai, float bv, std::int32_t bi) {
+  return av > bv || (av == bv && ai < bi);
+}
+
+__device__ PrepPartial combine(PrepPartial a, PrepPartial b) {
+  PrepPartial r;
+  const bool take_b = greedy_before(b.best_v, b.best_i, a.best_v, a.best_i);
+  r.best_v = take_b ? b.best_v : a.best_v;
+  r.best_i = take_b ? b.best_i : a.best_i;
+  r.bad = min(a.bad, b.bad);
+  r.unmasked = a.unmasked + b.unmasked;
+  return r;
+}
+
+__device__ PrepPartial block_combine(PrepPartial v, PrepPartial* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    PrepPartial other{__shfl_xor_sync(0xffffffffu, v.best_v, o), __shfl_xor_sync(0xffffffffu, v.best_i, o),
+                      __shfl_xor_sync(0xffffffffu, v.bad, o), __shfl_xor_sync(0xffffffffu, v.unmasked, o)};
+    v = combine(v, other);
+  }
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  PrepPartial r = scratch[0];
+  for (int i = 1; i < warps; ++i) r = combine(r, scratch[i]);
+  __syncthreads();
+  return r;
+}
+
+// The last block of a grid to arrive gets true (and resets the ticket for the next launch).
+__device__ bool last_block(unsigned int* ticket) {
+  __shared__ bool last;
+  __threadfence();  // this block's partial results are visible before its ticket is
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int t = atomicAdd(ticket, 1u);
+    last = t == gridDim.x - 1;
+    if (last) *ticket = 0;
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_prep_kernel(const float* __restrict__ x, int n, bool greedy, const SampleParams* __restrict__ params,
+                       SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+  __shared__ PrepPartial scratch[32];
+  auto* partials = reinterpret_cast<PrepPartial*>(ws + l.partials);
+  auto* keys = reinterpret_cast<float*>(ws + l.keys_in);
+  auto* idx = reinterpret_cast<std::int32_t*>(ws + l.idx_in);
+  const float temperature = greedy ? 1.0f : params->temperature;
+  PrepPartial mine{-INFINITY, INT_MAX, INT_MAX, 0};
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const float v = x[i];
+    if (isnan(v) || v == INFINITY) mine.bad = min(mine.bad, i);
+    if (v != -INFINITY) ++mine.unmasked;
+    const float r = rank_value(v);
+    if (greedy) {
+      if (greedy_before(r, i, mine.best_v, mine.best_i)) {
+        mine.best_v = r;
+        mine.best_i = i;
+      }
+    } else {
+      // As the host: float32 division; + 0 makes -0 equal +0 for the radix order (the host's
+      // comparison already treats them as equal, ties to the lower index).
+      keys[i] = __fadd_rn(__fdiv_rn(r, temperature), 0.0f);
+      idx[i] = i;
+    }
+  }
+  mine = block_combine(mine, scratch);
+  if (threadIdx.x == 0) partials[blockIdx.x] = mine;
+  if (!last_block(&reinterpret_cast<SampleTickets*>(ws + l.tickets)->prep)) return;
+  PrepPartial all{-INFINITY, INT_MAX, INT_MAX, 0};
+  for (int b = threadIdx.x; b < static_cast<int>(gridDim.x); b += blockDim.x) all = combine(all, partials[b]);
+  all = block_combine(all, scratch);
+  if (threadIdx.x == 0) {
+    out->bad_index = all.bad == INT_MAX ? -1 : all.bad;
+    out->bad_value = all.bad == INT_MAX ? 0.0f : x[all.bad];
+    out->unmasked = all.unmasked;
+    if (greedy) {
+      out->id = all.best_i;
+      out->logit = x[all.best_i];
+    }
+  }
+}
+
+// The first index i < limit (in sorted order) whose cumulative mass passes `target`
+// (`inclusive`: >=, else >), and that cumulative mass; limit - 1 if rounding finds none. `sums`
+// holds the segments' prefix sums (sums[j] = mass before segment j). Run by one whole block.
+struct Crossing {
+  int index;
+  double cumulative;
+};
+__device__ Crossing find_crossing(const float* keys, double top, const double* sums, int segments, int seg, int limit,
+                                  double target, bool inclusive) {
+  using Scan = cub::BlockScan<double, kSampleThreads>;
+  __shared__ typename Scan::TempStorage scan_temp;
+  __shared__ int segment;
+  __shared__ int found_i[kSampleThreads];
+  __shared__ double found_c[kSampleThreads];
+  auto passes = [&](double c) { return inclusive ? c >= target : c > target; };
+  if (threadIdx.x == 0) {
+    segment = -1;
+    for (int j = 0; j < segments && j * seg < limit; ++j)
+      if (passes(sums[j + 1]) || (j + 1) * seg >= limit) {
+        segment = j;
+        break;
+      }
+  }
+  __syncthreads();
+  const int s0 = segment * seg, s1 = min(s0 + seg, limit);
+  const int per = (s1 - s0 + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  const int b0 = min(s0 + static_cast<int>(threadIdx.x) * per, s1), b1 = min(b0 + per, s1);
+  double local = 0;
+  for (int i = b0; i < b1; ++i) local += exp(static_cast<double>(keys[i]) - top);
+  double before = 0, segment_mass = 0;
+  Scan(scan_temp).ExclusiveSum(local, before, segment_mass);
+  double c = sums[segment] + before;
+  found_i[threadIdx.x] = INT_MAX;
+  for (int i = b0; i < b1; ++i) {
+    c += exp(static_cast<double>(keys[i]) - top);
+    if (passes(c)) {
+      found_i[threadIdx.x] = i;
+      found_c[threadIdx.x] = c;
+      break;
+    }
+  }
+  __syncthreads();
+  __shared__ Crossing result;
+  if (threadIdx.x == 0) {
+    // None found (rounding): the last index, with the mass through it.
+    result = {s1 - 1, sums[segment] + segment_mass};
+    for (int t = 0; t < static_cast<int>(blockDim.x); ++t)
+      if (found_i[t] != INT_MAX) {
+        result = {found_i[t], found_c[t]};
+        break;
+      }
+  }
+  __syncthreads();
+  return result;
+}
+
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_pick_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
+                       SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+  __shared__ double scratch[32];
+  __shared__ double sums[kPickBlocks + 1];
+  const auto* keys = reinterpret_cast<const float*>(ws + l.keys_out);
+  const auto* idx = reinterpret_cast<const std::int32_t*>(ws + l.idx_out);
+  auto* segments = reinterpret_cast<double*>(ws + l.segments);
+  const SampleParams p = *params;
+  const int keep = p.top_k > 0 ? min(p.top_k, n) : n;
+  const float top = keys[0];
+  if (!isfinite(top)) {  // nothing has probability: the host falls back to the first candidate
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      out->id = idx[0];
+      out->logit = x[idx[0]];
+    }
+    return;
+  }
+  const double dtop = static_cast<double>(top);
+  const int seg = (keep + kPickBlocks - 1) / kPickBlocks;
+  const int s0 = min(static_cast<int>(blockIdx.x) * seg, keep), s1 = min(s0 + seg, keep);
+  double local = 0;
+  for (int i = s0 + static_cast<int>(threadIdx.x); i < s1; i += blockDim.x)
+    local += exp(static_cast<double>(keys[i]) - dtop);
+  local = block_reduce(local, scratch, SumOp{});
+  if (threadIdx.x == 0) segments[blockIdx.x] = local;
+  if (!last_block(&reinterpret_cast<SampleTickets*>(ws + l.tickets)->pick)) return;
+  if (threadIdx.x == 0) {
+    sums[0] = 0;
+    for (int j = 0; j < kPickBlocks; ++j) sums[j + 1] = sums[j] + segments[j];
+  }
+  __syncthreads();
+  int limit = keep;
+  double total = sums[kPickBlocks];
+  if (p.top_p < 1.0f) {
+    const Crossing c = find_crossing(keys, dtop, sums, kPickBlocks, seg, keep,
+                                     static_cast<double>(p.top_p) * total, true);
+    limit = c.index + 1;
+    total = c.cumulative;
+  }
+  const Crossing pick = find_crossing(keys, dtop, sums, kPickBlocks, seg, limit, p.u * total, false);
+  if (threadIdx.x == 0) {
+    out->id = idx[pick.index];
+    out->logit = x[idx[pick.index]];
+  }
+}
+
 void check_rows(std::int64_t rows, std::int64_t n, const char* what) {
   if (rows < 0 || n <= 0 || n > 0x7fffffff || rows > 0x7fffffff)
     throw std::invalid_argument(std::string(what) + ": bad shape");
@@ -245,6 +495,32 @@ void top_k_rows(const float* x, std::int64_t rows, std::int64_t n, int k, std::i
 void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::int32_t* indices, float* values,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   launch_top_k(dev(x), rows, n, k, indices, values, workspace, workspace_bytes, stream);
+}
+
+std::size_t sample_workspace_bytes(std::int64_t n) {
+  check_rows(1, n, "sample_row");
+  return sample_layout(n).total;
+}
+
+void sample_row(const float* logits, std::int64_t n, bool greedy, const SampleParams* params, SampleOutput* out,
+                void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  check_rows(1, n, "sample_row");
+  const SampleLayout l = sample_layout(n);
+  if (workspace_bytes < l.total) throw std::invalid_argument("sample_row: workspace too small");
+  auto* ws = static_cast<std::byte*>(workspace);
+  const int count = static_cast<int>(n);
+  const int prep_blocks =
+      static_cast<int>(std::min<std::int64_t>(kPrepBlocksMax, (n + 4 * kSampleThreads - 1) / (4 * kSampleThreads)));
+  sample_prep_kernel<<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, greedy, params, out, ws, l);
+  ZOO_CUDA_CHECK_LAUNCH();
+  if (greedy) return;
+  std::size_t sort_bytes = l.sort_bytes;
+  ZOO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
+      ws + l.sort_temp, sort_bytes, reinterpret_cast<const float*>(ws + l.keys_in),
+      reinterpret_cast<float*>(ws + l.keys_out), reinterpret_cast<const std::int32_t*>(ws + l.idx_in),
+      reinterpret_cast<std::int32_t*>(ws + l.idx_out), count, 0, 32, stream));
+  sample_pick_kernel<<<kPickBlocks, kSampleThreads, 0, stream>>>(logits, count, params, out, ws, l);
+  ZOO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace zoo::kernels::cuda

@@ -66,7 +66,8 @@ struct StepVariant {
   std::int64_t per_position = 0;
   bool logits = true;
   int head_table = -1;
-  auto key() const { return std::tuple(table, per_position, logits, head_table); }
+  int sample = 0;  // pick a token from the logits: 0 no, 1 greedy, 2 sampling (OutputRequest::sample)
+  auto key() const { return std::tuple(table, per_position, logits, head_table, sample); }
 };
 
 // Uploads tensors through a ring of pinned staging buffers: worker threads copy (and, for F32/F16
@@ -190,6 +191,7 @@ class CudaSession : public Session {
   void compute_head(int table, std::int64_t rows, const Bf16* x_rows);
   void ensure_table_ids(std::int64_t ids);
   void sum_table_rows(int table, std::int64_t per_position, std::int64_t count);
+  void sample_token(bool greedy, std::int64_t row);
   void run_decode_body(std::int64_t T, const StepVariant& v);
 
   std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
@@ -206,6 +208,8 @@ class CudaSession : public Session {
   cu::DeviceBuffer head_dev_;  // a row table's head output, float32
   std::int64_t head_elements_ = 0;
   cu::DeviceBuffer table_ids_dev_, table_pos_dev_;  // TableRows of the step, int32
+  // Sampling on the device: parameters (with the step's draw) in, the picked token out.
+  cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
   std::int64_t table_ids_capacity_ = 0;
   // By kv-length bucket and step variant.
   std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
@@ -360,6 +364,8 @@ class CudaBackend : public DecoderBackend {
 };
 
 constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
+// In step_host_, past the ids, positions, kv_len and table ids: the sampling request and result.
+constexpr std::size_t kSampleParamsOffset = 7168, kSampleOutOffset = 7680;
 
 CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
     : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {
@@ -369,6 +375,10 @@ CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
   v_cache_ = cu::DeviceBuffer(cache_bytes);
   kv_len_dev_ = cu::DeviceBuffer(sizeof(std::int32_t));
   step_host_ = cu::PinnedBuffer(8192);  // ids + positions + kv_len (<= 513 int32), then table ids from 1024
+  sample_params_dev_ = cu::DeviceBuffer(sizeof(cu::SampleParams));
+  sample_out_dev_ = cu::DeviceBuffer(sizeof(cu::SampleOutput));
+  sample_workspace_ = cu::DeviceBuffer(cu::sample_workspace_bytes(c_.vocab_size));
+  sample_workspace_.fill_bytes(0);  // the sampling kernels' tickets start at zero
   decode_workspace_ = cu::DeviceBuffer(cu::decode_attention_workspace_bytes(kMaxDecodeTokens, c_.num_heads, c_.head_dim));
   decode_workspace_.fill_bytes(0);  // the decode attention's merge tickets start at zero
   b_.note_memory();
@@ -585,6 +595,14 @@ void CudaSession::sum_table_rows(int table, std::int64_t per_position, std::int6
   profile_.mark("table rows");
 }
 
+// Picks a token from logits row `row` on the device (sample_params_dev_ holds the request).
+void CudaSession::sample_token(bool greedy, std::int64_t row) {
+  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size, greedy,
+                 sample_params_dev_.as<cu::SampleParams>(), sample_out_dev_.as<cu::SampleOutput>(),
+                 sample_workspace_.data(), sample_workspace_.size(), *b_.stream_);
+  profile_.mark("sample");
+}
+
 // Everything a decode step of this variant launches; also what its graph captures.
 void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
   cu::embedding_gather(b_.w_.embed, c_.vocab_size, c_.hidden_size, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(),
@@ -594,6 +612,7 @@ void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
   run_layers(T, nullptr);
   const Bf16* last = a_.x.as<Bf16>() + (T - 1) * c_.hidden_size;
   if (v.logits) compute_logits(1, last);
+  if (v.logits && v.sample > 0) sample_token(v.sample == 1, 0);
   if (v.head_table >= 0) compute_head(v.head_table, 1, last);
 }
 
@@ -639,8 +658,20 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
       table_pos_dev_.upload(positions.data(), positions.size() * 4);
     }
   }
+  // Sampling on the device: the request (with its draw) goes up through pinned memory like the
+  // step's ids, so replayed graphs read it; only the picked token comes back.
+  const auto& sample = step.outputs.sample;
+  const bool sampling = step.outputs.logits && sample.has_value();
+  if (sampling) {
+    if (!(sample->temperature >= 0.0f) || !std::isfinite(sample->temperature) || sample->top_k < 0 ||
+        !(sample->top_p >= 0.0f && sample->top_p <= 1.0f) || !(sample->u >= 0.0 && sample->u < 1.0))
+      throw std::invalid_argument("CUDA session: invalid sampling request");
+    auto* params = reinterpret_cast<cu::SampleParams*>(step_host_.as<std::byte>() + kSampleParamsOffset);
+    *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, 0};
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_params_dev_.data(), params, sizeof(cu::SampleParams), cudaMemcpyHostToDevice, s));
+  }
   const StepVariant variant{has_table ? tr.table : -1, has_table ? tr.per_position : 0, step.outputs.logits,
-                            step.outputs.head_table};
+                            step.outputs.head_table, sampling ? (sample->temperature == 0.0f ? 1 : 2) : 0};
   const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() &&
                          (step.outputs.logits || step.outputs.head_table >= 0) && !step.outputs.hidden &&
                          (!has_table || (tr.positions.size() == 1 && tr.positions[0] == 0 && tr.ids.size() <= 512));
@@ -695,6 +726,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     // The returned rows get their own GEMM, so a hook never changes results.
     const std::int64_t rows = step.outputs.all_positions ? T : 1;
     if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
+    if (sampling) sample_token(variant.sample == 1, rows - 1);
     if (step.outputs.head_table >= 0) compute_head(step.outputs.head_table, rows, a_.x.as<Bf16>() + (T - rows) * H);
     profile_.end(T);
   }
@@ -703,7 +735,10 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   ForwardResult result;
   const std::int64_t rows = step.outputs.all_positions ? T : 1;
   if (step.outputs.hidden) result.hidden = download_f32(a_.x.as<Bf16>() + (T - rows) * H, rows, H, H);
-  if (step.outputs.logits) {
+  auto* picked = reinterpret_cast<cu::SampleOutput*>(step_host_.as<std::byte>() + kSampleOutOffset);
+  if (sampling) {
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(picked, sample_out_dev_.data(), sizeof(cu::SampleOutput), cudaMemcpyDeviceToHost, s));
+  } else if (step.outputs.logits) {
     result.logits = HostTensor(DType::F32, {rows, V});
     ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
                                    cudaMemcpyDeviceToHost, s));
@@ -715,6 +750,9 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     result.extra.emplace_back(t.name, std::move(out));
   }
   b_.stream_->synchronize();
+  if (sampling)
+    result.sampled = SampledToken{.id = picked->id, .logit = picked->logit, .bad_index = picked->bad_index,
+                                  .bad_value = picked->bad_value, .all_masked = picked->unmasked == 0};
   return result;
 }
 

@@ -107,4 +107,34 @@ void top_k_rows(const float* x, std::int64_t rows, std::int64_t n, int k, std::i
 void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::int32_t* indices, float* values,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
+// ---- sampling ----------------------------------------------------------------------------------
+// Picks a token from one row of float32 logits on the device by the rule of zoo::sample_logits
+// (framework/include/zoo/sampling.hpp, the host reference): greedy (NaN never wins, ties to the lower
+// index), or temperature, top-k, top-p and the pick with the caller's uniform draw. The row is
+// also checked (first NaN/+inf index, count of entries other than -inf). Parameters are read from
+// device memory when the kernels run, so a captured graph replays with each step's new draw.
+// The candidates are ordered by a stable descending radix sort (cub), the masses summed in float64
+// per segment; the id equals the host's except when u lands within float64 rounding of a boundary.
+struct SampleParams {
+  double u = 0.0;  // uniform in [0, 1)
+  float temperature = 0.0f;
+  std::int32_t top_k = 0;  // 0: off
+  float top_p = 1.0f;      // 1: off
+  std::int32_t pad = 0;
+};
+struct SampleOutput {
+  std::int32_t id = -1;
+  float logit = 0.0f;
+  std::int32_t bad_index = -1;  // first NaN or +inf; -1: none
+  float bad_value = 0.0f;
+  std::int32_t unmasked = 0;  // entries other than -inf
+  std::int32_t pad = 0;
+};
+// Device workspace for sample_row over rows of n entries; zero it once after allocating (the
+// kernels leave it as they found it, so replays need no reset).
+std::size_t sample_workspace_bytes(std::int64_t n);
+// greedy: the argmax path (params' temperature unread); else temperature must be > 0 on the device.
+void sample_row(const float* logits, std::int64_t n, bool greedy, const SampleParams* params, SampleOutput* out,
+                void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+
 }  // namespace zoo::kernels::cuda
