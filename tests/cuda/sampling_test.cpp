@@ -2,6 +2,8 @@
 // against the host reference zoo::sample_logits: the same logits and the same draw give the same id.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -231,4 +233,32 @@ TEST_CASE("CUDA graph-replayed decode with device sampling picks the logits' tok
     }
   }
   CHECK(sampled->position() == static_cast<std::int64_t>(ids.size()));
+}
+
+// Not run by default: device time per sample_row call over a 151936 row (events around 200 calls).
+TEST_CASE("sample_row timing", "[.sampling_bench]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const std::int64_t n = 151936;
+  DeviceSampler dev(n);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(n);
+  for (auto& v : row) v = normal(rng);
+  for (const zoo::SampleRequest& r :
+       {zoo::SampleRequest{}, zoo::SampleRequest{.temperature = 0.7f, .top_k = 50, .u = 0.5},
+        zoo::SampleRequest{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .u = 0.5},
+        zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .u = 0.5},
+        zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .u = 0.5}}) {
+    dev.run(row, r);  // warm up, and sets params
+    Event start(true), stop(true);
+    start.record(dev.stream);
+    const int calls = 200;
+    for (int i = 0; i < calls; ++i)
+      sample_row(dev.logits.as<float>(), n, r.temperature == 0.0f, dev.params.as<SampleParams>(),
+                 dev.out.as<SampleOutput>(), dev.workspace.data(), dev.workspace.size(), dev.stream);
+    stop.record(dev.stream);
+    stop.synchronize();
+    std::printf("sample_row n=%lld T=%.2f top_k=%d top_p=%.2f: %.2f us per call\n", static_cast<long long>(n),
+                r.temperature, r.top_k, r.top_p, 1e3 * Event::elapsed_ms(start, stop) / calls);
+  }
 }
