@@ -42,7 +42,7 @@ struct ModelInfo {
 // Picking the next token from the last position's text logits where they are computed, so that
 // only the id crosses to the host. The random number is drawn by the caller (its generator state
 // stays on the host), so a seeded run picks the same ids on every device. Semantics are those of
-// zoo::sample_logits (generation.hpp): temperature, then top-k, then top-p, then the pick with `u`.
+// zoo::sample_logits (sampling.hpp): temperature, then top-k, then top-p, then the pick with `u`.
 struct SampleRequest {
   float temperature = 0.0f;  // 0: greedy (ties to the lower index)
   int top_k = 0;             // 0: off
@@ -101,10 +101,6 @@ struct Prompt {
   }
 };
 
-// Host float32 results: [rows, hidden] and [rows, vocab]; empty when not asked for. `logits` are
-// always text logits over the model's vocabulary (ModelInfo::vocab_size), so a caller may sample
-// them as token ids; a model whose head predicts something else (another modality, several
-// codebooks) returns it in `extra` under a name its documentation gives, never in `logits`.
 // The token OutputRequest::sample picked, and what the check of its logits row found. A row holding
 // NaN or +inf, or only -inf, comes from a broken forward pass: callers refuse it (generate() throws
 // a ValidationError), and `id` is then whatever the pick gave, not a token to use.
@@ -117,6 +113,10 @@ struct SampledToken {
   bool valid() const { return bad_index < 0 && !all_masked; }
 };
 
+// Host float32 results: [rows, hidden] and [rows, vocab]; empty when not asked for. `logits` are
+// always text logits over the model's vocabulary (ModelInfo::vocab_size), so a caller may sample
+// them as token ids; a model whose head predicts something else (another modality, several
+// codebooks) returns it in `extra` under a name its documentation gives, never in `logits`.
 struct ForwardResult {
   HostTensor hidden;
   HostTensor logits;
