@@ -8,37 +8,20 @@
 #include <string>
 #include <unordered_map>
 
+#include "cublaslt_handles.hpp"
 #include "gemv.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
 
 namespace zoo::kernels::cuda {
 namespace {
 
-struct DescDeleter {
-  void operator()(cublasLtMatmulDescOpaque_t* d) const { (void)cublasLtMatmulDescDestroy(d); }
-};
-struct LayoutDeleter {
-  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { (void)cublasLtMatrixLayoutDestroy(l); }
-};
-struct PreferenceDeleter {
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
-};
-using DescPtr = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
-using LayoutPtr = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
-using PreferencePtr = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter>;
+using detail::DescPtr;
+using detail::LayoutPtr;
+using detail::make_layout;
+using detail::PreferencePtr;
 
-LayoutPtr make_layout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  ZOO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
-  return LayoutPtr(layout);
-}
-
-// Largest power of two (<= 256) dividing the address: what the heuristic may assume.
-std::uint32_t alignment_of(std::uint64_t a) {
-  std::uint32_t align = 256;
-  while (align > 2 && (a % align) != 0) align /= 2;
-  return align;
-}
+// bf16 operands: at least 2-byte aligned.
+std::uint32_t alignment_of(std::uint64_t a) { return detail::alignment_of(a, 2); }
 std::uint32_t alignment_of(const void* p) { return alignment_of(reinterpret_cast<std::uintptr_t>(p)); }
 
 struct PlanKey {
@@ -52,7 +35,7 @@ struct PlanKey {
 struct PlanKeyHash {
   std::size_t operator()(const PlanKey& key) const {
     std::size_t h = std::hash<std::int64_t>{}(key.m);
-    auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    auto mix = [&h](std::size_t v) { detail::hash_mix(h, v); };
     mix(std::hash<std::int64_t>{}(key.n));
     mix(std::hash<std::int64_t>{}(key.k));
     mix(static_cast<std::size_t>(key.out_type));

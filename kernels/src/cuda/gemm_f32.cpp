@@ -8,6 +8,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cublaslt_handles.hpp"
 #include "zoo/kernels/cuda/conv.hpp"
 
 namespace zoo::kernels::cuda {
@@ -15,30 +16,16 @@ void add_bias_rows_f32(float* y, const float* bias, std::int64_t rows, std::int6
 
 namespace {
 
-struct DescDeleter {
-  void operator()(cublasLtMatmulDescOpaque_t* d) const { (void)cublasLtMatmulDescDestroy(d); }
-};
-struct LayoutDeleter {
-  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { (void)cublasLtMatrixLayoutDestroy(l); }
-};
-struct PreferenceDeleter {
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
-};
-using DescPtr = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
-using LayoutPtr = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
-using PreferencePtr = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter>;
+using detail::DescPtr;
+using detail::LayoutPtr;
+using detail::PreferencePtr;
 
 LayoutPtr make_layout(std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
-  cublasLtMatrixLayout_t layout = nullptr;
-  ZOO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, CUDA_R_32F, rows, cols, ld));
-  return LayoutPtr(layout);
+  return detail::make_layout(CUDA_R_32F, rows, cols, ld);
 }
 
-std::uint32_t alignment_of(std::uint64_t a) {
-  std::uint32_t align = 256;
-  while (align > 4 && (a % align) != 0) align /= 2;
-  return align;
-}
+// float32 operands: at least 4-byte aligned.
+std::uint32_t alignment_of(std::uint64_t a) { return detail::alignment_of(a, 4); }
 
 struct Key {
   std::int64_t m, n, k;
@@ -49,7 +36,7 @@ struct Key {
 struct KeyHash {
   std::size_t operator()(const Key& key) const {
     std::size_t h = std::hash<std::int64_t>{}(key.m);
-    auto mix = [&h](std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    auto mix = [&h](std::size_t v) { detail::hash_mix(h, v); };
     mix(std::hash<std::int64_t>{}(key.n));
     mix(std::hash<std::int64_t>{}(key.k));
     mix(key.align);

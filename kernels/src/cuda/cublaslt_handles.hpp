@@ -1,0 +1,45 @@
+#pragma once
+// cuBLASLt plumbing shared by Gemm (bf16, gemm.cpp) and GemmF32 (float32, gemm_f32.cpp): RAII
+// owners of the descriptor objects, a layout factory, the alignment the heuristic may assume, and
+// the hash mix of a plan key.
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "zoo/kernels/cuda/common.hpp"
+
+namespace zoo::kernels::cuda::detail {
+
+struct DescDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* d) const { (void)cublasLtMatmulDescDestroy(d); }
+};
+struct LayoutDeleter {
+  void operator()(cublasLtMatrixLayoutOpaque_t* l) const { (void)cublasLtMatrixLayoutDestroy(l); }
+};
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
+};
+using DescPtr = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDeleter>;
+using LayoutPtr = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDeleter>;
+using PreferencePtr = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter>;
+
+inline LayoutPtr make_layout(cudaDataType_t type, std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  ZOO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
+  return LayoutPtr(layout);
+}
+
+// Largest power of two (<= 256, >= element_bytes) dividing `a` (an address or a row pitch in
+// bytes): what the heuristic may assume about an operand.
+inline std::uint32_t alignment_of(std::uint64_t a, std::uint32_t element_bytes) {
+  std::uint32_t align = 256;
+  while (align > element_bytes && (a % align) != 0) align /= 2;
+  return align;
+}
+
+// Folds `value` into the hash `h` (boost::hash_combine's mix).
+inline void hash_mix(std::size_t& h, std::size_t value) { h ^= value + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); }
+
+}  // namespace zoo::kernels::cuda::detail
