@@ -41,23 +41,29 @@ void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
   decoder.load();
 }
 
+// Decodes `codes` and writes the sound file; returns its duration in seconds. Reports the decode time.
+double decode_to_file(const CodeDecoder& decoder, const HostTensor& codes, const std::string& out, bool quiet) {
+  const auto start = std::chrono::steady_clock::now();
+  const Waveform wave = decoder.decode(codes.view());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_sound_file(out, wave.samples, wave.sample_rate);
+  const double duration = static_cast<double>(wave.samples.size()) / wave.sample_rate;
+  if (!quiet) {
+    fmt::print(stderr, "tts: decoder: {}\n", decoder.summary());
+    fmt::print(stderr, "tts: {} frames -> {} samples ({:.2f} s at {} Hz) in {:.3f} s ({:.0f}x real time) -> {}\n",
+               codes.shape()[0], wave.samples.size(), duration, wave.sample_rate, seconds,
+               seconds > 0 ? duration / seconds : 0.0, out);
+  }
+  return duration;
+}
+
 int run_codes(const TtsOptions& options) {
   PluginRegistry registry;
   OpenedModel opened = open_from_options(options.model, registry);
   CodeDecoder& decoder = code_decoder_of(opened);
   const HostTensor codes = load_code_frames(options.codes, decoder.num_codebooks());  // input errors first
   load_code_decoder(opened, decoder);
-  const auto start = std::chrono::steady_clock::now();
-  const Waveform wave = decoder.decode(codes.view());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_sound_file(options.out, wave.samples, wave.sample_rate);
-  if (!options.quiet) {
-    fmt::print(stderr, "tts: decoder: {}\n", decoder.summary());
-    const double duration = static_cast<double>(wave.samples.size()) / wave.sample_rate;
-    fmt::print(stderr, "tts: {} frames -> {} samples ({:.2f} s at {} Hz) in {:.3f} s ({:.0f}x real time) -> {}\n",
-               codes.shape()[0], wave.samples.size(), duration, wave.sample_rate, seconds,
-               seconds > 0 ? duration / seconds : 0.0, options.out);
-  }
+  decode_to_file(decoder, codes, options.out, options.quiet);
   return 0;
 }
 
@@ -70,6 +76,7 @@ int run_text(const TtsOptions& options) {
   CodeDecoder* decoder = options.out.empty() ? nullptr : &code_decoder_of(opened);  // before the long part
   load_model(opened, !options.quiet);
   if (decoder) load_code_decoder(opened, *decoder);
+  const auto start = std::chrono::steady_clock::now();
   const auto frames = synthesize_text(opened, options.text, options.quiet);
   if (!decoder) return 0;
   const auto K = static_cast<std::int64_t>(frames.empty() ? decoder->num_codebooks() : frames.front().size());
@@ -77,11 +84,11 @@ int run_text(const TtsOptions& options) {
   for (std::size_t t = 0; t < frames.size(); ++t)
     std::copy(frames[t].begin(), frames[t].end(), codes.as<std::int64_t>() + static_cast<std::int64_t>(t) * K);
   if (frames.empty()) throw ValidationError("tts: the model produced no frames (raise --max-frames?)");
-  const Waveform wave = decoder->decode(codes.view());
-  write_sound_file(options.out, wave.samples, wave.sample_rate);
+  const double duration = decode_to_file(*decoder, codes, options.out, options.quiet);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!options.quiet)
-    fmt::print(stderr, "tts: {} frames -> {} samples ({:.2f} s at {} Hz) -> {}\n", frames.size(), wave.samples.size(),
-               static_cast<double>(wave.samples.size()) / wave.sample_rate, wave.sample_rate, options.out);
+    fmt::print(stderr, "tts: text to sound in {:.3f} s ({:.1f}x real time; loading not included)\n", seconds,
+               seconds > 0 ? duration / seconds : 0.0);
   return 0;
 }
 

@@ -77,4 +77,24 @@ expect_error "big.json: code [0][3] = 64" --text hi --ref-codes "$TMP/big.json" 
 expect_error "no.json: no such file" --text hi --ref-codes "$TMP/no.json" --codes-out "$TMP/x.json"
 expect_error "raise --max-frames" --text hi --max-frames 2 --codes-out "$TMP/x.json"
 expect_error "exceed the context" --text hi --max-frames 5000 --codes-out "$TMP/x.json"
+# Text to a sound file in one command (language model + codec): a synthetic checkpoint with the
+# codec fixture's shapes (30 samples per frame) and a text vocabulary the tiny tokenizer fits.
+python3 - "$SRC/tests/fixtures/higgs-tiny-codec/config.json" "$TMP/tc-config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["text_config"]["vocab_size"] = 320
+json.dump(c, open(sys.argv[2], "w"))
+PY
+"$ZOO" synth --config "$TMP/tc-config.json" --extra-tensors "$SRC/tests/fixtures/higgs-tiny-codec/codec-tensors.json" \
+  --out "$TMP/tc" -q || fail "synth of the text+codec checkpoint"
+cp "$SRC/tests/fixtures/higgs-tiny/tokenizer.json" "$TMP/tc/"
+"$ZOO" tts "$TMP/tc" --text "Hello there" --temperature 0 --max-frames 13 --out "$TMP/t.wav" 2>"$TMP/t.err" ||
+  fail "text to sound: $(cat "$TMP/t.err")"
+grep -q "text to sound in .* real time; loading not included" "$TMP/t.err" || fail "no end-to-end line: $(cat "$TMP/t.err")"
+frames=$(grep -o "^tts: [0-9]* frames ->" "$TMP/t.err" | grep -o "[0-9]*")
+python3 - "$TMP/t.wav" "${frames:-0}" <<'PY' || fail "text to sound: the sound file does not hold 30 samples per frame"
+import sys, wave
+with wave.open(sys.argv[1]) as w:
+    assert int(sys.argv[2]) >= 1 and w.getnframes() == 30 * int(sys.argv[2]), (w.getnframes(), sys.argv[2])
+PY
 exit $status
