@@ -1,5 +1,7 @@
 #include "zoo/kernels/thread_pool.hpp"
 
+#include "zoo/kernels/env.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
@@ -10,10 +12,7 @@ namespace {
 thread_local bool t_inside_pool = false;
 
 int default_thread_count() {
-  if (const char* env = std::getenv("ZOO_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (const auto n = env_int("ZOO_NUM_THREADS", 1, 4096)) return static_cast<int>(*n);
   return std::max(1u, std::thread::hardware_concurrency());
 }
 }  // namespace

@@ -414,9 +414,7 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) 
 // costs more than the second kernel.
 constexpr std::int64_t kShortGrid = 1024;
 int policy_from_env() {
-  const char* env = std::getenv("ZOO_DECODE_ATTN");
-  if (env == nullptr || *env < '0' || *env > '9') return -1;
-  return std::atoi(env);
+  return static_cast<int>(env_int("ZOO_DECODE_ATTN", 0, 64).value_or(-1));
 }
 
 std::size_t partial_floats(int q_tokens, int q_heads, int head_dim) {

@@ -10,6 +10,7 @@
 
 #include "cublaslt_handles.hpp"
 #include "gemv.hpp"
+#include "zoo/kernels/env.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
 
 namespace zoo::kernels::cuda {
@@ -54,20 +55,12 @@ struct Plan {
 // ZOO_GEMV: unset -> the default; 0 -> cuBLASLt for every m (the before/after switch of the
 // benchmarks); 1..8 -> the GEMV kernel up to that many rows.
 std::int64_t gemv_rows_from_env() {
-  const char* env = std::getenv("ZOO_GEMV");
-  if (env == nullptr || *env == '\0') return Gemm::kDefaultGemvMaxRows;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 0 || v > detail::kGemvMaxRows)
-    throw std::invalid_argument("ZOO_GEMV must be an integer from 0 to " + std::to_string(detail::kGemvMaxRows) +
-                                ", got '" + env + "'");
-  return v;
+  return env_int("ZOO_GEMV", 0, detail::kGemvMaxRows).value_or(Gemm::kDefaultGemvMaxRows);
 }
 
 // ZOO_GEMV_SILU=0: the gate|up projection and silu_and_mul stay two kernels at m = 1 too.
 bool fuse_silu_from_env() {
-  const char* env = std::getenv("ZOO_GEMV_SILU");
-  return env == nullptr || std::string(env) != "0";
+  return env_flag("ZOO_GEMV_SILU", true);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "zoo/kernels/cuda/common.hpp"
+#include "zoo/kernels/env.hpp"
 
 namespace zoo::kernels::cuda::detail {
 
@@ -42,9 +43,7 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // ZOO_PDL=0 launches every kernel plainly (the "before" of an A/B run in one build). Read per
 // launch, like the other switches: a graph keeps what it captured.
 inline bool pdl_enabled() {
-  const char* env = std::getenv("ZOO_PDL");
-  if (env != nullptr && env[0] == '0' && env[1] == '\0') return false;
-  return device_properties().major >= 9;
+  return env_flag("ZOO_PDL", true) && device_properties().major >= 9;
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute

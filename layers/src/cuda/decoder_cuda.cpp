@@ -20,6 +20,7 @@
 #include "zoo/kernels/cuda/common.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
+#include "zoo/kernels/env.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
 namespace zoo::layers {
@@ -122,7 +123,7 @@ class StagedUploader {
 // session prints the device time per op kind when it ends: where a step's time goes, measured.
 class OpProfile {
  public:
-  OpProfile() : enabled_(std::getenv("ZOO_CUDA_PROFILE") != nullptr) {}
+  OpProfile() : enabled_(kernels::env_flag("ZOO_CUDA_PROFILE", false)) {}
   bool enabled() const { return enabled_; }
   void begin(cudaStream_t stream) {
     if (!enabled_) return;

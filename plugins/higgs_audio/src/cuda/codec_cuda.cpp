@@ -18,6 +18,7 @@
 #include "../codec.hpp"
 #include "zoo/error.hpp"
 #include "zoo/kernels/cuda/conv.hpp"
+#include "zoo/kernels/env.hpp"
 
 namespace zoo::higgs {
 namespace {
@@ -62,7 +63,7 @@ struct DevBlock {
 // Per-stage GPU times (ZOO_CODEC_PROFILE=1): events between stages, printed after a decode.
 class StageTimer {
  public:
-  StageTimer() : on_(std::getenv("ZOO_CODEC_PROFILE") != nullptr) {}
+  StageTimer() : on_(kernels::env_flag("ZOO_CODEC_PROFILE", false)) {}
   void mark(const std::string& name, cudaStream_t stream) {
     if (!on_) return;
     events_.emplace_back(true);
