@@ -1,7 +1,7 @@
 #pragma once
 // cuBLASLt plumbing shared by Gemm (bf16, gemm.cpp) and GemmF32 (float32, gemm_f32.cpp): RAII
-// owners of the descriptor objects, a layout factory, the alignment the heuristic may assume, and
-// the hash mix of a plan key.
+// owners of the descriptor objects, a layout factory, the alignment the heuristic may assume, the
+// heuristic query itself, and the hash mix of a plan key.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -37,6 +37,29 @@ inline std::uint32_t alignment_of(std::uint64_t a, std::uint32_t element_bytes) 
   std::uint32_t align = 256;
   while (align > element_bytes && (a % align) != 0) align /= 2;
   return align;
+}
+
+// cuBLASLt's first choice for D = C = the `c` layout, within `workspace_bytes` and assuming every
+// operand aligned to `align` bytes; false when it has none for this problem.
+inline bool best_algo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const LayoutPtr& a, const LayoutPtr& b,
+                      const LayoutPtr& c, std::uint64_t workspace_bytes, std::uint32_t align,
+                      cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulPreference_t pref_raw = nullptr;
+  ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
+  PreferencePtr pref(pref_raw);
+  ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                        &workspace_bytes, sizeof workspace_bytes));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &align, sizeof align));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const auto status =
+      cublasLtMatmulAlgoGetHeuristic(handle, desc, a.get(), b.get(), c.get(), c.get(), pref_raw, 1, &result, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
+  ZOO_CUBLAS_CHECK(status);
+  algo = result.algo;
+  return true;
 }
 
 // Folds `value` into the hash `h` (boost::hash_combine's mix).

@@ -19,7 +19,6 @@ namespace {
 using detail::DescPtr;
 using detail::LayoutPtr;
 using detail::make_layout;
-using detail::PreferencePtr;
 
 // bf16 operands: at least 2-byte aligned.
 std::uint32_t alignment_of(std::uint64_t a) { return detail::alignment_of(a, 2); }
@@ -109,25 +108,9 @@ struct Gemm::Impl {
     p.a = make_layout(CUDA_R_16BF, key.k, key.n, key.k);
     p.b = make_layout(CUDA_R_16BF, key.k, key.m, key.k);
     p.c = make_layout(key.out_type, key.n, key.m, key.n);
-
-    cublasLtMatmulPreference_t pref_raw = nullptr;
-    ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
-    PreferencePtr pref(pref_raw);
-    const std::uint64_t ws = workspace.size();
-    ZOO_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &key.align, sizeof key.align));
-
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    ZOO_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, desc, p.a.get(), p.b.get(), p.c.get(), p.c.get(),
-                                                    pref_raw, 1, &result, &found));
-    if (found == 0)
+    if (!detail::best_algo(handle, desc, p.a, p.b, p.c, workspace.size(), key.align, p.algo))
       throw std::runtime_error("Gemm: cuBLASLt has no algorithm for m=" + std::to_string(key.m) +
                                " n=" + std::to_string(key.n) + " k=" + std::to_string(key.k));
-    p.algo = result.algo;
     return plans.emplace(key, std::move(p)).first->second;
   }
 

@@ -18,7 +18,6 @@ namespace {
 
 using detail::DescPtr;
 using detail::LayoutPtr;
-using detail::PreferencePtr;
 
 LayoutPtr make_layout(std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
   return detail::make_layout(CUDA_R_32F, rows, cols, ld);
@@ -84,22 +83,7 @@ struct GemmF32::Impl {
     p.a = make_layout(key.k, key.n, key.k);
     p.b = make_layout(key.k, key.m, key.k);
     p.c = make_layout(key.n, key.m, key.n);
-    cublasLtMatmulPreference_t pref_raw = nullptr;
-    ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
-    PreferencePtr pref(pref_raw);
-    const std::uint64_t ws = workspace.size();
-    ZOO_CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &key.align, sizeof key.align));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const auto status = cublasLtMatmulAlgoGetHeuristic(handle, desc, p.a.get(), p.b.get(), p.c.get(), p.c.get(),
-                                                       pref_raw, 1, &result, &found);
-    if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
-    ZOO_CUBLAS_CHECK(status);
-    p.algo = result.algo;
+    if (!detail::best_algo(handle, desc, p.a, p.b, p.c, workspace.size(), key.align, p.algo)) return false;
     p.epilogue_bias = with_bias;
     return true;
   }
