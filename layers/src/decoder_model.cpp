@@ -1,6 +1,8 @@
 // The Model seam over a DecoderSpec: requirements, load, sessions on the CPU or CUDA backend.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
 
@@ -23,6 +25,11 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
   for (auto p : step.override_positions)
     if (p < 0 || p >= T)
       throw InputError(fmt::format("embedding override position {} is outside this step's {} tokens", p, T));
+  if (const auto& s = step.outputs.sample; s && step.outputs.logits &&
+      (!(s->temperature >= 0.0f) || !std::isfinite(s->temperature) || s->top_k < 0 ||
+       !(s->top_p >= 0.0f && s->top_p <= 1.0f) || !(s->u >= 0.0 && s->u < 1.0)))
+    throw InputError(fmt::format("{}: invalid sampling request (temperature {}, top_k {}, top_p {}, u {})", c.family,
+                                 s->temperature, s->top_k, s->top_p, s->u));
   const auto tables = static_cast<int>(table_rows.size());
   if (step.outputs.head_table < -1 || step.outputs.head_table >= tables)
     throw InputError(fmt::format("{}: head table {} does not exist ({} row tables)", c.family, step.outputs.head_table, tables));

@@ -75,3 +75,21 @@ TEST_CASE("qwen3 on CPU: generate samples in the session, to the ids of the logi
 }
 
 }  // namespace zoo::ptest
+
+namespace zoo::ptest {
+
+// The request is checked where every backend checks a step (check_step), not per backend.
+TEST_CASE("qwen3 on CPU: an invalid sampling request is an input error", "[qwen3][sampling]") {
+  auto opened = open_fixture(fixture_dir("qwen3-tiny"));
+  const Prompt prompt = opened.model->prepare(load_request(fixture_dir("qwen3-tiny") / "request.json"));
+  for (const SampleRequest& bad : {SampleRequest{.temperature = -1.0f}, SampleRequest{.top_k = -2},
+                                   SampleRequest{.top_p = 1.5f}, SampleRequest{.temperature = 1.0f, .u = 1.0}}) {
+    auto session = opened.model->new_session();
+    OutputRequest outputs;
+    outputs.sample = bad;
+    CHECK_THAT(input_error_of([&] { session->forward(prompt.step(outputs)); }),
+               Catch::Matchers::Contains("invalid sampling request"));
+  }
+}
+
+}  // namespace zoo::ptest

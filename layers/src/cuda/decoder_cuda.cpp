@@ -663,10 +663,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   // step's ids, so replayed graphs read it; only the picked token comes back.
   const auto& sample = step.outputs.sample;
   const bool sampling = step.outputs.logits && sample.has_value();
-  if (sampling) {
-    if (!(sample->temperature >= 0.0f) || !std::isfinite(sample->temperature) || sample->top_k < 0 ||
-        !(sample->top_p >= 0.0f && sample->top_p <= 1.0f) || !(sample->u >= 0.0 && sample->u < 1.0))
-      throw std::invalid_argument("CUDA session: invalid sampling request");
+  if (sampling) {  // checked in check_step
     auto* params = reinterpret_cast<cu::SampleParams*>(step_host_.as<std::byte>() + kSampleParamsOffset);
     *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, 0};
     ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_params_dev_.data(), params, sizeof(cu::SampleParams), cudaMemcpyHostToDevice, s));
