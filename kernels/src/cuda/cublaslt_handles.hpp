@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 
 #include "zoo/kernels/cuda/common.hpp"
@@ -62,7 +63,11 @@ inline bool best_algo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
   return true;
 }
 
-// Folds `value` into the hash `h` (boost::hash_combine's mix).
-inline void hash_mix(std::size_t& h, std::size_t value) { h ^= value + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); }
+// A plan key's hash: its fields (as integers) folded with boost::hash_combine's mix.
+inline std::size_t hash_fields(std::initializer_list<std::size_t> fields) {
+  std::size_t h = 0;
+  for (const std::size_t v : fields) h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
 
 }  // namespace zoo::kernels::cuda::detail

@@ -34,13 +34,8 @@ struct Key {
 };
 struct KeyHash {
   std::size_t operator()(const Key& key) const {
-    std::size_t h = std::hash<std::int64_t>{}(key.m);
-    auto mix = [&h](std::size_t v) { detail::hash_mix(h, v); };
-    mix(std::hash<std::int64_t>{}(key.n));
-    mix(std::hash<std::int64_t>{}(key.k));
-    mix(key.align);
-    mix(key.bias ? 1 : 0);
-    return h;
+    return detail::hash_fields({static_cast<std::size_t>(key.m), static_cast<std::size_t>(key.n),
+                                static_cast<std::size_t>(key.k), key.align, key.bias ? 1u : 0u});
   }
 };
 
