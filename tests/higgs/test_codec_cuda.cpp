@@ -186,6 +186,28 @@ TEST_CASE("codec decode speed on CUDA at the real shapes (needs ZOO_CODEC_REAL_F
   CHECK(wave.size() == static_cast<std::size_t>(frames * 960));
 }
 
+// The first decodes after load in a fresh process, at growing and repeated lengths: what a user's
+// first `zoo tts` decode pays (one-time setup is paid at load, codec_cuda.cpp). Prints numbers;
+// asserts nothing about time.
+//   ZOO_CODEC_REAL_FIXTURE=DIR build/bin/test_higgs "[codec_cold]"
+TEST_CASE("codec first-decode cost on CUDA (needs ZOO_CODEC_REAL_FIXTURE)", "[.][codec_cold]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const char* dir = std::getenv("ZOO_CODEC_REAL_FIXTURE");
+  if (!dir) ZOO_SKIP("ZOO_CODEC_REAL_FIXTURE is not set");
+  auto gpu = loaded(dir, Device::parse("cuda"));
+  const std::int64_t K = gpu->num_codebooks();
+  std::string line = "codec_cold cuda, frames: ms";
+  for (const std::int64_t frames : {8, 250, 250, 50, 1000, 1000}) {
+    const HostTensor codes = HostTensor::from_i64({frames, K}, std::vector<std::int64_t>(frames * K, 1));
+    const auto start = std::chrono::steady_clock::now();
+    const auto wave = gpu->decode(codes.view()).samples;
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    line += fmt::format(" | {}: {:.2f}", frames, ms);
+    CHECK(wave.size() == static_cast<std::size_t>(frames * 960));
+  }
+  std::printf("%s\n", line.c_str());
+}
+
 }  // namespace
 }  // namespace zoo::ptest
 #else  // a build without CUDA says so when a CUDA decoder is asked for
