@@ -42,9 +42,16 @@ void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
 }
 
 // Decodes `codes` and writes the sound file; returns its duration in seconds. Reports the decode time.
-double decode_to_file(const CodeDecoder& decoder, const HostTensor& codes, const std::string& out, bool quiet) {
+// The decoder's input errors (codes it cannot take, a decode too long for the memory) name `source`.
+double decode_to_file(const CodeDecoder& decoder, const HostTensor& codes, const std::string& source,
+                      const std::string& out, bool quiet) {
   const auto start = std::chrono::steady_clock::now();
-  const Waveform wave = decoder.decode(codes.view());
+  Waveform wave;
+  try {
+    wave = decoder.decode(codes.view());
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", source, e.what()));
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_sound_file(out, wave.samples, wave.sample_rate);
   const double duration = static_cast<double>(wave.samples.size()) / wave.sample_rate;
@@ -63,7 +70,7 @@ int run_codes(const TtsOptions& options) {
   CodeDecoder& decoder = code_decoder_of(opened);
   const HostTensor codes = load_code_frames(options.codes, decoder.num_codebooks());  // input errors first
   load_code_decoder(opened, decoder);
-  decode_to_file(decoder, codes, options.out, options.quiet);
+  decode_to_file(decoder, codes, options.codes, options.out, options.quiet);
   return 0;
 }
 
@@ -84,7 +91,7 @@ int run_text(const TtsOptions& options) {
   for (std::size_t t = 0; t < frames.size(); ++t)
     std::copy(frames[t].begin(), frames[t].end(), codes.as<std::int64_t>() + static_cast<std::int64_t>(t) * K);
   if (frames.empty()) throw ValidationError("tts: the model produced no frames (raise --max-frames?)");
-  const double duration = decode_to_file(*decoder, codes, options.out, options.quiet);
+  const double duration = decode_to_file(*decoder, codes, "the generated codes", options.out, options.quiet);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!options.quiet)
     fmt::print(stderr, "tts: text to sound in {:.3f} s ({:.1f}x real time; loading not included)\n", seconds,

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <map>
 
+#include "codec.hpp"
+#include "higgs_config.hpp"
 #include "zoo/trace.hpp"
 
 namespace zoo::ptest {
@@ -240,6 +242,24 @@ TEST_CASE("the real codec's tensor list derives 8 x 1024 x 64, strides 8x5x4x2x3
                                      Contains("widths 1024->512->256->128->64->32"));
   // The decode path only (136): 8 x 3 quantizer tensors, fc2, conv1, 5 blocks x 21, final Snake + conv2.
   CHECK(decoder->requirements().size() == 136);
+}
+
+TEST_CASE("a decode too long for the memory there is is an InputError with frames, audio length and sizes",
+          "[higgs][codec]") {
+  const auto weights = std::make_shared<ShapesOnlySource>(fs::path(ZOO_SOURCE_DIR) / "configs" / "shapes" /
+                                                          "higgs-v3-4b-codec-tensors.json");
+  const higgs::Codec codec(weights, higgs::kCodecPrefix);
+  const higgs::CodecGeometry& g = codec.geometry();
+  // The CUDA runner's buffers measured ~1.1 MB per frame at these shapes (docs/models/higgs-audio.md);
+  // the bound sits above that and within 2x of it.
+  const std::int64_t per_frame = g.working_bytes_per_frame();
+  CHECK(per_frame >= 1'100'000);
+  CHECK(per_frame <= 2'200'000);
+  CHECK_NOTHROW(higgs::check_decode_memory(g, 250, std::uint64_t{1} << 30, "codec on cpu"));  // 10 s in 1 GiB
+  CHECK_THROWS_AS(higgs::check_decode_memory(g, 90000, std::uint64_t{8} << 30, "codec on cpu"), InputError);
+  CHECK_THROWS_WITH(higgs::check_decode_memory(g, 90000, std::uint64_t{8} << 30, "codec on cpu"),
+                    Contains("codec on cpu: 90000 frames (60.0 min of audio) need about") &&
+                        Contains("more than the 8.6 GB available") && Contains("shorter pieces"));
 }
 
 }  // namespace

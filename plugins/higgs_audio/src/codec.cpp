@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
 #include <mutex>
 
 #include "higgs_config.hpp"
@@ -30,6 +33,18 @@ void tap(DiagnosticHook* hook, const std::string& name, const std::vector<float>
   hook->record(name, TensorView{data.data(), DType::F32, {rows, cols}, Device{}});
 }
 
+// What the host can still give without swapping: MemAvailable of /proc/meminfo (Linux); when that
+// cannot be read, no limit (the allocation itself then reports a failure).
+std::uint64_t available_host_memory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
+  }
+  return std::numeric_limits<std::uint64_t>::max();
+}
+
 }  // namespace
 
 void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t K) {
@@ -42,6 +57,36 @@ std::int64_t CodecGeometry::samples_per_frame() const {
   std::int64_t n = 1;
   for (const auto& b : blocks) n *= b.stride;
   return n;
+}
+
+std::int64_t CodecGeometry::working_bytes_per_frame() const {
+  std::int64_t unit_kernel = 1;
+  for (const auto& b : blocks)
+    for (const auto& u : b.units) unit_kernel = std::max(unit_kernel, u.kernel);
+  // Before the blocks: the RVQ sum, fc2's output and conv1's columns and output.
+  std::int64_t floats = latent + decoder_input * (1 + conv1_kernel) + conv1_channels;
+  std::int64_t steps = 1, channels = conv1_channels;
+  for (const auto& b : blocks) {
+    const std::int64_t out_steps = steps * b.stride;
+    // The block's input, the transposed convolution's columns, and at the output length three
+    // activations plus a residual unit's im2col columns.
+    floats = std::max(floats, steps * b.in_channels + steps * b.kernel * b.out_channels +
+                                  out_steps * b.out_channels * (3 + unit_kernel));
+    steps = out_steps;
+    channels = b.out_channels;
+  }
+  floats = std::max(floats, steps * channels * (2 + out_kernel) + steps);  // conv2 and the waveform
+  return floats * static_cast<std::int64_t>(sizeof(float));
+}
+
+void check_decode_memory(const CodecGeometry& g, std::int64_t frames, std::uint64_t available_bytes,
+                         const std::string& where) {
+  const double need = static_cast<double>(frames) * static_cast<double>(g.working_bytes_per_frame());
+  if (need <= static_cast<double>(available_bytes)) return;
+  const double minutes = static_cast<double>(frames * g.samples_per_frame()) / kCodecSampleRate / 60.0;
+  throw InputError(fmt::format("{}: {} frames ({:.1f} min of audio) need about {:.1f} GB of working memory to decode at "
+                               "once, more than the {:.1f} GB available; decode the codes in shorter pieces",
+                               where, frames, minutes, need / 1e9, static_cast<double>(available_bytes) / 1e9));
 }
 
 std::string CodecGeometry::summary() const {
@@ -384,7 +429,12 @@ class HiggsCodeDecoder : public CodeDecoder {
     } else {
       std::copy_n(codes.as<std::int32_t>(), values.size(), values.begin());
     }
-    if (!runner_) return {codec_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+    if (!runner_) {
+      // The CUDA runner's buffers come from cudaMalloc, whose failure is already a one-line error;
+      // host memory is overcommitted, so a decode too long for it would swap or be killed instead.
+      check_decode_memory(codec_->geometry(), codes.shape[0], available_host_memory(), "codec on cpu");
+      return {codec_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+    }
     check_codes(values.data(), codes.shape[0], K);
     const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
     return {runner_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};

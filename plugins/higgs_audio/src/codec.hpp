@@ -30,6 +30,10 @@ struct CodecGeometry {
   std::int64_t out_kernel = 0;       // conv2: last block's channels -> 1
 
   std::int64_t samples_per_frame() const;  // product of the strides
+  // An upper bound of the float32 working memory one decode holds per frame (activations,
+  // transposed-convolution and im2col columns of its largest stage), CPU or CUDA: a decode's
+  // memory grows linearly with its length.
+  std::int64_t working_bytes_per_frame() const;
   std::string summary() const;
 };
 
@@ -97,6 +101,12 @@ class Codec {
 
 // InputError for an empty code sequence or a negative code ("codes[t][q] = v is negative").
 void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t num_quantizers);
+
+// InputError when decoding `frames` at once would need more than `available_bytes` of working
+// memory (working_bytes_per_frame), rather than an allocation that fails or swaps half-way: names
+// the frames, the audio length and both sizes, and says to decode shorter pieces.
+void check_decode_memory(const CodecGeometry& geometry, std::int64_t frames, std::uint64_t available_bytes,
+                         const std::string& where);
 
 // Runs a loaded codec's decode on a device; made from the host weights at load.
 class CodecRunner {
