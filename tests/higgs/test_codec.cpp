@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "codec.hpp"
 #include "higgs_config.hpp"
@@ -244,6 +245,66 @@ TEST_CASE("the real codec's tensor list derives 8 x 1024 x 64, strides 8x5x4x2x3
   CHECK(decoder->requirements().size() == 136);
 }
 
+// Long decodes go in pieces with context_frames() of context on each side; inside a piece the
+// samples must be those of the whole decode (the decoder is convolutional), and without the
+// context they are not (so this test can fail).
+TEST_CASE("decoding in pieces with the receptive field as context equals the whole decode", "[higgs][codec]") {
+  const auto weights = open_checkpoint(fixture_dir("higgs-tiny-codec"));
+  higgs::Codec codec(weights, higgs::kCodecPrefix);
+  codec.load();
+  const higgs::CodecGeometry& g = codec.geometry();
+  const std::int64_t K = g.num_quantizers, spf = g.samples_per_frame(), frames = 61;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<std::int64_t> pick(0, g.codebook_size + 1);  // BOC/EOC included
+  std::vector<std::int64_t> codes(static_cast<std::size_t>(frames * K));
+  for (auto& c : codes) c = pick(rng);
+  const std::vector<float> whole = codec.decode(codes.data(), frames, nullptr);
+  const auto decode = [&](const std::int64_t* c, std::int64_t n) { return codec.decode(c, n, nullptr); };
+  const std::int64_t context = g.context_frames();
+  INFO("context " << context << " frames, " << spf << " samples per frame");
+  CHECK(context >= 2);
+  for (const std::int64_t piece : {1, 7, 16, 60, 61, 100}) {
+    INFO("piece " << piece);
+    const auto pieces = higgs::decode_in_pieces(decode, codes.data(), frames, K, spf, piece, context);
+    REQUIRE(pieces.size() == whole.size());
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      num += (pieces[i] - whole[i]) * static_cast<double>(pieces[i] - whole[i]);
+      den += whole[i] * static_cast<double>(whole[i]);
+    }
+    CHECK(std::sqrt(num / den) <= 1e-6);
+  }
+  const auto blind = higgs::decode_in_pieces(decode, codes.data(), frames, K, spf, 7, 0);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    num += (blind[i] - whole[i]) * static_cast<double>(blind[i] - whole[i]);
+    den += whole[i] * static_cast<double>(whole[i]);
+  }
+  CHECK(std::sqrt(num / den) > 1e-3);
+}
+
+TEST_CASE("a decode longer than a piece goes through the pieces and keeps its length", "[higgs][codec]") {
+  OpenedModel opened = open_fixture(fixture_dir("higgs-tiny-codec"), false);
+  CodeDecoder& decoder = loaded_decoder(opened);
+  const std::int64_t K = decoder.num_codebooks(), frames = higgs::kDecodePieceFrames * 2 + 37;
+  std::vector<std::int64_t> values(static_cast<std::size_t>(frames * K));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::int64_t>((i * 7 + i / 5) % 16);
+  const HostTensor codes = HostTensor::from_i64({frames, K}, values);
+  const Waveform wave = decoder.decode(codes.view());
+  CHECK(static_cast<std::int64_t>(wave.samples.size()) == frames * decoder.samples_per_frame());
+  // The same samples as the whole decode, which a hook forces.
+  TraceRecorder taps{PointSelection({"waveform"})};
+  const Waveform whole = decoder.decode(codes.view(), &taps);
+  REQUIRE(whole.samples.size() == wave.samples.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < whole.samples.size(); ++i) {
+    const double d = static_cast<double>(wave.samples[i]) - whole.samples[i];
+    num += d * d;
+    den += static_cast<double>(whole.samples[i]) * whole.samples[i];
+  }
+  CHECK(std::sqrt(num / den) <= 1e-6);
+}
+
 TEST_CASE("a decode too long for the memory there is is an InputError with frames, audio length and sizes",
           "[higgs][codec]") {
   const auto weights = std::make_shared<ShapesOnlySource>(fs::path(ZOO_SOURCE_DIR) / "configs" / "shapes" /
@@ -256,6 +317,8 @@ TEST_CASE("a decode too long for the memory there is is an InputError with frame
   CHECK(per_frame >= 1'100'000);
   CHECK(per_frame <= 2'200'000);
   CHECK_NOTHROW(higgs::check_decode_memory(g, 250, std::uint64_t{1} << 30, "codec on cpu"));  // 10 s in 1 GiB
+  // The receptive field (conv1, five blocks, conv2) is 11.6 frames on each side: 12, plus one.
+  CHECK(g.context_frames() == 13);
   CHECK_THROWS_AS(higgs::check_decode_memory(g, 90000, std::uint64_t{8} << 30, "codec on cpu"), InputError);
   CHECK_THROWS_WITH(higgs::check_decode_memory(g, 90000, std::uint64_t{8} << 30, "codec on cpu"),
                     Contains("codec on cpu: 90000 frames (60.0 min of audio) need about") &&

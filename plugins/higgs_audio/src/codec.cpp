@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
 
 #include "higgs_config.hpp"
 #include "zoo/error.hpp"
@@ -77,6 +78,37 @@ std::int64_t CodecGeometry::working_bytes_per_frame() const {
   }
   floats = std::max(floats, steps * channels * (2 + out_kernel) + steps);  // conv2 and the waveform
   return floats * static_cast<std::int64_t>(sizeof(float));
+}
+
+std::int64_t CodecGeometry::context_frames() const {
+  // One side of the receptive field, traced back from the waveform to the frames, in frames.
+  double frames = static_cast<double>(conv1_kernel - 1) / 2.0;
+  double rate = 1.0;  // steps per frame at the current stage
+  for (const auto& b : blocks) {
+    // A transposed convolution's output step reads input steps within kernel / stride of it.
+    frames += std::ceil(static_cast<double>(b.kernel) / static_cast<double>(b.stride)) / rate;
+    rate *= static_cast<double>(b.stride);
+    for (const auto& u : b.units) frames += static_cast<double>(u.dilation * (u.kernel - 1)) / 2.0 / rate;
+  }
+  frames += static_cast<double>(out_kernel - 1) / 2.0 / rate;
+  return static_cast<std::int64_t>(std::ceil(frames)) + 1;
+}
+
+std::vector<float> decode_in_pieces(const std::function<std::vector<float>(const std::int64_t*, std::int64_t)>& decode,
+                                    const std::int64_t* codes, std::int64_t frames, std::int64_t K,
+                                    std::int64_t samples_per_frame, std::int64_t piece, std::int64_t context) {
+  if (piece < 1 || context < 0) throw std::invalid_argument("decode_in_pieces: piece must be >= 1, context >= 0");
+  std::vector<float> wave(static_cast<std::size_t>(frames * samples_per_frame));
+  for (std::int64_t begin = 0; begin < frames; begin += piece) {
+    const std::int64_t end = std::min(frames, begin + piece);
+    const std::int64_t lo = std::max<std::int64_t>(0, begin - context), hi = std::min(frames, end + context);
+    const std::vector<float> part = decode(codes + lo * K, hi - lo);
+    if (static_cast<std::int64_t>(part.size()) != (hi - lo) * samples_per_frame)
+      throw std::logic_error("decode_in_pieces: a piece decoded to the wrong length");
+    std::copy_n(part.begin() + (begin - lo) * samples_per_frame, (end - begin) * samples_per_frame,
+                wave.begin() + begin * samples_per_frame);
+  }
+  return wave;
 }
 
 void check_decode_memory(const CodecGeometry& g, std::int64_t frames, std::uint64_t available_bytes,
@@ -429,15 +461,25 @@ class HiggsCodeDecoder : public CodeDecoder {
     } else {
       std::copy_n(codes.as<std::int32_t>(), values.size(), values.begin());
     }
+    const std::int64_t frames = codes.shape[0];
+    check_codes(values.data(), frames, K);
+    // Long sequences go in pieces (kDecodePieceFrames), so memory stays at one piece's; a run with
+    // a hook decodes whole, as its taps are of the whole sequence.
+    const std::int64_t piece = hook ? frames : kDecodePieceFrames;
+    const std::int64_t context = codec_->geometry().context_frames();
     if (!runner_) {
-      // The CUDA runner's buffers come from cudaMalloc, whose failure is already a one-line error;
-      // host memory is overcommitted, so a decode too long for it would swap or be killed instead.
-      check_decode_memory(codec_->geometry(), codes.shape[0], available_host_memory(), "codec on cpu");
-      return {codec_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+      // Host memory is overcommitted: a decode too long for it would swap or be killed rather than
+      // fail to allocate, so it is refused first. (On CUDA a cudaMalloc failure is the error.)
+      check_decode_memory(codec_->geometry(), std::min(frames, piece + 2 * context), available_host_memory(),
+                          "codec on cpu");
+      return {decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return codec_->decode(c, n, hook); },
+                               values.data(), frames, K, samples_per_frame(), piece, context),
+              kCodecSampleRate};
     }
-    check_codes(values.data(), codes.shape[0], K);
     const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
-    return {runner_->decode(values.data(), codes.shape[0], hook), kCodecSampleRate};
+    return {decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return runner_->decode(c, n, hook); },
+                             values.data(), frames, K, samples_per_frame(), piece, context),
+            kCodecSampleRate};
   }
 
  private:

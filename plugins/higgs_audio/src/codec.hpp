@@ -5,6 +5,7 @@
 // sit in the TTS checkpoint under kCodecPrefix. No codec config ships there, so the geometry is
 // derived from the stored tensor shapes.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct CodecGeometry {
   // transposed-convolution and im2col columns of its largest stage), CPU or CUDA: a decode's
   // memory grows linearly with its length.
   std::int64_t working_bytes_per_frame() const;
+  // Frames on each side of a frame that its samples depend on (the decoder's receptive field,
+  // rounded up, plus one): a piece decoded with this much context on both sides equals the whole
+  // decode inside the piece, as the decoder is convolutional end to end.
+  std::int64_t context_frames() const;
   std::string summary() const;
 };
 
@@ -107,6 +112,19 @@ void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t nu
 // the frames, the audio length and both sizes, and says to decode shorter pieces.
 void check_decode_memory(const CodecGeometry& geometry, std::int64_t frames, std::uint64_t available_bytes,
                          const std::string& where);
+
+// Frames a long decode is cut into (20 s of audio at the real geometry): a decode's working memory
+// grows with its length (working_bytes_per_frame, ~1.6 MB per frame at the real shapes), so longer
+// sequences are decoded piece by piece, each with context_frames() of context on both sides
+// (5% more work at the real geometry), and the memory stays at one piece's.
+inline constexpr std::int64_t kDecodePieceFrames = 500;
+
+// The waveform of `frames` code frames ([frames, num_quantizers], row-major) decoded in pieces of
+// at most `piece` frames, each with `context` frames of context on both sides (cut away after),
+// through `decode` (codes, frames) -> samples_per_frame x frames samples.
+std::vector<float> decode_in_pieces(const std::function<std::vector<float>(const std::int64_t*, std::int64_t)>& decode,
+                                    const std::int64_t* codes, std::int64_t frames, std::int64_t num_quantizers,
+                                    std::int64_t samples_per_frame, std::int64_t piece, std::int64_t context);
 
 // Runs a loaded codec's decode on a device; made from the host weights at load.
 class CodecRunner {
