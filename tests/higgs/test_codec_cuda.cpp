@@ -118,6 +118,29 @@ TEST_CASE("codec on CUDA maps codes >= codebook_size to 0, rejects negative code
   CHECK(gpu->decode(HostTensor::from_i64({3, 4}, zeros).view()).samples == a);
 }
 
+// Sequences longer than kDecodePieceFrames decode in pieces with context (codec.hpp); on CUDA the
+// pieces must equal the whole decode (a hook forces it) up to the GEMM algorithms cuBLASLt picks
+// per length, and the CPU path.
+TEST_CASE("codec on CUDA: a decode longer than a piece equals the whole decode and the CPU path",
+          "[higgs][codec][codec_cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const fs::path dir = fixture_dir("higgs-tiny-codec");
+  auto gpu = loaded(dir, Device::parse("cuda"));
+  auto cpu = loaded(dir, Device{});
+  const std::int64_t K = gpu->num_codebooks(), frames = higgs::kDecodePieceFrames * 2 + 37;
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<std::int64_t> pick(0, 17);
+  std::vector<std::int64_t> values(static_cast<std::size_t>(frames * K));
+  for (auto& v : values) v = pick(rng);
+  const HostTensor codes = HostTensor::from_i64({frames, K}, values);
+  const auto pieces = gpu->decode(codes.view()).samples;
+  TraceRecorder taps{PointSelection({"waveform"})};
+  const auto whole = gpu->decode(codes.view(), &taps).samples;
+  REQUIRE(pieces.size() == static_cast<std::size_t>(frames * gpu->samples_per_frame()));
+  CHECK(rel_l2(whole, pieces) <= 1e-5);  // a misplaced piece would be O(1)
+  CHECK(rel_l2(cpu->decode(codes.view()).samples, pieces) <= 3e-5);
+}
+
 // The real codec shapes, from `python3 tools/fixtures/make_codec_fixtures.py --real --out DIR` (run on
 // the GPU host; ~0.5 GB, not committed). Opened as a model on CUDA (the fixture's body has head_dim
 // 64), so this is the decoder `zoo tts --device cuda` gets.
