@@ -29,58 +29,70 @@ std::int64_t argmax_first(std::span<const float> logits) {
   return static_cast<std::int64_t>(best);
 }
 
-std::vector<double> filtered_probabilities(std::span<const float> logits, const TtsSampling& sampling) {
+void filter_survivors(std::span<const float> logits, const TtsSampling& sampling, FilterScratch& scratch,
+                      Survivors& out) {
   if (greedy(sampling)) throw std::invalid_argument("filtered_probabilities at a greedy temperature");
   const std::size_t V = logits.size();
   if (V == 0) throw std::invalid_argument("filtered_probabilities of an empty row");
-  std::vector<double> scaled(V);
+  // x / temperature (in double) is strictly increasing in the float logit x, so the top and the
+  // top-k threshold are found on the logits themselves and only the survivors are scaled.
+  std::size_t best = 0;
   for (std::size_t i = 0; i < V; ++i) {
     if (std::isnan(logits[i])) throw std::invalid_argument(fmt::format("logits hold NaN at index {}", i));
-    scaled[i] = static_cast<double>(logits[i]) / static_cast<double>(sampling.temperature);
+    if (logits[i] > logits[best]) best = i;
   }
-  const double top = *std::max_element(scaled.begin(), scaled.end());
+  const double temperature = sampling.temperature;
+  const auto scaled = [&](std::size_t i) { return static_cast<double>(logits[i]) / temperature; };
+  const double top = scaled(best);
   if (!std::isfinite(top)) throw std::invalid_argument("logits are all -inf (or +inf present)");
 
-  // Top-k: keep every entry >= the k-th largest value, ties included.
-  std::vector<std::size_t> order;  // the survivors
-  order.reserve(V);
+  // Top-k: keep every entry >= the k-th largest value, ties included; -inf entries carry no mass
+  // either way and are left out of the softmax.
+  float kth = -std::numeric_limits<float>::infinity();
   if (sampling.top_k > 0 && static_cast<std::size_t>(sampling.top_k) < V) {
-    std::vector<double> values(scaled);
-    const auto kth_at = values.begin() + (sampling.top_k - 1);
-    std::nth_element(values.begin(), kth_at, values.end(), std::greater<>());
-    const double kth = *kth_at;
-    for (std::size_t i = 0; i < V; ++i)
-      if (scaled[i] >= kth) order.push_back(i);
-  } else {
-    for (std::size_t i = 0; i < V; ++i) order.push_back(i);
+    scratch.values.assign(logits.begin(), logits.end());
+    const auto kth_at = scratch.values.begin() + (sampling.top_k - 1);
+    std::nth_element(scratch.values.begin(), kth_at, scratch.values.end(), std::greater<>());
+    kth = *kth_at;
   }
-  // -inf entries carry no mass either way; leave them out of the softmax.
-  std::erase_if(order, [&](std::size_t i) { return std::isinf(scaled[i]); });
+  auto& order = out.index;
+  order.clear();
+  for (std::size_t i = 0; i < V; ++i)
+    if (logits[i] >= kth && !std::isinf(logits[i])) order.push_back(i);
 
   double total = 0;
-  for (std::size_t i : order) total += std::exp(scaled[i] - top);
+  for (std::size_t i : order) total += std::exp(scaled(i) - top);
 
   // Top-p over the survivors, by value descending (ties to the lower index): rank r is removed when
   // the cumulative probability of ranks < r already exceeds top_p (the reference's "cum > p,
   // shifted right by one, rank 0 kept"). A heap ranks only as many as are kept.
   if (sampling.top_p < 1.0f) {
     const double p = static_cast<double>(sampling.top_p);
-    const auto after = [&](std::size_t a, std::size_t b) { return scaled[a] < scaled[b] || (scaled[a] == scaled[b] && a > b); };
+    const auto after = [&](std::size_t a, std::size_t b) { return logits[a] < logits[b] || (logits[a] == logits[b] && a > b); };
     std::make_heap(order.begin(), order.end(), after);
-    std::vector<std::size_t> ranked;
+    auto& ranked = scratch.ranked;
+    ranked.clear();
     double cum = 0;
     while (!order.empty() && (ranked.empty() || cum / total <= p)) {
       std::pop_heap(order.begin(), order.end(), after);
       ranked.push_back(order.back());
       order.pop_back();
-      cum += std::exp(scaled[ranked.back()] - top);
+      cum += std::exp(scaled(ranked.back()) - top);
     }
-    order = std::move(ranked);
+    order.assign(ranked.begin(), ranked.end());
+    std::sort(order.begin(), order.end());  // back to index order
     total = cum;
   }
+  out.probability.resize(order.size());
+  for (std::size_t j = 0; j < order.size(); ++j) out.probability[j] = std::exp(scaled(order[j]) - top) / total;
+}
 
-  std::vector<double> probs(V, 0.0);
-  for (std::size_t i : order) probs[i] = std::exp(scaled[i] - top) / total;
+std::vector<double> filtered_probabilities(std::span<const float> logits, const TtsSampling& sampling) {
+  FilterScratch scratch;
+  Survivors survivors;
+  filter_survivors(logits, sampling, scratch, survivors);
+  std::vector<double> probs(logits.size(), 0.0);
+  for (std::size_t j = 0; j < survivors.index.size(); ++j) probs[survivors.index[j]] = survivors.probability[j];
   return probs;
 }
 
@@ -93,14 +105,14 @@ TtsSampler::TtsSampler(TtsSampling sampling) : sampling_(sampling), state_(sampl
 
 std::int64_t TtsSampler::sample(std::span<const float> logits) {
   if (greedy(sampling_)) return argmax_first(logits);
-  const std::vector<double> probs = filtered_probabilities(logits, sampling_);
+  filter_survivors(logits, sampling_, scratch_, survivors_);
   const double u = uniform01(state_);
   double cum = 0;
   std::int64_t last = -1;
-  for (std::size_t i = 0; i < probs.size(); ++i) {
-    if (probs[i] <= 0) continue;
-    last = static_cast<std::int64_t>(i);
-    cum += probs[i];
+  for (std::size_t j = 0; j < survivors_.index.size(); ++j) {  // index order, as the CDF runs
+    if (survivors_.probability[j] <= 0) continue;
+    last = static_cast<std::int64_t>(survivors_.index[j]);
+    cum += survivors_.probability[j];
     if (u < cum) return last;
   }
   return last;  // u within rounding of 1: the last token with mass

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -26,6 +27,19 @@ inline constexpr float kGreedyTemperature = 1e-5f;
 // logits that are all -inf, or when called at a greedy temperature.
 std::vector<double> filtered_probabilities(std::span<const float> logits, const TtsSampling& sampling);
 
+// The same distribution kept sparse: the tokens with probability (ascending index) and theirs.
+// `scratch` is reused across rows so a frame's draws allocate nothing.
+struct Survivors {
+  std::vector<std::size_t> index;
+  std::vector<double> probability;
+};
+struct FilterScratch {
+  std::vector<float> values;       // the top-k selection's copy of the row
+  std::vector<std::size_t> ranked;  // the top-p ranking
+};
+void filter_survivors(std::span<const float> logits, const TtsSampling& sampling, FilterScratch& scratch,
+                      Survivors& out);
+
 // First maximal index (NaN rejected), as torch.argmax on finite rows.
 std::int64_t argmax_first(std::span<const float> logits);
 
@@ -44,6 +58,8 @@ class TtsSampler {
  private:
   TtsSampling sampling_;
   std::uint64_t state_;
+  FilterScratch scratch_;
+  Survivors survivors_;
 };
 
 }  // namespace zoo::higgs
