@@ -20,27 +20,74 @@ std::int64_t greedy(std::span<const float> logits) {
 }
 
 // The pick of sample_logits (temperature > 0); `scratch` is reused across calls.
+//
+// Candidates are ranked by scaled logit, ties to the lower index, and the draw walks that ranking.
+// With top-k only the k best need sorting. Without it, sorting the whole vocabulary would cost
+// 20 ms a token on a slow core (151936 entries); a heap ranks lazily instead, only as far as the
+// nucleus or the draw reaches (a handful of tokens for a peaked distribution). The full mass is then
+// summed in index order rather than rank order, which can move a pick only when the draw lands
+// within float64 rounding of a boundary.
 std::int64_t pick(std::span<const float> logits, const SampleRequest& r,
                   std::vector<std::pair<float, std::int64_t>>& scratch) {
-  // Filter: candidates ordered by scaled logit, ties to the lower index; only the top-k need sorting.
   scratch.clear();
   scratch.reserve(logits.size());
   for (std::size_t i = 0; i < logits.size(); ++i)
     scratch.emplace_back(rank_value(logits[i]) / r.temperature, static_cast<std::int64_t>(i));
   auto before = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
-  std::size_t keep = scratch.size();
-  if (r.top_k > 0) keep = std::min(keep, static_cast<std::size_t>(r.top_k));
-  std::partial_sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(keep), scratch.end(), before);
-  scratch.resize(keep);
-
-  const double top = scratch.front().first;
-  if (!std::isfinite(top)) return scratch.front().second;  // nothing has probability: fall back to greedy
-  std::vector<double> prob(keep);
+  const bool top_k = r.top_k > 0 && static_cast<std::size_t>(r.top_k) < scratch.size();
+  std::vector<double> prob;
+  std::size_t keep = 0;
   double total = 0;
-  for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp(static_cast<double>(scratch[i].first) - top);
+  if (top_k) {
+    keep = static_cast<std::size_t>(r.top_k);
+    std::partial_sort(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(keep), scratch.end(), before);
+    const double top = scratch.front().first;
+    if (!std::isfinite(top)) return scratch.front().second;  // nothing has probability: fall back to greedy
+    prob.resize(keep);
+    for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp(static_cast<double>(scratch[i].first) - top);
+  } else {
+    // A max-heap by `before`: its front is the best candidate; each pop_heap moves the best left to
+    // the back, so the ranked prefix builds up from the end of `scratch`.
+    const auto worse = [&](const auto& a, const auto& b) { return before(b, a); };
+    std::make_heap(scratch.begin(), scratch.end(), worse);
+    const double top = scratch.front().first;
+    if (!std::isfinite(top)) return scratch.front().second;
+    for (const auto& c : scratch) total += std::exp(static_cast<double>(c.first) - top);
+    // Ranks the next candidate: moves it to scratch[rank position] (front-to-back order is kept by
+    // collecting into `ranked`), returns its probability weight.
+    std::vector<std::pair<float, std::int64_t>> ranked;
+    auto end = scratch.end();
+    const auto rank_next = [&]() {
+      std::pop_heap(scratch.begin(), end, worse);
+      --end;
+      ranked.push_back(*end);
+      prob.push_back(std::exp(static_cast<double>(end->first) - top));
+      return prob.back();
+    };
+    if (r.top_p < 1.0f) {
+      // Nucleus: the smallest prefix whose probability mass reaches top_p (at least one token).
+      double mass = 0;
+      while (end != scratch.begin()) {
+        mass += rank_next();
+        if (mass >= r.top_p * total) break;
+      }
+      total = mass;
+    } else {
+      // Rank only until the draw is reached.
+      const double u = r.u * total;
+      double cumulative = 0;
+      while (end != scratch.begin()) {
+        cumulative += rank_next();
+        if (u < cumulative) return ranked.back().second;
+      }
+      return ranked.back().second;  // rounding left u at the very top
+    }
+    keep = ranked.size();
+    std::copy(ranked.begin(), ranked.end(), scratch.begin());
+  }
 
-  // Nucleus: the smallest prefix whose probability mass reaches top_p (at least one token).
-  if (r.top_p < 1.0f) {
+  // Nucleus over the top-k: the smallest prefix whose probability mass reaches top_p.
+  if (top_k && r.top_p < 1.0f) {
     double mass = 0;
     std::size_t n = 0;
     while (n < keep) {

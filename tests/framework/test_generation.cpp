@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
@@ -318,6 +320,51 @@ TEST_CASE("sample_logits: the Sampler's picks, and the row's check", "[generatio
   CHECK(masked.id == 0);
   CHECK_FALSE(masked.valid());
   CHECK(sample_logits(std::vector<float>{-INFINITY, 2}, {}).valid());
+}
+
+// Without top-k the pick ranks lazily (a heap, only as far as the nucleus or the draw reaches):
+// the draws must be those of the rule written out plainly, a full sort by (scaled logit desc,
+// index asc) and the walk along it.
+TEST_CASE("sample_logits without top-k: picks equal the fully sorted rule", "[generation]") {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 2.5f);
+  std::vector<float> row(5000);
+  for (auto& x : row) x = std::round(normal(rng) * 4.0f) / 4.0f;  // many ties
+  for (std::size_t i = 0; i < row.size(); i += 7) row[i] = -INFINITY;
+  for (const float temperature : {0.4f, 1.0f}) {
+    for (const float top_p : {1.0f, 0.9f, 0.3f}) {
+      std::vector<std::pair<double, std::size_t>> ranked;
+      for (std::size_t i = 0; i < row.size(); ++i) ranked.emplace_back(static_cast<double>(row[i] / temperature), i);
+      std::sort(ranked.begin(), ranked.end(),
+                [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+      std::vector<double> weight;
+      double total = 0;
+      for (const auto& [key, i] : ranked) total += weight.emplace_back(std::exp(key - ranked.front().first));
+      std::size_t keep = ranked.size();
+      if (top_p < 1.0f) {
+        double mass = 0;
+        for (keep = 0; keep < ranked.size();) {
+          mass += weight[keep++];
+          if (mass >= top_p * total) break;
+        }
+        total = mass;
+      }
+      for (const double u : {0.0, 0.05, 0.31, 0.5, 0.77, 0.93, 0.999}) {
+        INFO("T " << temperature << " top-p " << top_p << " u " << u);
+        std::size_t want = ranked[keep - 1].second;
+        double cumulative = 0;
+        for (std::size_t j = 0; j < keep; ++j) {
+          cumulative += weight[j];
+          if (u * total < cumulative) {
+            want = ranked[j].second;
+            break;
+          }
+        }
+        const SampledToken got = sample_logits(row, {.temperature = temperature, .top_k = 0, .top_p = top_p, .u = u});
+        CHECK(got.id == static_cast<std::int64_t>(want));
+      }
+    }
+  }
 }
 
 TEST_CASE("generate: a session that samples gets the Sampler's draws and gives the same ids", "[generation]") {
