@@ -46,15 +46,13 @@ std::int64_t pick(std::span<const float> logits, const SampleRequest& r,
     prob.resize(keep);
     for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp(static_cast<double>(scratch[i].first) - top);
   } else {
-    // A max-heap by `before`: its front is the best candidate; each pop_heap moves the best left to
-    // the back, so the ranked prefix builds up from the end of `scratch`.
+    // A heap whose front is the best candidate left; each pop moves it behind the heap.
     const auto worse = [&](const auto& a, const auto& b) { return before(b, a); };
     std::make_heap(scratch.begin(), scratch.end(), worse);
     const double top = scratch.front().first;
     if (!std::isfinite(top)) return scratch.front().second;
     for (const auto& c : scratch) total += std::exp(static_cast<double>(c.first) - top);
-    // Ranks the next candidate: moves it to scratch[rank position] (front-to-back order is kept by
-    // collecting into `ranked`), returns its probability weight.
+    // Ranks the next candidate: appends it to `ranked` and its weight to `prob`, returns the weight.
     std::vector<std::pair<float, std::int64_t>> ranked;
     auto end = scratch.end();
     const auto rank_next = [&]() {
