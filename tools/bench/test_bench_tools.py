@@ -33,6 +33,7 @@ ROOT = HERE.parents[1]
 SHAPES = ROOT / "configs" / "shapes"
 sys.path.insert(0, str(HERE))
 
+import attention_sdpa as sdpa  # noqa: E402
 import bench_higgs_transformers as bh  # noqa: E402
 import bench_transformers as bt  # noqa: E402
 import side_by_side as sbs  # noqa: E402
@@ -432,6 +433,28 @@ class SideBySide(unittest.TestCase):
         attention = 4 * 36 * t * t / 2 * 32 * 128
         self.assertAlmostEqual(shape.prefill_flops(t), 2 * t * shape.matmul_params + attention + 2 * 151936 * 4096)
 
+
+class AttentionSdpa(unittest.TestCase):
+    def test_shapes_are_bench_test_cpp_s(self):
+        # The torch side must time the shapes Zoo's kernel is timed at, so both numbers compare.
+        import re
+        text = (ROOT / "tests" / "cuda" / "bench_test.cpp").read_text()
+        block = text[text.index("for (const P p : {"):text.index("DeviceBuffer q = random_bf16_buffer(rng, p.T")]
+        zoo = [tuple(int(x) for x in m) for m in re.findall(r"P\{(\d+), (\d+), (\d+), (\d+)\}", block)]
+        self.assertEqual(zoo, sdpa.ZOO_SHAPES)
+
+    def test_flops_and_shapes(self):
+        self.assertEqual(sdpa.causal_flops(1000, 32, 128), 4.0 * 128 * 32 * 1000 * 1001 / 2)
+        self.assertEqual(sdpa.parse_shapes("64:4:2:16,8:2:2:8"), [(64, 4, 2, 16), (8, 2, 2, 8)])
+        for bad in ("64:4:3:16", "64:4:2", "a:1:1:1", "0:1:1:8"):
+            with self.assertRaises(Exception):
+                sdpa.parse_shapes(bad)
+
+    def test_cpu_dry_run(self):
+        row = sdpa.measure((16, 4, 2, 8), "cpu")
+        self.assertEqual((row["tokens"], row["q_heads"], row["kv_heads"], row["head_dim"]), (16, 4, 2, 8))
+        self.assertIn("best", row)
+        self.assertGreater(row["best"]["ms"], 0)
 
 if __name__ == "__main__":
     unittest.main()
