@@ -29,6 +29,15 @@ echo "$python_free_array" >"$TMP/plain.json"
 "$ZOO" tts "$CFG" --codes "$TMP/plain.json" --out "$TMP/b.wav" -q || fail "plain array: rc $?"
 cmp -s "$TMP/a.wav" "$TMP/b.wav" || fail "plain array decodes differently"
 
+# Longer than one decode piece (500 frames): decoded in pieces with context, still exactly
+# 30 samples a frame, and the same bytes every run.
+awk 'BEGIN { printf "{\"codes\": ["; for (t = 0; t < 1237; t++) printf "%s[%d, %d, %d, %d]", (t ? ", " : ""), t % 16, (t * 7) % 16, (t * 5 + 3) % 18, (t / 3) % 16; print "]}" }' >"$TMP/long.json"
+"$ZOO" tts "$CFG" --codes "$TMP/long.json" --out "$TMP/long.wav" 2>"$TMP/err" || fail "long codes: rc $? $(cat "$TMP/err")"
+grep -q "1237 frames -> 37110 samples" "$TMP/err" || fail "long codes: $(cat "$TMP/err")"
+[[ $(stat -c %s "$TMP/long.wav") -eq $((44 + 37110 * 2)) ]] || fail "long.wav has $(stat -c %s "$TMP/long.wav") bytes"
+"$ZOO" tts "$CFG" --codes "$TMP/long.json" --out "$TMP/long2.wav" -q || fail "long codes again: rc $?"
+cmp -s "$TMP/long.wav" "$TMP/long2.wav" || fail "long codes decode differently run to run"
+
 # safetensors, I32 [2, 4]: header padded to 8 bytes, then 8 little-endian int32.
 header='{"codes":{"dtype":"I32","shape":[2,4],"data_offsets":[0,32]}}'
 while (( ${#header} % 8 )); do header+=" "; done
