@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from timing import median_ms
 
 # bench_test.cpp's prefill attention shapes: (tokens, q heads, kv heads, head_dim).
 ZOO_SHAPES = [(4096, 32, 8, 128), (4096, 16, 8, 128), (4096, 32, 8, 64), (4096, 16, 4, 256),
@@ -54,25 +54,6 @@ def backends() -> list[tuple[str, object]]:
     return out
 
 
-def time_ms(fn, device: str, repeat: int = 10, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeat):
-        if device.startswith("cuda"):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            samples.append(1e3 * (time.perf_counter() - t0))
-    return statistics.median(samples)
-
-
 def measure(shape: tuple[int, int, int, int], device: str) -> dict:
     from torch.nn.attention import sdpa_kernel
     t, hq, hk, d = shape
@@ -88,10 +69,10 @@ def measure(shape: tuple[int, int, int, int], device: str) -> dict:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         try:
             if backend is None:
-                ms = time_ms(run, device, repeat=2, warmup=1)
+                ms = median_ms(run, device, repeat=2, warmup=1)
             else:
                 with sdpa_kernel([backend]):
-                    ms = time_ms(run, device)
+                    ms = median_ms(run, device, repeat=10, warmup=3)
         except RuntimeError as e:  # this backend does not take the shape (or is not built)
             row["backends"][name] = {"error": str(e).splitlines()[0][:120]}
             continue
