@@ -13,6 +13,7 @@
 #include "zoo/request.hpp"
 #include "zoo/safetensors.hpp"
 #include "zoo/trace.hpp"
+#include "cuda/cuda_model_util.hpp"
 #include "test_skip.hpp"
 
 namespace {
@@ -21,26 +22,7 @@ namespace fs = std::filesystem;
 
 const fs::path kFixtures = fs::path(ZOO_SOURCE_DIR) / "tests" / "fixtures";
 
-struct Loaded {
-  zoo::PluginRegistry registry;
-  std::shared_ptr<zoo::Model> model;
-};
-
-std::unique_ptr<Loaded> load_on_cuda(const fs::path& dir, std::int64_t max_context = 1024) {
-  auto loaded = std::make_unique<Loaded>();
-  loaded->registry.discover({fs::path(ZOO_BINARY_DIR) / "lib" / "zoo" / "plugins"});
-  zoo::ModelArgs args;
-  args.config = zoo::load_hf_config(dir);
-  args.weights = zoo::open_checkpoint(dir);
-  args.device = zoo::Device::parse("cuda");
-  args.dtype = zoo::DType::BF16;
-  args.max_context = max_context;
-  const auto& plugin = loaded->registry.resolve_config(args.config, (dir / "config.json").string());
-  loaded->model = loaded->registry.create_model(plugin.name, args);
-  loaded->model->load();
-  return loaded;
-}
-
+using zoo::cuda_test::load_cuda_fixture;
 
 zoo::TensorMetrics metrics(const zoo::SafetensorsFile& golden, const zoo::TraceRecorder& trace, const std::string& name,
                            bool logits) {
@@ -64,7 +46,7 @@ TEST_CASE("every fixture on CUDA matches its transformers bf16 golden", "[cuda][
     INFO("make it on the GPU host, see tests/fixtures/README.md");
     REQUIRE(fs::exists(golden_path));
     DYNAMIC_SECTION(name) {
-      auto loaded = load_on_cuda(dir);
+      auto loaded = load_cuda_fixture(dir);
       const auto golden = zoo::SafetensorsFile::open(golden_path);
       const auto prompt = loaded->model->prepare(zoo::load_request(dir / "request.json"));
       zoo::TraceRecorder trace(zoo::PointSelection::parse("*"));
@@ -87,7 +69,7 @@ TEST_CASE("every fixture on CUDA matches its transformers bf16 golden", "[cuda][
 TEST_CASE("CUDA decode steps (graph replays) equal a full re-prefill", "[cuda][parity]") {
   if (!zoo::kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
   const fs::path dir = kFixtures / "qwen3-tiny-hd64";
-  auto loaded = load_on_cuda(dir, 1024);
+  auto loaded = load_cuda_fixture(dir, 1024);
   const auto vocab = loaded->model->info().vocab_size;
   // Long enough to cross a graph bucket (256 -> 512) during decode.
   std::vector<std::int64_t> ids;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "cuda/cuda_model_util.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
@@ -139,25 +140,7 @@ namespace {
 
 const fs::path kFixtures = fs::path(ZOO_SOURCE_DIR) / "tests" / "fixtures";
 
-struct Loaded {
-  zoo::PluginRegistry registry;
-  std::shared_ptr<zoo::Model> model;
-};
-
-std::unique_ptr<Loaded> load_cuda(const fs::path& dir) {
-  auto loaded = std::make_unique<Loaded>();
-  loaded->registry.discover({fs::path(ZOO_BINARY_DIR) / "lib" / "zoo" / "plugins"});
-  zoo::ModelArgs args;
-  args.config = zoo::load_hf_config(dir);
-  args.weights = zoo::open_checkpoint(dir);
-  args.device = zoo::Device::parse("cuda");
-  args.dtype = zoo::DType::BF16;
-  args.max_context = 1024;
-  const auto& plugin = loaded->registry.resolve_config(args.config, (dir / "config.json").string());
-  loaded->model = loaded->registry.create_model(plugin.name, args);
-  loaded->model->load();
-  return loaded;
-}
+using zoo::cuda_test::load_cuda_fixture;
 
 // Drops OutputRequest::sample: the session returns logits and generate() samples on the host.
 class LogitsOnly : public zoo::Session {
@@ -180,7 +163,7 @@ class LogitsOnly : public zoo::Session {
 TEST_CASE("CUDA generate with sampling on the device equals the full-logits path", "[cuda][sampling][parity]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   const fs::path dir = kFixtures / "qwen3-tiny-hd64";
-  auto loaded = load_cuda(dir);
+  auto loaded = load_cuda_fixture(dir);
   const auto prompt = loaded->model->prepare(zoo::load_request(dir / "request.json"));
   for (const zoo::SamplingOptions& o :
        {zoo::SamplingOptions{}, zoo::SamplingOptions{.temperature = 0.8f, .top_k = 20, .top_p = 0.95f, .seed = 5},
@@ -201,7 +184,7 @@ TEST_CASE("CUDA generate with sampling on the device equals the full-logits path
 
 TEST_CASE("CUDA graph-replayed decode with device sampling picks the logits' token", "[cuda][sampling][parity]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  auto loaded = load_cuda(kFixtures / "qwen3-tiny-hd64");
+  auto loaded = load_cuda_fixture(kFixtures / "qwen3-tiny-hd64");
   const auto vocab = loaded->model->info().vocab_size;
   std::vector<std::int64_t> ids;
   for (int i = 0; i < 300; ++i) ids.push_back((i * 37 + 11) % vocab);

@@ -17,6 +17,7 @@
 #include "zoo/request.hpp"
 #include "zoo/weight_source.hpp"
 #if defined(ZOO_WITH_CUDA)
+#include "cuda/cuda_model_util.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 #endif
 
@@ -142,12 +143,7 @@ TEST_CASE("higgs tts: teacher-forced loop on CUDA matches transformers bf16 at e
   const fs::path golden = dir / "tts_loop_golden-bf16.safetensors";
   INFO("make it on the GPU host, see tests/fixtures/README.md");
   REQUIRE(fs::exists(golden));  // committed: a missing golden is a failure, not a quiet pass
-  ModelArgs args;
-  args.config = load_hf_config(dir);
-  args.weights = open_checkpoint(dir);
-  args.device = Device::parse("cuda");
-  args.dtype = DType::BF16;
-  args.max_context = 1024;
+  const ModelArgs args = cuda_test::cuda_bf16_args(dir);
   auto model = registry().create_model(registry().resolve_config(args.config, (dir / "config.json").string()).name, args);
   model->load();
   check_teacher_forced(*model, dir, golden,

@@ -17,6 +17,7 @@
 #include "zoo/trace.hpp"
 #include "zoo/weight_source.hpp"
 #if defined(ZOO_WITH_CUDA)
+#include "cuda/cuda_model_util.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 #endif
 
@@ -161,12 +162,7 @@ TEST_CASE("llama fixtures on CUDA match their transformers bf16 golden", "[llama
     const fs::path golden_path = dir / "golden-bf16.safetensors";
     if (!fs::exists(golden_path)) continue;  // made on the GPU host; see tests/fixtures/README.md
     INFO("fixture " << name);
-    ModelArgs args;
-    args.config = load_hf_config(dir);
-    args.weights = open_checkpoint(dir);
-    args.device = Device::parse("cuda");
-    args.dtype = DType::BF16;
-    args.max_context = 1024;
+    const ModelArgs args = cuda_test::cuda_bf16_args(dir);
     const auto& plugin = registry().resolve_config(args.config, (dir / "config.json").string());
     CHECK(plugin.name == "llama");
     auto model = registry().create_model(plugin.name, args);
