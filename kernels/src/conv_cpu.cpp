@@ -77,6 +77,14 @@ std::int64_t Conv1dShape::out_length() const {
   return span < 0 ? 0 : span / stride + 1;
 }
 
+std::int64_t Conv1dShape::checked_out_length() const {
+  const std::int64_t n = out_length();
+  if (n <= 0 || in_channels < 1 || out_channels < 1)
+    throw std::invalid_argument("conv1d: empty output for length " + std::to_string(length) + ", kernel " +
+                                std::to_string(kernel) + ", padding " + std::to_string(padding));
+  return n;
+}
+
 void pack_conv1d_weight(const float* weight, float* packed, const Conv1dShape& s) {
   for (std::int64_t o = 0; o < s.out_channels; ++o)
     for (std::int64_t i = 0; i < s.in_channels; ++i)
@@ -85,10 +93,7 @@ void pack_conv1d_weight(const float* weight, float* packed, const Conv1dShape& s
 }
 
 void conv1d(const float* x, const float* packed, const float* bias, float* y, const Conv1dShape& s) {
-  const std::int64_t out_len = s.out_length();
-  if (out_len <= 0 || s.in_channels < 1 || s.out_channels < 1)
-    throw std::invalid_argument("conv1d: empty output for length " + std::to_string(s.length) + ", kernel " +
-                                std::to_string(s.kernel) + ", padding " + std::to_string(s.padding));
+  const std::int64_t out_len = s.checked_out_length();
   const std::int64_t cin = s.in_channels, cout = s.out_channels, row = s.kernel * cin;
   if (s.kernel == 1 && s.stride == 1 && s.padding == 0) {
     linear(x, packed, y, out_len, cout, cin);  // a pointwise convolution is a plain linear
@@ -123,6 +128,16 @@ std::int64_t ConvTranspose1dShape::out_length() const {
   return n < 0 ? 0 : n;
 }
 
+std::int64_t ConvTranspose1dShape::checked_out_length() const {
+  if (output_padding >= std::max<std::int64_t>(stride, 1))
+    throw std::invalid_argument("conv_transpose1d: output_padding " + std::to_string(output_padding) +
+                                " must be smaller than the stride " + std::to_string(stride));
+  const std::int64_t n = out_length();
+  if (n <= 0 || in_channels < 1 || out_channels < 1)
+    throw std::invalid_argument("conv_transpose1d: empty output for length " + std::to_string(length));
+  return n;
+}
+
 void pack_conv_transpose1d_weight(const float* weight, float* packed, const ConvTranspose1dShape& s) {
   for (std::int64_t i = 0; i < s.in_channels; ++i)
     for (std::int64_t o = 0; o < s.out_channels; ++o)
@@ -132,12 +147,7 @@ void pack_conv_transpose1d_weight(const float* weight, float* packed, const Conv
 
 void conv_transpose1d(const float* x, const float* packed, const float* bias, float* y,
                       const ConvTranspose1dShape& s) {
-  if (s.output_padding >= std::max<std::int64_t>(s.stride, 1))
-    throw std::invalid_argument("conv_transpose1d: output_padding " + std::to_string(s.output_padding) +
-                                " must be smaller than the stride " + std::to_string(s.stride));
-  const std::int64_t out_len = s.out_length();
-  if (out_len <= 0 || s.in_channels < 1 || s.out_channels < 1)
-    throw std::invalid_argument("conv_transpose1d: empty output for length " + std::to_string(s.length));
+  const std::int64_t out_len = s.checked_out_length();
   const std::int64_t cin = s.in_channels, cout = s.out_channels, row = s.kernel * cout;
   std::fill_n(y, out_len * cout, 0.0f);
   const std::int64_t rows = tile_rows(row, s.length);

@@ -182,10 +182,7 @@ std::size_t conv1d_workspace_floats(const Conv1dShape& s, bool with_snake) {
 void conv1d(GemmF32& gemm, const float* x, const float* packed, const float* bias, float* y, const Conv1dShape& s,
             float* workspace, std::size_t workspace_floats, cudaStream_t stream, const float* snake_alpha,
             bool accumulate) {
-  const std::int64_t out_len = s.out_length();
-  if (out_len <= 0 || s.in_channels < 1 || s.out_channels < 1)
-    throw std::invalid_argument("conv1d: empty output for length " + std::to_string(s.length) + ", kernel " +
-                                std::to_string(s.kernel) + ", padding " + std::to_string(s.padding));
+  const std::int64_t out_len = s.checked_out_length();
   const std::int64_t cin = s.in_channels, cout = s.out_channels;
   check_workspace("conv1d", conv1d_workspace_floats(s, snake_alpha != nullptr), workspace_floats, workspace);
   const int in = static_cast<int>(cin), kernel = static_cast<int>(s.kernel), stride = static_cast<int>(s.stride),
@@ -236,12 +233,7 @@ std::size_t conv_transpose1d_workspace_floats(const ConvTranspose1dShape& s, boo
 void conv_transpose1d(GemmF32& gemm, const float* x, const float* packed, const float* bias, float* y,
                       const ConvTranspose1dShape& s, float* workspace, std::size_t workspace_floats,
                       cudaStream_t stream, const float* snake_alpha) {
-  if (s.output_padding >= std::max<std::int64_t>(s.stride, 1))
-    throw std::invalid_argument("conv_transpose1d: output_padding " + std::to_string(s.output_padding) +
-                                " must be smaller than the stride " + std::to_string(s.stride));
-  const std::int64_t out_len = s.out_length();
-  if (out_len <= 0 || s.in_channels < 1 || s.out_channels < 1)
-    throw std::invalid_argument("conv_transpose1d: empty output for length " + std::to_string(s.length));
+  const std::int64_t out_len = s.checked_out_length();
   check_workspace("conv_transpose1d", conv_transpose1d_workspace_floats(s, snake_alpha != nullptr), workspace_floats,
                   workspace);
   const float* a = x;

@@ -18,6 +18,8 @@ struct Conv1dShape {
 
   // torch: floor((length + 2 padding - dilation (kernel - 1) - 1) / stride) + 1
   std::int64_t out_length() const;
+  // out_length(), or std::invalid_argument when the shape has no output (the CPU and CUDA ops' check).
+  std::int64_t checked_out_length() const;
 };
 
 // torch Conv1d weight [out, in, kernel] -> packed [out, kernel, in] (packed must hold out*in*kernel).
@@ -34,6 +36,9 @@ struct ConvTranspose1dShape {
 
   // torch: (length - 1) stride - 2 padding + kernel + output_padding
   std::int64_t out_length() const;
+  // out_length(), or std::invalid_argument when output_padding >= max(stride, 1) or the output is
+  // empty (the CPU and CUDA ops' check).
+  std::int64_t checked_out_length() const;
 };
 
 // torch ConvTranspose1d weight [in, out, kernel] -> packed [kernel, out, in].
