@@ -26,6 +26,15 @@ std::vector<float> random_values(std::mt19937& rng, std::size_t n, float lo = -1
 
 DeviceBuffer workspace_for(std::size_t floats) { return DeviceBuffer(std::max<std::size_t>(floats, 1) * sizeof(float)); }
 
+// The device result `got` (synchronized) against the CPU op's `want`: relative L2 <= kRelL2 and
+// every element within 1e-4 absolute + 1e-4 relative.
+void check_matches_cpu(const DeviceBuffer& got, const std::vector<float>& want) {
+  const auto cmp = compare(download<float>(got, want.size()), want, 1e-4, 1e-4);
+  INFO(cmp.str());
+  CHECK(cmp.rel_l2() <= kRelL2);
+  CHECK(cmp.ok());
+}
+
 }  // namespace
 
 TEST_CASE("conv1d on CUDA matches the CPU op: strides, dilations, padding, Snake, accumulate", "[cuda][conv_cuda]") {
@@ -71,11 +80,7 @@ TEST_CASE("conv1d on CUDA matches the CPU op: strides, dilations, padding, Snake
         conv1d(gemm, dx.as<float>(), dw.as<float>(), db.as<float>(), dy.as<float>(), s, ws.as<float>(), ws_floats,
                stream, with_snake ? da.as<float>() : nullptr, accumulate);
         stream.synchronize();
-        const auto got = download<float>(dy, want.size());
-        const auto cmp = compare(got, want, 1e-4, 1e-4);
-        INFO(cmp.str());
-        CHECK(cmp.rel_l2() <= kRelL2);
-        CHECK(cmp.ok());
+        check_matches_cpu(dy, want);
       }
     }
   }
@@ -120,11 +125,7 @@ TEST_CASE("conv_transpose1d on CUDA matches the CPU op: strides 2-8, output_padd
       conv_transpose1d(gemm, dx.as<float>(), dw.as<float>(), db.as<float>(), dy.as<float>(), s, ws.as<float>(),
                        ws_floats, stream, with_snake ? da.as<float>() : nullptr);
       stream.synchronize();
-      const auto got = download<float>(dy, want.size());
-      const auto cmp = compare(got, want, 1e-4, 1e-4);
-      INFO(cmp.str());
-      CHECK(cmp.rel_l2() <= kRelL2);
-      CHECK(cmp.ok());
+      check_matches_cpu(dy, want);
     }
   }
 }
