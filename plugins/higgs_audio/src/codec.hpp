@@ -82,8 +82,9 @@ class Codec {
   std::vector<TensorRequirement> requirements() const;
   void load();
   bool loaded() const { return loaded_; }
-  // codes [frames, num_quantizers], row-major; codes >= codebook_size map to 0 (the reference's
-  // cleanup of BOC/EOC), negative codes throw InputError.
+  // codes [frames, num_quantizers], row-major, already checked by check_codes (the CodeDecoder
+  // checks a whole sequence once, before its pieces); codes >= codebook_size map to 0 (the
+  // reference's cleanup of BOC/EOC).
   std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook = nullptr) const;
   // The loaded float32 weights (what a device backend uploads), and a way to drop them after.
   const CodecWeights& weights() const { return w_; }
@@ -130,7 +131,7 @@ std::vector<float> decode_in_pieces(const std::function<std::vector<float>(const
 class CodecRunner {
  public:
   virtual ~CodecRunner() = default;
-  // As Codec::decode (codes already checked by check_codes).
+  // As Codec::decode.
   virtual std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) = 0;
 };
 
