@@ -71,7 +71,6 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
     const std::int64_t T = cs.tokens, D = cs.head_dim, cache_len = cs.start + T + 3;  // unused tail rows too
     const auto in = make_inputs(rng, T, cs.start, cache_len, cs.q_heads, cs.kv_heads, cs.head_dim);
     DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(T * cs.q_heads * D * 2);
-    dout.fill_bytes(0xff);  // NaN poison: every output must be written
     PrefillAttentionArgs a;
     a.q = dq.as<Bf16>();
     a.k_cache = dk.as<Bf16>();
@@ -82,9 +81,21 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
     a.q_heads = cs.q_heads;
     a.kv_heads = cs.kv_heads;
     a.head_dim = cs.head_dim;
-    attention_prefill(a, stream);
-    stream.synchronize();
-    check_attention(dout, in.ref);
+    // head_dim 128 has two tile shapes (64 or 128 queries per block, picked by the grid size):
+    // ZOO_PREFILL_ROWS forces each in turn.
+    for (const char* rows : {"", "64", "128"}) {
+      INFO("ZOO_PREFILL_ROWS=" << rows);
+      if (*rows) {
+        ::setenv("ZOO_PREFILL_ROWS", rows, 1);
+      } else {
+        ::unsetenv("ZOO_PREFILL_ROWS");
+      }
+      dout.fill_bytes(0xff);  // NaN poison: every output must be written
+      attention_prefill(a, stream);
+      stream.synchronize();
+      check_attention(dout, in.ref);
+    }
+    ::unsetenv("ZOO_PREFILL_ROWS");
   }
 }
 

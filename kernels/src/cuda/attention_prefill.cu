@@ -2,12 +2,18 @@
 // warp owns 16 query rows; K and V tiles of BC keys stream through shared memory with cp.async
 // (the next K tile loads during softmax and P@V, the V tile during Q@K^T); scores and the
 // online softmax stay in registers.
+//
+// Tile shapes per head_dim come from a sweep on the H200 (docs/performance.md, "Prefill attention
+// tiles"): two resident blocks per SM pay where one block's softmax overlaps the other's MMAs
+// (head_dim 64; 128 on long prompts, with Q read from shared memory to fit the registers), and
+// 64-query tiles where 128-query tiles would leave SMs idle.
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "attention_common.cuh"
 #include "zoo/kernels/cuda/attention.hpp"
+#include "zoo/kernels/env.hpp"
 
 namespace zoo::kernels::cuda {
 namespace {
@@ -33,8 +39,8 @@ struct PrefillConfig {
   static constexpr int kSmem = kQBytes + 2 * kKVBytes;
 };
 
-template <int D, int WARPS, int BC, bool Q_REGS>
-__global__ void __launch_bounds__(32 * WARPS, 1) attention_prefill_kernel(PrefillParams p) {
+template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS>
+__global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kernel(PrefillParams p) {
   using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
   constexpr int BR = Cfg::kBR, NT = Cfg::kThreads;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -136,10 +142,10 @@ __global__ void __launch_bounds__(32 * WARPS, 1) attention_prefill_kernel(Prefil
   }
 }
 
-template <int D, int WARPS, int BC, bool Q_REGS>
+template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS>
 void launch_prefill(const PrefillParams& p, cudaStream_t stream) {
   using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
-  auto kernel = attention_prefill_kernel<D, WARPS, BC, Q_REGS>;
+  auto kernel = attention_prefill_kernel<D, WARPS, BC, Q_REGS, MIN_BLOCKS>;
   allow_dynamic_smem(kernel, Cfg::kSmem);
   const std::int64_t q_tiles = (p.tokens + Cfg::kBR - 1) / Cfg::kBR;
   if (q_tiles > 65535) throw std::invalid_argument("attention_prefill: too many tokens for one launch");
@@ -149,6 +155,19 @@ void launch_prefill(const PrefillParams& p, cudaStream_t stream) {
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }
+
+// head_dim 128: 128-query tiles (8 warps, two blocks per SM) when they give every SM at least four
+// blocks, else 64-query tiles (4 warps) so that short prompts still spread over the GPU.
+// ZOO_PREFILL_ROWS=64|128 forces one (tests, A/B runs); both give bitwise equal results (same key
+// tiles, same order per row).
+bool wide_tiles_128(const PrefillParams& p) {
+  if (const auto rows = env_int("ZOO_PREFILL_ROWS", 64, 128)) {
+    if (*rows != 64 && *rows != 128) throw std::invalid_argument("ZOO_PREFILL_ROWS must be 64 or 128");
+    return *rows == 128;
+  }
+  const std::int64_t blocks = (p.tokens + 127) / 128 * p.q_heads;
+  return blocks >= 4 * static_cast<std::int64_t>(device_properties().multiprocessors);
+}
 
 }  // namespace
 
@@ -179,9 +198,15 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(D));
   p.scale_log2 = scale * 1.4426950408889634f;
   switch (a.head_dim) {
-    case 64: launch_prefill<64, 8, 64, true>(p, stream); break;
-    case 128: launch_prefill<128, 8, 64, true>(p, stream); break;
-    default: launch_prefill<256, 4, 32, false>(p, stream); break;
+    case 64: launch_prefill<64, 8, 64, true, 2>(p, stream); break;
+    case 128:
+      if (wide_tiles_128(p)) {
+        launch_prefill<128, 8, 64, false, 2>(p, stream);
+      } else {
+        launch_prefill<128, 4, 64, true, 1>(p, stream);
+      }
+      break;
+    default: launch_prefill<256, 4, 32, false, 1>(p, stream); break;
   }
 }
 
