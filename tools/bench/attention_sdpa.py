@@ -5,7 +5,8 @@ numbers come from one GPU run (issue 12: the attention kernel alone against torc
 
     python3 tools/bench/attention_sdpa.py [--json] [--device cuda] [--shapes T:Hq:Hk:D,...]
 
-Each shape is timed with every SDPA backend torch offers for it (flash, cuDNN, memory-efficient:
+Each shape is timed with torch's default backend choice (what transformers' "sdpa" attention
+gets) and with every SDPA backend torch offers for it (flash, cuDNN, memory-efficient:
 `torch.nn.attention.sdpa_kernel`), bf16, q [1, Hq, T, D] and k/v [1, Hk, T, D] with GQA
 (`enable_gqa`), `is_causal=True`; median of 10 after 3 warm-ups, CUDA events. The best backend
 is the baseline to beat; all are printed. FLOPs are counted as in bench_test.cpp: query i sees
@@ -63,13 +64,15 @@ def measure(shape: tuple[int, int, int, int], device: str) -> dict:
     k = torch.randn(1, hk, t, d, device=device, dtype=dtype, generator=gen)
     v = torch.randn(1, hk, t, d, device=device, dtype=dtype, generator=gen)
     row = {"tokens": t, "q_heads": hq, "kv_heads": hk, "head_dim": d, "backends": {}}
-    candidates = backends() if device.startswith("cuda") else [("default", None)]
+    cuda = device.startswith("cuda")
+    # "default" is torch's own pick, i.e. what transformers' sdpa attention gets; then each backend.
+    candidates = [("default", None)] + (backends() if cuda else [])
     for name, backend in candidates:
         def run():
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         try:
             if backend is None:
-                ms = median_ms(run, device, repeat=2, warmup=1)
+                ms = median_ms(run, device, repeat=10 if cuda else 2, warmup=3 if cuda else 1)
             else:
                 with sdpa_kernel([backend]):
                     ms = median_ms(run, device, repeat=10, warmup=3)
