@@ -248,6 +248,9 @@ TEST_CASE("attention_decode: one workspace serves many calls (split merges leave
         big_v.fill_bytes(0xff);
         ZOO_CUDA_CHECK(cudaMemcpy(big_k.data(), dk.data(), dk.size(), cudaMemcpyDeviceToDevice));
         ZOO_CUDA_CHECK(cudaMemcpy(big_v.data(), dv.data(), dv.size(), cudaMemcpyDeviceToDevice));
+        // A device-to-device cudaMemcpy may return before the copy is done, and `stream` (non-blocking)
+        // does not wait for the legacy stream: without this the kernel can read the 0xff fill (NaN).
+        ZOO_CUDA_CHECK(cudaStreamSynchronize(nullptr));
         a.k_cache = big_k.as<Bf16>();
         a.v_cache = big_v.as<Bf16>();
       }
