@@ -77,21 +77,35 @@ __device__ __forceinline__ void cluster_merge(const float* s_out, const float* s
                                               int kv_head, const DecodeParams& p, int threads) {
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
+  // The peers' log-sum-exps, gathered once per row into local shared memory: remote reads are
+  // ~200 cycles each, so every one that can be in flight at the same time is.
+  __shared__ float s_peer_lse[16][kMaxClusterSplits];
   cluster.sync();
   const int size = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  for (int i = threadIdx.x; i < rows_here * size; i += threads)
+    s_peer_lse[i / size][i % size] = cluster.map_shared_rank(s_lse, i % size)[i / size];
+  __syncthreads();
   const int dims = (D + size - 1) / size;  // the last slice is short when size does not divide D
   for (int idx = threadIdx.x; idx < rows_here * dims; idx += threads) {
     const int r = idx / dims, d = rank * dims + idx % dims;
     if (d >= D) continue;
     float mx = -INFINITY;
-    for (int b = 0; b < size; ++b) mx = fmaxf(mx, cluster.map_shared_rank(s_lse, b)[r]);
+    for (int b = 0; b < size; ++b) mx = fmaxf(mx, s_peer_lse[r][b]);
     const float base = mx == -INFINITY ? 0.0f : mx;
+    // All remote values first (independent loads), then the sum in peer order. A peer with no
+    // mass (an idle split) is skipped: its output was never written.
+    float f[kMaxClusterSplits], x[kMaxClusterSplits];
+#pragma unroll
+    for (int b = 0; b < kMaxClusterSplits; ++b) {
+      f[b] = b < size ? exp2f(s_peer_lse[r][b] - base) : 0.0f;
+      x[b] = f[b] > 0.0f ? cluster.map_shared_rank(s_out, b)[r * D + d] : 0.0f;
+    }
     float acc = 0.0f, sum = 0.0f;
-    for (int b = 0; b < size; ++b) {
-      const float f = exp2f(cluster.map_shared_rank(s_lse, b)[r] - base);
-      if (f > 0.0f) {
-        acc += f * cluster.map_shared_rank(s_out, b)[r * D + d];
-        sum += f;
+#pragma unroll
+    for (int b = 0; b < kMaxClusterSplits; ++b) {
+      if (f[b] > 0.0f) {
+        acc += f[b] * x[b];
+        sum += f[b];
       }
     }
     const int row = row_group * 16 + r;
@@ -259,10 +273,9 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     }
   }
   __syncthreads();
-  for (int idx = tid; idx < 16 * D; idx += Cfg::kThreads) {
+  for (int idx = tid; idx < rows_here * D; idx += Cfg::kThreads) {
     const int r = idx / D, d = idx % D;
     const int row = row_group * 16 + r;
-    if (row >= rows) continue;
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kDecodeWarps; ++w) mx = fmaxf(mx, sM[w * 16 + r]);
