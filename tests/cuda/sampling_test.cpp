@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
+#include <tuple>
 
 #include "cuda/cuda_model_util.hpp"
 #include "cuda/cuda_test_util.hpp"
@@ -33,13 +35,14 @@ struct DeviceSampler {
         workspace(sample_workspace_bytes(n_)) {
     workspace.fill_bytes(0);
   }
-  SampleOutput run(const std::vector<float>& row, const zoo::SampleRequest& r) {
+  // mode: the one the decoder would take (sample_mode) unless given.
+  SampleOutput run(const std::vector<float>& row, const zoo::SampleRequest& r, std::optional<SampleMode> mode = {}) {
     REQUIRE(static_cast<std::int64_t>(row.size()) == n);
     logits.upload(row.data(), row.size() * 4);
     const SampleParams p{r.u, r.temperature, r.top_k, r.top_p, 0};
     params.upload(&p, sizeof p);
-    sample_row(logits.as<float>(), n, r.temperature == 0.0f, params.as<SampleParams>(), out.as<SampleOutput>(),
-               workspace.data(), workspace.size(), stream);
+    sample_row(logits.as<float>(), n, mode.value_or(sample_mode(r.temperature, r.top_k)), params.as<SampleParams>(),
+               out.as<SampleOutput>(), workspace.data(), workspace.size(), stream);
     stream.synchronize();
     SampleOutput o;
     out.download(&o, sizeof o);
@@ -77,20 +80,25 @@ TEST_CASE("sample_row picks the host reference's id for the same logits and draw
       {.temperature = 0.6f, .top_k = 20, .top_p = 0.95f},
       {.temperature = 1.0f, .top_k = 50, .top_p = 0.1f},
       {.temperature = 0.05f, .top_k = 0, .top_p = 1.0f},
+      {.temperature = 1.0f, .top_k = kSampleSelectMaxK},
+      {.temperature = 0.9f, .top_k = kSampleSelectMaxK + 1, .top_p = 0.9f},
   };
-  int rows = 0, moved = 0;
+  int rows = 0, moved = 0, selected = 0;
   for (std::int64_t n : {151936, 1, 7, 1000, 4097, 65537}) {
     DeviceSampler dev(n);
-    for (int kind = 0; kind < 4; ++kind) {
+    for (int kind = 0; kind < 5; ++kind) {
       // 0: spread normal logits (scale 4); 1: bf16-rounded small integers (many ties);
-      // 2: normal with a quarter masked (-inf); 3: one sharp peak over a flat floor.
+      // 2: normal with a quarter masked (-inf); 3: one sharp peak over a flat floor; 4: a narrow
+      // band (the top-k select needs more than its first histogram).
       std::vector<float> row(static_cast<std::size_t>(n));
       std::uniform_int_distribution<int> small(0, 12);
+      std::uniform_real_distribution<float> band(8.0f, 8.5f);
       for (std::int64_t i = 0; i < n; ++i) {
         float v = 4.0f * normal(rng);
         if (kind == 1) v = static_cast<float>(small(rng));
         if (kind == 2 && (i % 4 == 1)) v = -INFINITY;
         if (kind == 3) v = i == n / 2 ? 12.0f : zoo::round_to_bf16(0.01f * normal(rng));
+        if (kind == 4) v = band(rng);
         row[static_cast<std::size_t>(i)] = v;
       }
       if (kind == 1 && n > 3) row[2] = row[1] = 13.0f;  // a tie at the top
@@ -103,6 +111,10 @@ TEST_CASE("sample_row picks the host reference's id for the same logits and draw
           const zoo::SampledToken want = zoo::sample_logits(row, r);
           const SampleOutput got = dev.run(row, r);
           check_same(got, want);
+          if (sample_mode(r.temperature, r.top_k) == SampleMode::select) {
+            check_same(dev.run(row, r, SampleMode::sort), want);  // both paths take any top-k
+            ++selected;
+          }
           ++rows;
           moved += want.id != zoo::sample_logits(row, {}).id;
         }
@@ -111,6 +123,42 @@ TEST_CASE("sample_row picks the host reference's id for the same logits and draw
   }
   INFO(rows << " rows");
   CHECK(moved > rows / 10);  // sampling does leave the argmax
+  CHECK(selected > rows / 3);
+}
+
+TEST_CASE("sample_row's top-k keeps the lower indices among ties at the k-th value", "[cuda][sampling]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const std::int64_t n = 151936;
+  DeviceSampler dev(n);
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::int64_t> position(0, n - 1);
+  std::uniform_real_distribution<float> low(-4.0f, 1.0f);
+  // `above` entries at 6, `tied` at 5 (at random places), the rest below 1 (or all at 5): the
+  // k-th value is 5 and only the lowest indices among the 5s survive. Equal masses spread the
+  // draws over the survivors, so a wrong one is picked by some draw.
+  for (const auto& [above, tied, top_k] :
+       {std::tuple{0, 30, 20}, std::tuple{10, 30, 20}, std::tuple{19, 5000, 20}, std::tuple{0, 5000, 50},
+        std::tuple{1000, 3000, kSampleSelectMaxK}, std::tuple{0, 5000, kSampleSelectMaxK},
+        std::tuple{100, 5000, kSampleSelectMaxK + 1}, std::tuple{0, static_cast<int>(n), 50}}) {
+    INFO("above " << above << " tied " << tied << " top_k " << top_k);
+    std::vector<float> row(static_cast<std::size_t>(n));
+    if (tied == n) {
+      std::fill(row.begin(), row.end(), 5.0f);
+    } else {
+      for (auto& v : row) v = low(rng);
+      for (int placed = 0; placed < above + tied;) {
+        float& v = row[static_cast<std::size_t>(position(rng))];
+        if (v < 2.0f) v = placed++ < above ? 6.0f : 5.0f;
+      }
+    }
+    for (int d = 0; d < 20; ++d) {
+      const zoo::SampleRequest r{.temperature = 1.0f, .top_k = top_k, .u = d / 20.0};
+      INFO("u " << r.u);
+      const zoo::SampledToken want = zoo::sample_logits(row, r);
+      check_same(dev.run(row, r), want);
+      check_same(dev.run(row, r, SampleMode::sort), want);
+    }
+  }
 }
 
 TEST_CASE("sample_row reports NaN, +inf and all -inf rows like the host reference", "[cuda][sampling]") {
@@ -218,38 +266,52 @@ TEST_CASE("CUDA graph-replayed decode with device sampling picks the logits' tok
   CHECK(sampled->position() == static_cast<std::int64_t>(ids.size()));
 }
 
-// Not run by default: device time per sample_row call over a 151936 row (events around 200 calls).
+// Not run by default: device time per sample_row call over a 151936 row (one call captured in a
+// graph, events around 200 replays); top-k requests both by the select and by the full sort.
 TEST_CASE("sample_row timing", "[.sampling_bench]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   const std::int64_t n = 151936;
   DeviceSampler dev(n);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  std::vector<float> row(n);
-  for (auto& v : row) v = normal(rng);
-  for (const zoo::SampleRequest& r :
-       {zoo::SampleRequest{}, zoo::SampleRequest{.temperature = 0.7f, .top_k = 50, .u = 0.5},
-        zoo::SampleRequest{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .u = 0.5},
-        zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .u = 0.5},
-        zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .u = 0.5}}) {
-    dev.run(row, r);  // warm up, and sets params
-    // As in a decode graph: one call captured, replayed (host launch costs out of the picture).
-    CudaGraph graph;
-    graph.begin_capture(dev.stream);
-    sample_row(dev.logits.as<float>(), n, r.temperature == 0.0f, dev.params.as<SampleParams>(),
-               dev.out.as<SampleOutput>(), dev.workspace.data(), dev.workspace.size(), dev.stream);
-    graph.end_capture(dev.stream);
-    graph.launch(dev.stream);
-    Event start(true), stop(true);
-    start.record(dev.stream);
-    const int calls = 200;
-    for (int i = 0; i < calls; ++i) graph.launch(dev.stream);
-    stop.record(dev.stream);
-    stop.synchronize();
-    SampleOutput o;
-    dev.out.download(&o, sizeof o);
-    CHECK(o.id == zoo::sample_logits(row, r).id);  // replays leave the workspace as they found it
-    std::printf("sample_row n=%lld T=%.2f top_k=%d top_p=%.2f: %.2f us per graph replay\n", static_cast<long long>(n),
-                r.temperature, r.top_k, r.top_p, 1e3 * Event::elapsed_ms(start, stop) / calls);
+  std::uniform_int_distribution<int> small(0, 12);
+  std::vector<float> spread(n), ints(n);
+  for (auto& v : spread) v = normal(rng);
+  for (auto& v : ints) v = static_cast<float>(small(rng));  // ~11700 ties at the top value
+  const char* names[] = {"greedy", "select", "sort"};
+  for (const auto& [row, r] :
+       {std::pair{&spread, zoo::SampleRequest{}},
+        std::pair{&spread, zoo::SampleRequest{.temperature = 0.7f, .top_k = 50, .u = 0.5}},
+        std::pair{&spread, zoo::SampleRequest{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .u = 0.5}},
+        std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = 1000, .u = 0.5}},
+        std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = kSampleSelectMaxK, .u = 0.5}},
+        std::pair{&ints, zoo::SampleRequest{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .u = 0.5}},
+        std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .u = 0.5}},
+        std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .u = 0.5}}}) {
+    const SampleMode natural = sample_mode(r.temperature, r.top_k);
+    std::vector<SampleMode> modes{natural};
+    if (natural == SampleMode::select) modes.push_back(SampleMode::sort);
+    for (const SampleMode mode : modes) {
+      dev.run(*row, r, mode);  // warm up, and sets params
+      // As in a decode graph: one call captured, replayed (host launch costs out of the picture).
+      CudaGraph graph;
+      graph.begin_capture(dev.stream);
+      sample_row(dev.logits.as<float>(), n, mode, dev.params.as<SampleParams>(), dev.out.as<SampleOutput>(),
+                 dev.workspace.data(), dev.workspace.size(), dev.stream);
+      graph.end_capture(dev.stream);
+      graph.launch(dev.stream);
+      Event start(true), stop(true);
+      start.record(dev.stream);
+      const int calls = 200;
+      for (int i = 0; i < calls; ++i) graph.launch(dev.stream);
+      stop.record(dev.stream);
+      stop.synchronize();
+      SampleOutput o;
+      dev.out.download(&o, sizeof o);
+      CHECK(o.id == zoo::sample_logits(*row, r).id);  // replays leave the workspace as they found it
+      std::printf("sample_row n=%lld %s T=%.2f top_k=%d top_p=%.2f %s: %.2f us per graph replay\n",
+                  static_cast<long long>(n), row == &ints ? "ints" : "spread", r.temperature, r.top_k, r.top_p,
+                  names[static_cast<int>(mode)], 1e3 * Event::elapsed_ms(start, stop) / calls);
+    }
   }
 }

@@ -1,4 +1,5 @@
 // Per-row reductions over logits: argmax, log-softmax, top-k, and sampling a token.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <stdexcept>
@@ -167,19 +168,39 @@ __global__ void __launch_bounds__(kTopKThreads)
 }
 
 // ---- sampling ----------------------------------------------------------------------------------
-// Three steps (zoo::sample_logits is the reference): `prep` checks the row and either takes the
-// greedy argmax or writes the scaled candidates; a stable descending radix sort orders them (ties
-// keep the lower index first); `pick` sums the masses of the kept prefix per segment, then the
-// last block finds the top-p crossing and the draw's crossing inside one segment each. Each
-// kernel's blocks leave partial results in the workspace; the last block to finish (a ticket
-// counter it resets) combines them, so one launch does the whole step.
+// zoo::sample_logits is the reference. `prep` checks the row and either takes the greedy argmax or
+// forms the candidates' keys (x / T, NaN as -inf, -0 as +0). Then, by the mode:
+//  - sort: a stable descending radix sort (cub) orders all of them (ties keep the lower index
+//    first) and `pick` sums the masses of the kept prefix per segment; its last block finds the
+//    top-p crossing and the draw's crossing inside one segment each.
+//  - select (top-k <= kSampleSelectMaxK): a candidate is a 64-bit word, its key's order bits above
+//    its inverted index, so words are distinct and rank as the host ranks (larger key first, ties
+//    to the lower index). A radix select narrows down the words that can be among the k largest:
+//    `prep` histograms their top 12 bits and keeps the words in or above the bin of the k-th;
+//    while those are more than one block sorts (a narrow band of keys, or ties across the k-th)
+//    the next 12 bits of the ones in that bin are histogrammed, by one block (rare rows). `select`
+//    gathers the survivors into the workspace and its last block sorts them in shared memory and
+//    picks among the first k.
+// Each kernel's blocks leave partial results in the workspace; the last block to finish (a ticket
+// counter it resets) combines them, so one launch does its whole step.
 constexpr int kSampleThreads = 256;
 constexpr int kPrepBlocksMax = 256;
 constexpr int kPickBlocks = 128;
+constexpr int kSelectThreads = 1024;
+constexpr int kSelectItems = 4;
+constexpr int kSelectCap = kSelectThreads * kSelectItems;  // words one block sorts
+constexpr int kSelectBlocksMax = 128;
+constexpr int kDigitBits = 12;
+constexpr int kDigitBins = 1 << kDigitBits;
+static_assert(kSampleSelectMaxK <= kSelectThreads * 2 && kSampleSelectMaxK <= kSelectCap);
+
+using Word = unsigned long long;
 
 struct SampleTickets {
   unsigned int prep;
   unsigned int pick;
+  unsigned int select;
+  unsigned int gathered;  // words gathered by `select` so far
 };
 struct PrepPartial {
   float best_v;
@@ -187,10 +208,21 @@ struct PrepPartial {
   std::int32_t bad;  // INT_MAX: none
   std::int32_t unmasked;
 };
+// Where the radix select stands: the survivors are the words w with (w >> shift) >= prefix,
+// `count` of them (>= k), `above` of which (< k) have (w >> shift) > prefix.
+struct SelectState {
+  Word prefix;
+  int shift;
+  int count;
+  int above;
+  int k;
+};
 
 // The pieces of the workspace (offsets aligned for the sort).
 struct SampleLayout {
-  std::size_t tickets, partials, segments, keys_in, keys_out, idx_in, idx_out, sort_temp, sort_bytes, total;
+  std::size_t tickets, partials, segments, keys_in, keys_out, idx_in, idx_out, sort_temp, sort_bytes, hist, state,
+      words, total;
+  int index_bits;  // the bits of an index in a word
 };
 constexpr std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 SampleLayout sample_layout(std::int64_t n) {
@@ -215,12 +247,46 @@ SampleLayout sample_layout(std::int64_t n) {
                                                           static_cast<std::int32_t*>(nullptr), static_cast<int>(n)));
   l.sort_bytes = sort_bytes;
   l.sort_temp = take(sort_bytes);
+  l.hist = take(sizeof(unsigned) * kDigitBins);
+  l.state = take(sizeof(SelectState));
+  l.words = take(sizeof(Word) * kSelectCap);
   l.total = at;
+  while (l.index_bits < 31 && (std::int64_t{1} << l.index_bits) < n) ++l.index_bits;
   return l;
 }
 
 // The host's ranking value: NaN ranks as -inf.
 __device__ __forceinline__ float rank_value(float x) { return isnan(x) ? -INFINITY : x; }
+
+// A candidate's key as the host forms it: float32 division; + 0 makes -0 equal +0 for the radix
+// order (the host's comparison already treats them as equal, ties to the lower index).
+__device__ __forceinline__ float sample_key(float x, float temperature) {
+  return __fadd_rn(__fdiv_rn(rank_value(x), temperature), 0.0f);
+}
+
+// Bits of a float that order as the float does (no NaN here; -0 is gone).
+__device__ __forceinline__ unsigned order_bits(float f) {
+  const unsigned u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float from_order_bits(unsigned o) {
+  return __uint_as_float((o & 0x80000000u) ? (o & 0x7fffffffu) : ~o);
+}
+// key's order bits, then (2^index_bits - 1 - index): a larger word ranks first, as the host ranks.
+__device__ __forceinline__ Word make_word(float key, int i, int index_bits) {
+  const Word mask = (Word{1} << index_bits) - 1;
+  return (static_cast<Word>(order_bits(key)) << index_bits) | (mask - static_cast<Word>(i));
+}
+__device__ __forceinline__ float word_key(Word w, int index_bits) {
+  return from_order_bits(static_cast<unsigned>(w >> index_bits));
+}
+__device__ __forceinline__ int word_index(Word w, int index_bits) {
+  const Word mask = (Word{1} << index_bits) - 1;
+  return static_cast<int>(mask - (w & mask));
+}
+__device__ __forceinline__ int select_k(const SampleParams& p, int n) {
+  return min(min(max(p.top_k, 1), kSampleSelectMaxK), n);
+}
 
 __device__ __forceinline__ bool greedy_before(float av, std::int32_t ai, float bv, std::int32_t bi) {
   return av > bv || (av == bv && ai < bi);
@@ -267,31 +333,83 @@ __device__ bool last_block(unsigned int* ticket) {
   return last;
 }
 
+// Of `bins` counts (ranked from the highest bin down), the bin holding the r-th word (1-based):
+// the words in the bins above it (`above` < r) and in it (`count` >= r - above). Run by one whole
+// block of Threads threads.
+struct Bucket {
+  int bin, above, count;
+};
+template <int Threads>
+using BucketScan = cub::BlockScan<int, Threads>;
+template <int Threads>
+__device__ Bucket find_bucket(const unsigned* hist, int bins, int r,
+                              typename BucketScan<Threads>::TempStorage& scan_temp) {
+  __shared__ Bucket result;
+  const int per = (bins + Threads - 1) / Threads;
+  const int j0 = min(static_cast<int>(threadIdx.x) * per, bins), j1 = min(j0 + per, bins);
+  int local = 0;
+  for (int j = j0; j < j1; ++j) local += static_cast<int>(hist[bins - 1 - j]);
+  int before = 0;
+  BucketScan<Threads>(scan_temp).ExclusiveSum(local, before);
+  if (before < r && r <= before + local) {  // exactly one thread
+    int c = before;
+    for (int j = j0; j < j1; ++j) {
+      const int h = static_cast<int>(hist[bins - 1 - j]);
+      if (c + h >= r) {
+        result = {bins - 1 - j, c, h};
+        break;
+      }
+      c += h;
+    }
+  }
+  __syncthreads();
+  const Bucket b = result;
+  __syncthreads();
+  return b;
+}
+
+template <SampleMode Mode>
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_prep_kernel(const float* __restrict__ x, int n, bool greedy, const SampleParams* __restrict__ params,
+    sample_prep_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
                        SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+  constexpr bool greedy = Mode == SampleMode::greedy, select = Mode == SampleMode::select;
   __shared__ PrepPartial scratch[32];
+  __shared__ unsigned hist[select ? kDigitBins : 1];  // select: the block's counts of the top 12 bits
+  __shared__ typename BucketScan<kSampleThreads>::TempStorage bucket_temp;
   auto* partials = reinterpret_cast<PrepPartial*>(ws + l.partials);
   auto* keys = reinterpret_cast<float*>(ws + l.keys_in);
   auto* idx = reinterpret_cast<std::int32_t*>(ws + l.idx_in);
+  auto* grid_hist = reinterpret_cast<unsigned*>(ws + l.hist);
   const float temperature = greedy ? 1.0f : params->temperature;
+  if constexpr (select) {
+    for (int b = threadIdx.x; b < kDigitBins; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+  }
   PrepPartial mine{-INFINITY, INT_MAX, INT_MAX, 0};
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     const float v = x[i];
     if (isnan(v) || v == INFINITY) mine.bad = min(mine.bad, i);
     if (v != -INFINITY) ++mine.unmasked;
-    const float r = rank_value(v);
-    if (greedy) {
+    if constexpr (greedy) {
+      const float r = rank_value(v);
       if (greedy_before(r, i, mine.best_v, mine.best_i)) {
         mine.best_v = r;
         mine.best_i = i;
       }
     } else {
-      // As the host: float32 division; + 0 makes -0 equal +0 for the radix order (the host's
-      // comparison already treats them as equal, ties to the lower index).
-      keys[i] = __fadd_rn(__fdiv_rn(r, temperature), 0.0f);
-      idx[i] = i;
+      const float key = sample_key(v, temperature);
+      if constexpr (select) {
+        atomicAdd(&hist[order_bits(key) >> (32 - kDigitBits)], 1u);  // select reads x again
+      } else {
+        keys[i] = key;
+        idx[i] = i;
+      }
     }
+  }
+  if constexpr (select) {
+    __syncthreads();
+    for (int b = threadIdx.x; b < kDigitBins; b += blockDim.x)
+      if (hist[b] != 0) atomicAdd(&grid_hist[b], hist[b]);
   }
   mine = block_combine(mine, scratch);
   if (threadIdx.x == 0) partials[blockIdx.x] = mine;
@@ -308,6 +426,19 @@ __global__ void __launch_bounds__(kSampleThreads)
       out->logit = x[all.best_i];
     }
   }
+  if constexpr (select) {
+    // The bin of the k-th word's top 12 bits; the grid's histogram is left zeroed for the next call.
+    for (int b = threadIdx.x; b < kDigitBins; b += blockDim.x) {
+      hist[b] = __ldcg(&grid_hist[b]);
+      grid_hist[b] = 0;
+    }
+    __syncthreads();
+    const int k = select_k(*params, n);
+    const Bucket b = find_bucket<kSampleThreads>(hist, kDigitBins, k, bucket_temp);
+    if (threadIdx.x == 0)
+      *reinterpret_cast<SelectState*>(ws + l.state) =
+          SelectState{static_cast<Word>(b.bin), 32 + l.index_bits - kDigitBits, b.above + b.count, b.above, k};
+  }
 }
 
 // The first index i < limit (in sorted order) whose cumulative mass passes `target`
@@ -321,18 +452,14 @@ __device__ Crossing find_crossing(const float* keys, double top, const double* s
                                   double target, bool inclusive) {
   using Scan = cub::BlockScan<double, kSampleThreads>;
   __shared__ typename Scan::TempStorage scan_temp;
-  __shared__ int segment;
-  __shared__ int found_i[kSampleThreads];
-  __shared__ double found_c[kSampleThreads];
+  __shared__ int segment, first;
+  __shared__ Crossing result;
   auto passes = [&](double c) { return inclusive ? c >= target : c > target; };
-  if (threadIdx.x == 0) {
-    segment = -1;
-    for (int j = 0; j < segments && j * seg < limit; ++j)
-      if (passes(sums[j + 1]) || (j + 1) * seg >= limit) {
-        segment = j;
-        break;
-      }
-  }
+  if (threadIdx.x == 0) segment = first = INT_MAX;
+  __syncthreads();
+  // The first segment that reaches the target, or the last one before limit.
+  for (int j = threadIdx.x; j < segments; j += blockDim.x)
+    if (j * seg < limit && (passes(sums[j + 1]) || (j + 1) * seg >= limit)) atomicMin(&segment, j);
   __syncthreads();
   const int s0 = segment * seg, s1 = min(s0 + seg, limit);
   const int per = (s1 - s0 + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
@@ -342,28 +469,23 @@ __device__ Crossing find_crossing(const float* keys, double top, const double* s
   double before = 0, segment_mass = 0;
   Scan(scan_temp).ExclusiveSum(local, before, segment_mass);
   double c = sums[segment] + before;
-  found_i[threadIdx.x] = INT_MAX;
+  int found = INT_MAX;
   for (int i = b0; i < b1; ++i) {
     c += exp(static_cast<double>(keys[i]) - top);
     if (passes(c)) {
-      found_i[threadIdx.x] = i;
-      found_c[threadIdx.x] = c;
+      found = i;
       break;
     }
   }
+  if (found != INT_MAX) atomicMin(&first, found);
   __syncthreads();
-  __shared__ Crossing result;
-  if (threadIdx.x == 0) {
-    // None found (rounding): the last index, with the mass through it.
-    result = {s1 - 1, sums[segment] + segment_mass};
-    for (int t = 0; t < static_cast<int>(blockDim.x); ++t)
-      if (found_i[t] != INT_MAX) {
-        result = {found_i[t], found_c[t]};
-        break;
-      }
-  }
+  if (found != INT_MAX && found == first) result = {found, c};
+  // None found (rounding): the last index, with the mass through it.
+  if (threadIdx.x == 0 && first == INT_MAX) result = {s1 - 1, sums[segment] + segment_mass};
   __syncthreads();
-  return result;
+  const Crossing r = result;
+  __syncthreads();
+  return r;
 }
 
 __global__ void __launch_bounds__(kSampleThreads)
@@ -393,9 +515,15 @@ __global__ void __launch_bounds__(kSampleThreads)
   local = block_reduce(local, scratch, SumOp{});
   if (threadIdx.x == 0) segments[blockIdx.x] = local;
   if (!last_block(&reinterpret_cast<SampleTickets*>(ws + l.tickets)->pick)) return;
-  if (threadIdx.x == 0) {
-    sums[0] = 0;
-    for (int j = 0; j < kPickBlocks; ++j) sums[j + 1] = sums[j] + segments[j];
+  {
+    // The segments' prefix sums, loaded and scanned in parallel.
+    static_assert(kPickBlocks < kSampleThreads);
+    using Scan = cub::BlockScan<double, kSampleThreads>;
+    __shared__ typename Scan::TempStorage scan_temp;
+    const double mass = threadIdx.x < kPickBlocks ? __ldcg(&segments[threadIdx.x]) : 0.0;
+    double before = 0;
+    Scan(scan_temp).ExclusiveSum(mass, before);
+    if (threadIdx.x <= kPickBlocks) sums[threadIdx.x] = before;
   }
   __syncthreads();
   int limit = keep;
@@ -410,6 +538,182 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (threadIdx.x == 0) {
     out->id = idx[pick.index];
     out->logit = x[idx[pick.index]];
+  }
+}
+
+// ---- sampling: select mode ----------------------------------------------------------------------
+
+// Appends the words with (w >> s.shift) >= s.prefix to `words` (counted in `gathered`). `start`:
+// this warp's first index; `stride`: the distance to its next (the same for the whole warp).
+__device__ void gather_words(const float* __restrict__ x, int n, float temperature, const SelectState& s,
+                             int index_bits, int start, int stride, Word* words, unsigned* gathered) {
+  const int lane = threadIdx.x & 31;
+  for (int base = start; base < n; base += stride) {
+    const int i = base + lane;
+    Word w = 0;
+    bool hit = false;
+    if (i < n) {
+      w = make_word(sample_key(x[i], temperature), i, index_bits);
+      hit = (w >> s.shift) >= s.prefix;
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, hit);
+    if (mask == 0) continue;
+    const int leader = __ffs(mask) - 1;
+    unsigned at = 0;
+    if (lane == leader) at = atomicAdd(gathered, static_cast<unsigned>(__popc(mask)));
+    at = __shfl_sync(0xffffffffu, at, leader);
+    if (hit) {
+      const unsigned slot = at + static_cast<unsigned>(__popc(mask & ((1u << lane) - 1u)));
+      if (slot < static_cast<unsigned>(kSelectCap)) words[slot] = w;
+    }
+  }
+}
+
+// The first rank i < limit whose cumulative mass passes `target` (`inclusive`: >=, else >) and
+// that mass; `fallback` if rounding finds none. This thread holds ranks [b0, b1), `before` is the
+// mass of the ranks before b0. Run by one whole block.
+template <class Mass>
+__device__ Crossing first_crossing(Mass mass, int b0, int b1, int limit, double before, double target,
+                                   bool inclusive, Crossing fallback) {
+  __shared__ int first;
+  __shared__ Crossing result;
+  if (threadIdx.x == 0) {
+    first = INT_MAX;
+    result = fallback;
+  }
+  __syncthreads();
+  double c = before;
+  int found = INT_MAX;
+  for (int i = b0; i < min(b1, limit); ++i) {
+    c += mass(i);
+    if (inclusive ? c >= target : c > target) {
+      found = i;
+      break;
+    }
+  }
+  if (found != INT_MAX) atomicMin(&first, found);
+  __syncthreads();
+  if (found != INT_MAX && found == first) result = {found, c};
+  __syncthreads();
+  const Crossing r = result;
+  __syncthreads();
+  return r;
+}
+
+// The select kernel's last block uses its shared memory for one thing at a time.
+using SelectSort = cub::BlockRadixSort<Word, kSelectThreads, kSelectItems>;
+using SelectScan = cub::BlockScan<double, kSelectThreads>;
+union SelectShared {
+  typename SelectSort::TempStorage sort;
+  struct {
+    unsigned hist[kDigitBins];
+    typename BucketScan<kSelectThreads>::TempStorage scan;
+  } refine;
+  struct {
+    Word in[kSelectThreads];
+    Word sorted[kSampleSelectMaxK];
+    typename SelectScan::TempStorage scan;
+  } ranked;
+};
+
+__global__ void __launch_bounds__(kSelectThreads)
+    sample_select_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
+                         SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+  __shared__ SelectShared sh;
+  __shared__ int gathered;
+  auto* tickets = reinterpret_cast<SampleTickets*>(ws + l.tickets);
+  auto* words = reinterpret_cast<Word*>(ws + l.words);
+  const SampleParams p = *params;
+  const int bits = l.index_bits;
+  const int warp_start = static_cast<int>(threadIdx.x) & ~31;
+  SelectState s = *reinterpret_cast<const SelectState*>(ws + l.state);
+  if (s.count <= kSelectCap)
+    gather_words(x, n, p.temperature, s, bits, static_cast<int>(blockIdx.x) * kSelectThreads + warp_start,
+                 static_cast<int>(gridDim.x) * kSelectThreads, words, &tickets->gathered);
+  if (!last_block(&tickets->select)) return;
+  if (s.count > kSelectCap) {
+    // Too many words in the k-th's bin: the next bits of the ones in it, until few enough remain
+    // (at the last bits one word is left, the k-th itself). Rare rows, so one block does it.
+    while (s.count > kSelectCap && s.shift > 0) {
+      const int shift = max(0, s.shift - kDigitBits), bins = 1 << (s.shift - shift);
+      for (int b = threadIdx.x; b < bins; b += kSelectThreads) sh.refine.hist[b] = 0;
+      __syncthreads();
+      for (int i = threadIdx.x; i < n; i += kSelectThreads) {
+        const Word w = make_word(sample_key(x[i], p.temperature), i, bits);
+        if ((w >> s.shift) == s.prefix) atomicAdd(&sh.refine.hist[static_cast<int>((w >> shift) & Word(bins - 1))], 1u);
+      }
+      __syncthreads();
+      const Bucket b = find_bucket<kSelectThreads>(sh.refine.hist, bins, s.k - s.above, sh.refine.scan);
+      s.prefix = (s.prefix << (s.shift - shift)) | static_cast<Word>(b.bin);
+      s.shift = shift;
+      s.above += b.above;
+      s.count = s.above + b.count;
+    }
+    gather_words(x, n, p.temperature, s, bits, warp_start, kSelectThreads, words, &tickets->gathered);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) gathered = min(static_cast<int>(atomicExch(&tickets->gathered, 0u)), kSelectCap);
+  __syncthreads();
+  const int m = gathered, k = s.k;  // k <= m
+
+  // The first k of the m words in rank order, into sh.ranked.sorted. Padding words are 0, below
+  // every candidate (even -inf's word is not).
+  if (m <= kSelectThreads) {
+    // Few: each thread ranks one word by counting the larger ones.
+    const Word w = static_cast<int>(threadIdx.x) < m ? __ldcg(&words[threadIdx.x]) : 0;
+    sh.ranked.in[threadIdx.x] = w;
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < m) {
+      int rank = 0;
+      for (int j = 0; j < m; ++j) rank += sh.ranked.in[j] > w;
+      if (rank < k) sh.ranked.sorted[rank] = w;
+    }
+  } else {
+    Word w[kSelectItems];
+#pragma unroll
+    for (int j = 0; j < kSelectItems; ++j) {
+      const int at = static_cast<int>(threadIdx.x) * kSelectItems + j;
+      w[j] = at < m ? __ldcg(&words[at]) : 0;
+    }
+    SelectSort(sh.sort).SortDescending(w, 0, 32 + bits);
+    __syncthreads();  // sh.sorted overlays the sort's storage
+#pragma unroll
+    for (int j = 0; j < kSelectItems; ++j) {
+      const int at = static_cast<int>(threadIdx.x) * kSelectItems + j;
+      if (at < k) sh.ranked.sorted[at] = w[j];
+    }
+  }
+  __syncthreads();
+  const Word* sorted = sh.ranked.sorted;
+  const float top = word_key(sorted[0], bits);
+  if (!isfinite(top)) {  // nothing has probability: the host falls back to the first candidate
+    if (threadIdx.x == 0) {
+      const int id = word_index(sorted[0], bits);
+      out->id = id;
+      out->logit = x[id];
+    }
+    return;
+  }
+  const double dtop = static_cast<double>(top);
+  auto mass = [&](int i) { return exp(static_cast<double>(word_key(sorted[i], bits)) - dtop); };
+  const int per = (k + kSelectThreads - 1) / kSelectThreads;
+  const int b0 = min(static_cast<int>(threadIdx.x) * per, k), b1 = min(b0 + per, k);
+  double local = 0;
+  for (int i = b0; i < b1; ++i) local += mass(i);
+  double before = 0, total = 0;
+  SelectScan(sh.ranked.scan).ExclusiveSum(local, before, total);
+  int limit = k;
+  if (p.top_p < 1.0f) {
+    const Crossing c = first_crossing(mass, b0, b1, k, before, static_cast<double>(p.top_p) * total, true,
+                                      Crossing{k - 1, total});
+    limit = c.index + 1;
+    total = c.cumulative;
+  }
+  const Crossing pick = first_crossing(mass, b0, b1, limit, before, p.u * total, false, Crossing{limit - 1, total});
+  if (threadIdx.x == 0) {
+    const int id = word_index(sorted[pick.index], bits);
+    out->id = id;
+    out->logit = x[id];
   }
 }
 
@@ -502,7 +806,12 @@ std::size_t sample_workspace_bytes(std::int64_t n) {
   return sample_layout(n).total;
 }
 
-void sample_row(const float* logits, std::int64_t n, bool greedy, const SampleParams* params, SampleOutput* out,
+SampleMode sample_mode(float temperature, std::int32_t top_k) {
+  if (temperature == 0.0f) return SampleMode::greedy;
+  return top_k >= 1 && top_k <= kSampleSelectMaxK ? SampleMode::select : SampleMode::sort;
+}
+
+void sample_row(const float* logits, std::int64_t n, SampleMode mode, const SampleParams* params, SampleOutput* out,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   check_rows(1, n, "sample_row");
   const SampleLayout l = sample_layout(n);
@@ -511,16 +820,37 @@ void sample_row(const float* logits, std::int64_t n, bool greedy, const SamplePa
   const int count = static_cast<int>(n);
   const int prep_blocks =
       static_cast<int>(std::min<std::int64_t>(kPrepBlocksMax, (n + 4 * kSampleThreads - 1) / (4 * kSampleThreads)));
-  sample_prep_kernel<<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, greedy, params, out, ws, l);
-  ZOO_CUDA_CHECK_LAUNCH();
-  if (greedy) return;
-  std::size_t sort_bytes = l.sort_bytes;
-  ZOO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
-      ws + l.sort_temp, sort_bytes, reinterpret_cast<const float*>(ws + l.keys_in),
-      reinterpret_cast<float*>(ws + l.keys_out), reinterpret_cast<const std::int32_t*>(ws + l.idx_in),
-      reinterpret_cast<std::int32_t*>(ws + l.idx_out), count, 0, 32, stream));
-  sample_pick_kernel<<<kPickBlocks, kSampleThreads, 0, stream>>>(logits, count, params, out, ws, l);
-  ZOO_CUDA_CHECK_LAUNCH();
+  switch (mode) {
+    case SampleMode::greedy:
+      sample_prep_kernel<SampleMode::greedy><<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, params, out,
+                                                                                         ws, l);
+      ZOO_CUDA_CHECK_LAUNCH();
+      return;
+    case SampleMode::select: {
+      sample_prep_kernel<SampleMode::select><<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, params, out,
+                                                                                         ws, l);
+      ZOO_CUDA_CHECK_LAUNCH();
+      const int blocks = static_cast<int>(
+          std::min<std::int64_t>(kSelectBlocksMax, (n + 2 * kSelectThreads - 1) / (2 * kSelectThreads)));
+      sample_select_kernel<<<blocks, kSelectThreads, 0, stream>>>(logits, count, params, out, ws, l);
+      ZOO_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    case SampleMode::sort: {
+      sample_prep_kernel<SampleMode::sort><<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, params, out, ws,
+                                                                                       l);
+      ZOO_CUDA_CHECK_LAUNCH();
+      std::size_t sort_bytes = l.sort_bytes;
+      ZOO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
+          ws + l.sort_temp, sort_bytes, reinterpret_cast<const float*>(ws + l.keys_in),
+          reinterpret_cast<float*>(ws + l.keys_out), reinterpret_cast<const std::int32_t*>(ws + l.idx_in),
+          reinterpret_cast<std::int32_t*>(ws + l.idx_out), count, 0, 32, stream));
+      sample_pick_kernel<<<kPickBlocks, kSampleThreads, 0, stream>>>(logits, count, params, out, ws, l);
+      ZOO_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
+  throw std::invalid_argument("sample_row: unknown mode");
 }
 
 }  // namespace zoo::kernels::cuda

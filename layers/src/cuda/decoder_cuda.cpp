@@ -67,7 +67,7 @@ struct StepVariant {
   std::int64_t per_position = 0;
   bool logits = true;
   int head_table = -1;
-  int sample = 0;  // pick a token from the logits: 0 no, 1 greedy, 2 sampling (OutputRequest::sample)
+  int sample = 0;  // pick a token from the logits (OutputRequest::sample): 0 no, else 1 + cu::SampleMode
   auto key() const { return std::tuple(table, per_position, logits, head_table, sample); }
 };
 
@@ -192,7 +192,7 @@ class CudaSession : public Session {
   void compute_head(int table, std::int64_t rows, const Bf16* x_rows);
   void ensure_table_ids(std::int64_t ids);
   void sum_table_rows(int table, std::int64_t per_position, std::int64_t count);
-  void sample_token(bool greedy, std::int64_t row);
+  void sample_token(cu::SampleMode mode, std::int64_t row);
   void run_decode_body(std::int64_t T, const StepVariant& v);
 
   std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
@@ -597,8 +597,8 @@ void CudaSession::sum_table_rows(int table, std::int64_t per_position, std::int6
 }
 
 // Picks a token from logits row `row` on the device (sample_params_dev_ holds the request).
-void CudaSession::sample_token(bool greedy, std::int64_t row) {
-  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size, greedy,
+void CudaSession::sample_token(cu::SampleMode mode, std::int64_t row) {
+  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size, mode,
                  sample_params_dev_.as<cu::SampleParams>(), sample_out_dev_.as<cu::SampleOutput>(),
                  sample_workspace_.data(), sample_workspace_.size(), *b_.stream_);
   profile_.mark("sample");
@@ -613,7 +613,7 @@ void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
   run_layers(T, nullptr);
   const Bf16* last = a_.x.as<Bf16>() + (T - 1) * c_.hidden_size;
   if (v.logits) compute_logits(1, last);
-  if (v.logits && v.sample > 0) sample_token(v.sample == 1, 0);
+  if (v.logits && v.sample > 0) sample_token(static_cast<cu::SampleMode>(v.sample - 1), 0);
   if (v.head_table >= 0) compute_head(v.head_table, 1, last);
 }
 
@@ -669,7 +669,8 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_params_dev_.data(), params, sizeof(cu::SampleParams), cudaMemcpyHostToDevice, s));
   }
   const StepVariant variant{has_table ? tr.table : -1, has_table ? tr.per_position : 0, step.outputs.logits,
-                            step.outputs.head_table, sampling ? (sample->temperature == 0.0f ? 1 : 2) : 0};
+                            step.outputs.head_table,
+                            sampling ? 1 + static_cast<int>(cu::sample_mode(sample->temperature, sample->top_k)) : 0};
   const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() &&
                          (step.outputs.logits || step.outputs.head_table >= 0) && !step.outputs.hidden &&
                          (!has_table || (tr.positions.size() == 1 && tr.positions[0] == 0 && tr.ids.size() <= 512));
@@ -724,7 +725,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     // The returned rows get their own GEMM, so a hook never changes results.
     const std::int64_t rows = step.outputs.all_positions ? T : 1;
     if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
-    if (sampling) sample_token(variant.sample == 1, rows - 1);
+    if (sampling) sample_token(static_cast<cu::SampleMode>(variant.sample - 1), rows - 1);
     if (step.outputs.head_table >= 0) compute_head(step.outputs.head_table, rows, a_.x.as<Bf16>() + (T - rows) * H);
     profile_.end(T);
   }

@@ -113,8 +113,11 @@ void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::in
 // index), or temperature, top-k, top-p and the pick with the caller's uniform draw. The row is
 // also checked (first NaN/+inf index, count of entries other than -inf). Parameters are read from
 // device memory when the kernels run, so a captured graph replays with each step's new draw.
-// The candidates are ordered by a stable descending radix sort (cub), the masses summed in float64
-// per segment; the id equals the host's except when u lands within float64 rounding of a boundary.
+// With top-k in 1..kSampleSelectMaxK (SampleMode::select) the k best candidates are found by a
+// radix select (histograms of the keys' bits, then of the indices' for ties) and only they are
+// sorted, in one block; otherwise (SampleMode::sort) a stable descending radix sort (cub) orders
+// the whole row. The masses are summed in float64 in another order than the host's, so the id
+// equals the host's except when u lands within float64 rounding of a boundary.
 struct SampleParams {
   double u = 0.0;  // uniform in [0, 1)
   float temperature = 0.0f;
@@ -133,8 +136,15 @@ struct SampleOutput {
 // Device workspace for sample_row over rows of n entries; zero it once after allocating (the
 // kernels leave it as they found it, so replays need no reset).
 std::size_t sample_workspace_bytes(std::int64_t n);
-// greedy: the argmax path (params' temperature unread); else temperature must be > 0 on the device.
-void sample_row(const float* logits, std::int64_t n, bool greedy, const SampleParams* params, SampleOutput* out,
+// Which kernels sample_row launches. The host picks it from the request (sample_mode); the
+// parameters on the device must agree (a captured graph replays one mode with new parameters):
+// greedy reads none, select needs temperature > 0 and top_k in 1..kSampleSelectMaxK (clamped to
+// that range), sort needs temperature > 0 and takes any top_k.
+enum class SampleMode : int { greedy, select, sort };
+inline constexpr int kSampleSelectMaxK = 2048;
+// temperature 0: greedy; top_k in 1..kSampleSelectMaxK: select; else sort.
+SampleMode sample_mode(float temperature, std::int32_t top_k);
+void sample_row(const float* logits, std::int64_t n, SampleMode mode, const SampleParams* params, SampleOutput* out,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace zoo::kernels::cuda
