@@ -275,7 +275,7 @@ TEST_CASE("sample_row timing", "[.sampling_bench]") {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::uniform_int_distribution<int> small(0, 12);
-  std::vector<float> spread(n), ints(n);
+  std::vector<float> spread(n), ints(n), flat(n, 1.0f);  // flat: every entry tied
   for (auto& v : spread) v = normal(rng);
   for (auto& v : ints) v = static_cast<float>(small(rng));  // ~11700 ties at the top value
   const char* names[] = {"greedy", "select", "sort"};
@@ -286,6 +286,7 @@ TEST_CASE("sample_row timing", "[.sampling_bench]") {
         std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = 1000, .u = 0.5}},
         std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = kSampleSelectMaxK, .u = 0.5}},
         std::pair{&ints, zoo::SampleRequest{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .u = 0.5}},
+        std::pair{&flat, zoo::SampleRequest{.temperature = 0.6f, .top_k = 20, .top_p = 0.95f, .u = 0.5}},
         std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .u = 0.5}},
         std::pair{&spread, zoo::SampleRequest{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .u = 0.5}}}) {
     const SampleMode natural = sample_mode(r.temperature, r.top_k);
@@ -310,7 +311,7 @@ TEST_CASE("sample_row timing", "[.sampling_bench]") {
       dev.out.download(&o, sizeof o);
       CHECK(o.id == zoo::sample_logits(*row, r).id);  // replays leave the workspace as they found it
       std::printf("sample_row n=%lld %s T=%.2f top_k=%d top_p=%.2f %s: %.2f us per graph replay\n",
-                  static_cast<long long>(n), row == &ints ? "ints" : "spread", r.temperature, r.top_k, r.top_p,
+                  static_cast<long long>(n), row == &ints ? "ints" : row == &flat ? "flat" : "spread", r.temperature, r.top_k, r.top_p,
                   names[static_cast<int>(mode)], 1e3 * Event::elapsed_ms(start, stop) / calls);
     }
   }

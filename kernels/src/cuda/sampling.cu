@@ -176,11 +176,11 @@ __global__ void __launch_bounds__(kTopKThreads)
 //  - select (top-k <= kSampleSelectMaxK): a candidate is a 64-bit word, its key's order bits above
 //    its inverted index, so words are distinct and rank as the host ranks (larger key first, ties
 //    to the lower index). A radix select narrows down the words that can be among the k largest:
-//    `prep` histograms their top 12 bits and keeps the words in or above the bin of the k-th;
-//    while those are more than one block sorts (a narrow band of keys, or ties across the k-th)
-//    the next 12 bits of the ones in that bin are histogrammed, by one block (rare rows). `select`
-//    gathers the survivors into the workspace and its last block sorts them in shared memory and
-//    picks among the first k.
+//    `prep` histograms their top 12 bits, and `select` gathers the words in or above the bin of
+//    the k-th into the workspace. While those are more than one block sorts (a narrow band of
+//    keys, or ties across the k-th: rare rows), its last block histograms the next 12 bits of the
+//    gathered words in the k-th's bin. Then it sorts the survivors in shared memory and picks
+//    among the first k.
 // Each kernel's blocks leave partial results in the workspace; the last block to finish (a ticket
 // counter it resets) combines them, so one launch does its whole step.
 constexpr int kSampleThreads = 256;
@@ -221,7 +221,7 @@ struct SelectState {
 // The pieces of the workspace (offsets aligned for the sort).
 struct SampleLayout {
   std::size_t tickets, partials, segments, keys_in, keys_out, idx_in, idx_out, sort_temp, sort_bytes, hist, state,
-      words, total;
+      words, survivors, total;
   int index_bits;  // the bits of an index in a word
 };
 constexpr std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -249,7 +249,8 @@ SampleLayout sample_layout(std::int64_t n) {
   l.sort_temp = take(sort_bytes);
   l.hist = take(sizeof(unsigned) * kDigitBins);
   l.state = take(sizeof(SelectState));
-  l.words = take(sizeof(Word) * kSelectCap);
+  l.words = take(sizeof(Word) * static_cast<std::size_t>(n));
+  l.survivors = take(sizeof(Word) * kSelectCap);
   l.total = at;
   while (l.index_bits < 31 && (std::int64_t{1} << l.index_bits) < n) ++l.index_bits;
   return l;
@@ -543,29 +544,18 @@ __global__ void __launch_bounds__(kSampleThreads)
 
 // ---- sampling: select mode ----------------------------------------------------------------------
 
-// Appends the words with (w >> s.shift) >= s.prefix to `words` (counted in `gathered`). `start`:
-// this warp's first index; `stride`: the distance to its next (the same for the whole warp).
-__device__ void gather_words(const float* __restrict__ x, int n, float temperature, const SelectState& s,
-                             int index_bits, int start, int stride, Word* words, unsigned* gathered) {
-  const int lane = threadIdx.x & 31;
-  for (int base = start; base < n; base += stride) {
-    const int i = base + lane;
-    Word w = 0;
-    bool hit = false;
-    if (i < n) {
-      w = make_word(sample_key(x[i], temperature), i, index_bits);
-      hit = (w >> s.shift) >= s.prefix;
-    }
-    const unsigned mask = __ballot_sync(0xffffffffu, hit);
-    if (mask == 0) continue;
-    const int leader = __ffs(mask) - 1;
-    unsigned at = 0;
-    if (lane == leader) at = atomicAdd(gathered, static_cast<unsigned>(__popc(mask)));
-    at = __shfl_sync(0xffffffffu, at, leader);
-    if (hit) {
-      const unsigned slot = at + static_cast<unsigned>(__popc(mask & ((1u << lane) - 1u)));
-      if (slot < static_cast<unsigned>(kSelectCap)) words[slot] = w;
-    }
+// Run by all 32 lanes of a warp: appends the words of the lanes with `hit` to dst (at most `cap`),
+// counting them in *count.
+__device__ __forceinline__ void append_words(bool hit, Word w, Word* dst, unsigned* count, unsigned cap) {
+  const unsigned mask = __ballot_sync(0xffffffffu, hit);
+  if (mask == 0) return;
+  const int lane = threadIdx.x & 31, leader = __ffs(mask) - 1;
+  unsigned at = 0;
+  if (lane == leader) at = atomicAdd(count, static_cast<unsigned>(__popc(mask)));
+  at = __shfl_sync(0xffffffffu, at, leader);
+  if (hit) {
+    const unsigned slot = at + static_cast<unsigned>(__popc(mask & ((1u << lane) - 1u)));
+    if (slot < cap) dst[slot] = w;
   }
 }
 
@@ -601,90 +591,117 @@ __device__ Crossing first_crossing(Mass mass, int b0, int b1, int limit, double 
 }
 
 // The select kernel's last block uses its shared memory for one thing at a time.
-using SelectSort = cub::BlockRadixSort<Word, kSelectThreads, kSelectItems>;
 using SelectScan = cub::BlockScan<double, kSelectThreads>;
 union SelectShared {
-  typename SelectSort::TempStorage sort;
   struct {
     unsigned hist[kDigitBins];
     typename BucketScan<kSelectThreads>::TempStorage scan;
   } refine;
-  struct {
-    Word in[kSelectThreads];
-    Word sorted[kSampleSelectMaxK];
-    typename SelectScan::TempStorage scan;
-  } ranked;
+  Word words[kSelectCap];  // the survivors, sorted in place (or ranked into the upper part)
 };
 
+// Every block gathers the words at or above the state's prefix into the workspace; the last block
+// narrows them down to at most kSelectCap (more histograms, over the gathered words only), sorts
+// those and picks among the first k.
 __global__ void __launch_bounds__(kSelectThreads)
     sample_select_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
                          SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
   __shared__ SelectShared sh;
-  __shared__ int gathered;
+  __shared__ typename SelectScan::TempStorage scan_temp;
+  __shared__ unsigned kept;
   auto* tickets = reinterpret_cast<SampleTickets*>(ws + l.tickets);
-  auto* words = reinterpret_cast<Word*>(ws + l.words);
+  auto* words = reinterpret_cast<Word*>(ws + l.words);  // n of them
+  auto* survivors = reinterpret_cast<Word*>(ws + l.survivors);  // kSelectCap
   const SampleParams p = *params;
   const int bits = l.index_bits;
-  const int warp_start = static_cast<int>(threadIdx.x) & ~31;
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp_start = static_cast<int>(threadIdx.x) - lane;
   SelectState s = *reinterpret_cast<const SelectState*>(ws + l.state);
-  if (s.count <= kSelectCap)
-    gather_words(x, n, p.temperature, s, bits, static_cast<int>(blockIdx.x) * kSelectThreads + warp_start,
-                 static_cast<int>(gridDim.x) * kSelectThreads, words, &tickets->gathered);
+  for (int base = static_cast<int>(blockIdx.x) * kSelectThreads + warp_start; base < n;
+       base += static_cast<int>(gridDim.x) * kSelectThreads) {
+    const int i = base + lane;
+    Word w = 0;
+    if (i < n) w = make_word(sample_key(x[i], p.temperature), i, bits);
+    append_words(i < n && (w >> s.shift) >= s.prefix, w, words, &tickets->gathered, static_cast<unsigned>(n));
+  }
   if (!last_block(&tickets->select)) return;
+  if (threadIdx.x == 0) kept = min(atomicExch(&tickets->gathered, 0u), static_cast<unsigned>(n));
+  __syncthreads();
+  int m = static_cast<int>(kept);  // == s.count
+  const Word* list = words;
   if (s.count > kSelectCap) {
-    // Too many words in the k-th's bin: the next bits of the ones in it, until few enough remain
-    // (at the last bits one word is left, the k-th itself). Rare rows, so one block does it.
+    // Too many in the k-th's bin (a narrow band of keys, or ties across the k-th): the next bits
+    // of the gathered words in it, until few enough remain (at the last bits only the k-th itself).
     while (s.count > kSelectCap && s.shift > 0) {
-      const int shift = max(0, s.shift - kDigitBits), bins = 1 << (s.shift - shift);
-      for (int b = threadIdx.x; b < bins; b += kSelectThreads) sh.refine.hist[b] = 0;
+      const int shift = max(0, s.shift - kDigitBits);
+      const unsigned bins = 1u << (s.shift - shift), none = 0xffffffffu;
+      for (unsigned b = threadIdx.x; b < bins; b += kSelectThreads) sh.refine.hist[b] = 0;
       __syncthreads();
-      for (int i = threadIdx.x; i < n; i += kSelectThreads) {
-        const Word w = make_word(sample_key(x[i], p.temperature), i, bits);
-        if ((w >> s.shift) == s.prefix) atomicAdd(&sh.refine.hist[static_cast<int>((w >> shift) & Word(bins - 1))], 1u);
+      for (int base = warp_start; base < m; base += kSelectThreads) {
+        const int j = base + lane;
+        unsigned bin = none;
+        if (j < m) {
+          const Word w = __ldcg(&words[j]);
+          if ((w >> s.shift) == s.prefix) bin = static_cast<unsigned>(w >> shift) & (bins - 1);
+        }
+        const unsigned peers = __match_any_sync(0xffffffffu, bin);  // ties land in one bin: one add
+        if (bin != none && lane == __ffs(peers) - 1) atomicAdd(&sh.refine.hist[bin], static_cast<unsigned>(__popc(peers)));
       }
       __syncthreads();
-      const Bucket b = find_bucket<kSelectThreads>(sh.refine.hist, bins, s.k - s.above, sh.refine.scan);
+      const Bucket b = find_bucket<kSelectThreads>(sh.refine.hist, static_cast<int>(bins), s.k - s.above, sh.refine.scan);
       s.prefix = (s.prefix << (s.shift - shift)) | static_cast<Word>(b.bin);
       s.shift = shift;
       s.above += b.above;
       s.count = s.above + b.count;
     }
-    gather_words(x, n, p.temperature, s, bits, warp_start, kSelectThreads, words, &tickets->gathered);
+    if (threadIdx.x == 0) kept = 0;
     __syncthreads();
+    for (int base = warp_start; base < m; base += kSelectThreads) {
+      const int j = base + lane;
+      const Word w = j < m ? __ldcg(&words[j]) : 0;
+      append_words(j < m && (w >> s.shift) >= s.prefix, w, survivors, &kept, static_cast<unsigned>(kSelectCap));
+    }
+    __syncthreads();
+    m = min(static_cast<int>(kept), kSelectCap);  // == s.count
+    list = survivors;
   }
-  if (threadIdx.x == 0) gathered = min(static_cast<int>(atomicExch(&tickets->gathered, 0u)), kSelectCap);
-  __syncthreads();
-  const int m = gathered, k = s.k;  // k <= m
+  const int k = s.k;  // <= m
 
-  // The first k of the m words in rank order, into sh.ranked.sorted. Padding words are 0, below
-  // every candidate (even -inf's word is not).
+  // The first k of the m words in rank order. Padding words are 0, below every candidate (even
+  // -inf's word is not 0).
+  const Word* sorted = sh.words;
   if (m <= kSelectThreads) {
-    // Few: each thread ranks one word by counting the larger ones.
-    const Word w = static_cast<int>(threadIdx.x) < m ? __ldcg(&words[threadIdx.x]) : 0;
-    sh.ranked.in[threadIdx.x] = w;
+    // Few: each thread ranks one word by counting the larger ones, into the upper part.
+    static_assert(kSelectThreads + kSampleSelectMaxK <= kSelectCap);
+    const Word w = static_cast<int>(threadIdx.x) < m ? __ldcg(&list[threadIdx.x]) : 0;
+    sh.words[threadIdx.x] = w;
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < m) {
       int rank = 0;
-      for (int j = 0; j < m; ++j) rank += sh.ranked.in[j] > w;
-      if (rank < k) sh.ranked.sorted[rank] = w;
+      for (int j = 0; j < m; ++j) rank += sh.words[j] > w;
+      if (rank < k) sh.words[kSelectThreads + rank] = w;
     }
+    sorted = sh.words + kSelectThreads;
   } else {
-    Word w[kSelectItems];
-#pragma unroll
-    for (int j = 0; j < kSelectItems; ++j) {
-      const int at = static_cast<int>(threadIdx.x) * kSelectItems + j;
-      w[j] = at < m ? __ldcg(&words[at]) : 0;
-    }
-    SelectSort(sh.sort).SortDescending(w, 0, 32 + bits);
-    __syncthreads();  // sh.sorted overlays the sort's storage
-#pragma unroll
-    for (int j = 0; j < kSelectItems; ++j) {
-      const int at = static_cast<int>(threadIdx.x) * kSelectItems + j;
-      if (at < k) sh.ranked.sorted[at] = w[j];
+    // A bitonic sort (descending) of the words padded to a power of two.
+    int size = 1;
+    while (size < m) size <<= 1;
+    for (int i = threadIdx.x; i < size; i += kSelectThreads) sh.words[i] = i < m ? __ldcg(&list[i]) : 0;
+    __syncthreads();
+    for (int run = 2; run <= size; run <<= 1) {
+      for (int stride = run >> 1; stride > 0; stride >>= 1) {
+        for (int t = threadIdx.x; t < size / 2; t += kSelectThreads) {
+          const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+          const Word a = sh.words[i], b = sh.words[j];
+          if ((i & run) == 0 ? a < b : a > b) {  // runs alternate down and up; the last is down
+            sh.words[i] = b;
+            sh.words[j] = a;
+          }
+        }
+        __syncthreads();
+      }
     }
   }
   __syncthreads();
-  const Word* sorted = sh.ranked.sorted;
   const float top = word_key(sorted[0], bits);
   if (!isfinite(top)) {  // nothing has probability: the host falls back to the first candidate
     if (threadIdx.x == 0) {
@@ -701,7 +718,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   double local = 0;
   for (int i = b0; i < b1; ++i) local += mass(i);
   double before = 0, total = 0;
-  SelectScan(sh.ranked.scan).ExclusiveSum(local, before, total);
+  SelectScan(scan_temp).ExclusiveSum(local, before, total);
   int limit = k;
   if (p.top_p < 1.0f) {
     const Crossing c = first_crossing(mass, b0, b1, k, before, static_cast<double>(p.top_p) * total, true,
