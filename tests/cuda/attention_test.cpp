@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "cuda/cuda_test_util.hpp"
+#include "scoped_env.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
 
@@ -85,17 +86,12 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
     // ZOO_PREFILL_ROWS forces each in turn.
     for (const char* rows : {"", "64", "128"}) {
       INFO("ZOO_PREFILL_ROWS=" << rows);
-      if (*rows) {
-        ::setenv("ZOO_PREFILL_ROWS", rows, 1);
-      } else {
-        ::unsetenv("ZOO_PREFILL_ROWS");
-      }
+      const zoo::test::ScopedEnv env("ZOO_PREFILL_ROWS", *rows ? rows : nullptr);
       dout.fill_bytes(0xff);  // NaN poison: every output must be written
       attention_prefill(a, stream);
       stream.synchronize();
       check_attention(dout, in.ref);
     }
-    ::unsetenv("ZOO_PREFILL_ROWS");
   }
 }
 
@@ -145,14 +141,12 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
     // merged in a thread-block cluster), 1 (merged by the last block's ticket), 0 (a second kernel).
     for (const char* policy : {"", "1", "0"}) {
       INFO("ZOO_DECODE_ATTN=" << policy);
-      if (*policy) ::setenv("ZOO_DECODE_ATTN", policy, 1);
-      else ::unsetenv("ZOO_DECODE_ATTN");
+      const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy ? policy : nullptr);
       dout.fill_bytes(0xff);
       attention_decode(a, stream);
       stream.synchronize();
       check_attention(dout, in.ref);
     }
-    ::unsetenv("ZOO_DECODE_ATTN");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/cuda_test_util.hpp"
+#include "scoped_env.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
@@ -252,8 +253,6 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
   std::mt19937 rng(7);
   Stream stream;
   const int layers = 8, D = 128;
-  const char* saved = std::getenv("ZOO_DECODE_ATTN");
-  const std::string saved_value = saved ? saved : "";
   for (const auto& heads : {std::pair{32, 8}, std::pair{16, 8}}) {
     const int Hq = heads.first, Hk = heads.second;
     for (const std::int64_t len : {std::int64_t{64}, std::int64_t{540}, std::int64_t{1000}, std::int64_t{4000},
@@ -274,9 +273,8 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
       // before it starts; with PDL the next call loads its first K/V tiles meanwhile).
       for (const auto& [policy, pdl] : {std::pair{"0", false}, std::pair{"1", false}, std::pair{"default", false},
                                         std::pair{"0", true}, std::pair{"1", true}, std::pair{"default", true}}) {
-        if (std::string(policy) == "default") ::unsetenv("ZOO_DECODE_ATTN");
-        else ::setenv("ZOO_DECODE_ATTN", policy, 1);
-        ::setenv("ZOO_PDL", pdl ? "1" : "0", 1);
+        const zoo::test::ScopedEnv policy_env("ZOO_DECODE_ATTN", std::string(policy) == "default" ? nullptr : policy);
+        const zoo::test::ScopedEnv pdl_env("ZOO_PDL", pdl ? "1" : "0");
         CudaGraph graph;
         graph.begin_capture(stream);
         for (int l = 0; l < layers; ++l) {
@@ -301,7 +299,4 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
       std::printf("   (K+V %.2f MB per call)\n", 2.0 * len * Hk * D * 2 / 1e6);
     }
   }
-  if (saved) ::setenv("ZOO_DECODE_ATTN", saved_value.c_str(), 1);
-  else ::unsetenv("ZOO_DECODE_ATTN");
-  ::unsetenv("ZOO_PDL");
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cuda/cuda_test_util.hpp"
+#include "scoped_env.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
 
@@ -191,21 +192,24 @@ TEST_CASE("The GEMV path is stream-ordered and replays in a CUDA graph", "[cuda]
 
 TEST_CASE("ZOO_GEMV sets the GEMV row limit of a new Gemm", "[cuda][gemv]") {
   ZOO_REQUIRE_CUDA_DEVICE();
-  const char* saved = std::getenv("ZOO_GEMV");
-  const std::string saved_value = saved ? saved : "";
-  if (!saved) CHECK(Gemm().gemv_max_rows() == Gemm::kDefaultGemvMaxRows);
-  ::setenv("ZOO_GEMV", "0", 1);
-  CHECK(Gemm().gemv_max_rows() == 0);
-  ::setenv("ZOO_GEMV", "8", 1);
-  CHECK(Gemm().gemv_max_rows() == 8);
-  ::setenv("ZOO_GEMV", "9", 1);
-  CHECK_THROWS_AS(Gemm(), std::invalid_argument);
-  ::setenv("ZOO_GEMV", "1x", 1);
-  CHECK_THROWS_AS(Gemm(), std::invalid_argument);
-  if (saved)
-    ::setenv("ZOO_GEMV", saved_value.c_str(), 1);
-  else
-    ::unsetenv("ZOO_GEMV");
+  if (!std::getenv("ZOO_GEMV")) CHECK(Gemm().gemv_max_rows() == Gemm::kDefaultGemvMaxRows);
+  using zoo::test::ScopedEnv;
+  {
+    const ScopedEnv env("ZOO_GEMV", "0");
+    CHECK(Gemm().gemv_max_rows() == 0);
+  }
+  {
+    const ScopedEnv env("ZOO_GEMV", "8");
+    CHECK(Gemm().gemv_max_rows() == 8);
+  }
+  {
+    const ScopedEnv env("ZOO_GEMV", "9");
+    CHECK_THROWS_AS(Gemm(), std::invalid_argument);
+  }
+  {
+    const ScopedEnv env("ZOO_GEMV", "1x");
+    CHECK_THROWS_AS(Gemm(), std::invalid_argument);
+  }
 }
 
 TEST_CASE("Gemm::linear_silu_mul: the fused m = 1 kernel equals the GEMV + silu_and_mul pair", "[cuda][gemv]") {

@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "scoped_env.hpp"
 #include "zoo/error.hpp"
 #include "zoo/plugin_abi.hpp"
 #include "zoo/plugin_registry.hpp"
@@ -57,25 +58,7 @@ void write_file(const fs::path& path, const std::string& text) {
   out << text;
 }
 
-// Sets an environment variable for one scope and restores the previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using zoo::test::ScopedEnv;
 
 // Whether the dynamic loader currently has this library mapped (RTLD_NOLOAD never loads it).
 bool library_is_loaded(const fs::path& path) {

@@ -4,24 +4,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "scoped_env.hpp"
 #include "zoo/kernels/env.hpp"
 
 namespace {
 
-// Sets (or, with nullptr, unsets) a variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using zoo::test::ScopedEnv;
 
 std::string error_of(auto&& f) {
   try {
