@@ -442,21 +442,53 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
 }
 
-// The first index i < limit (in sorted order) whose cumulative mass passes `target`
-// (`inclusive`: >=, else >), and that cumulative mass; limit - 1 if rounding finds none. `sums`
-// holds the segments' prefix sums (sums[j] = mass before segment j). Run by one whole block.
+// A rank and the cumulative mass through it.
 struct Crossing {
   int index;
   double cumulative;
 };
+
+// The first rank i < limit whose cumulative mass passes `target` (`inclusive`: >=, else >) and
+// that mass; `fallback` if rounding finds none. This thread holds ranks [b0, b1), `before` is the
+// mass of the ranks before b0. Run by one whole block.
+template <class Mass>
+__device__ Crossing first_crossing(Mass mass, int b0, int b1, int limit, double before, double target,
+                                   bool inclusive, Crossing fallback) {
+  __shared__ int first;
+  __shared__ Crossing result;
+  if (threadIdx.x == 0) {
+    first = INT_MAX;
+    result = fallback;
+  }
+  __syncthreads();
+  double c = before;
+  int found = INT_MAX;
+  for (int i = b0; i < min(b1, limit); ++i) {
+    c += mass(i);
+    if (inclusive ? c >= target : c > target) {
+      found = i;
+      break;
+    }
+  }
+  if (found != INT_MAX) atomicMin(&first, found);
+  __syncthreads();
+  if (found != INT_MAX && found == first) result = {found, c};
+  __syncthreads();
+  const Crossing r = result;
+  __syncthreads();
+  return r;
+}
+
+// The first index i < limit (in sorted order) whose cumulative mass passes `target`
+// (`inclusive`: >=, else >), and that cumulative mass; limit - 1 if rounding finds none. `sums`
+// holds the segments' prefix sums (sums[j] = mass before segment j). Run by one whole block.
 __device__ Crossing find_crossing(const float* keys, double top, const double* sums, int segments, int seg, int limit,
                                   double target, bool inclusive) {
   using Scan = cub::BlockScan<double, kSampleThreads>;
   __shared__ typename Scan::TempStorage scan_temp;
-  __shared__ int segment, first;
-  __shared__ Crossing result;
+  __shared__ int segment;
   auto passes = [&](double c) { return inclusive ? c >= target : c > target; };
-  if (threadIdx.x == 0) segment = first = INT_MAX;
+  if (threadIdx.x == 0) segment = INT_MAX;
   __syncthreads();
   // The first segment that reaches the target, or the last one before limit.
   for (int j = threadIdx.x; j < segments; j += blockDim.x)
@@ -465,28 +497,14 @@ __device__ Crossing find_crossing(const float* keys, double top, const double* s
   const int s0 = segment * seg, s1 = min(s0 + seg, limit);
   const int per = (s1 - s0 + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
   const int b0 = min(s0 + static_cast<int>(threadIdx.x) * per, s1), b1 = min(b0 + per, s1);
+  auto mass = [&](int i) { return exp(static_cast<double>(keys[i]) - top); };
   double local = 0;
-  for (int i = b0; i < b1; ++i) local += exp(static_cast<double>(keys[i]) - top);
+  for (int i = b0; i < b1; ++i) local += mass(i);
   double before = 0, segment_mass = 0;
   Scan(scan_temp).ExclusiveSum(local, before, segment_mass);
-  double c = sums[segment] + before;
-  int found = INT_MAX;
-  for (int i = b0; i < b1; ++i) {
-    c += exp(static_cast<double>(keys[i]) - top);
-    if (passes(c)) {
-      found = i;
-      break;
-    }
-  }
-  if (found != INT_MAX) atomicMin(&first, found);
-  __syncthreads();
-  if (found != INT_MAX && found == first) result = {found, c};
   // None found (rounding): the last index, with the mass through it.
-  if (threadIdx.x == 0 && first == INT_MAX) result = {s1 - 1, sums[segment] + segment_mass};
-  __syncthreads();
-  const Crossing r = result;
-  __syncthreads();
-  return r;
+  return first_crossing(mass, b0, b1, s1, sums[segment] + before, target, inclusive,
+                        Crossing{s1 - 1, sums[segment] + segment_mass});
 }
 
 __global__ void __launch_bounds__(kSampleThreads)
@@ -557,37 +575,6 @@ __device__ __forceinline__ void append_words(bool hit, Word w, Word* dst, unsign
     const unsigned slot = at + static_cast<unsigned>(__popc(mask & ((1u << lane) - 1u)));
     if (slot < cap) dst[slot] = w;
   }
-}
-
-// The first rank i < limit whose cumulative mass passes `target` (`inclusive`: >=, else >) and
-// that mass; `fallback` if rounding finds none. This thread holds ranks [b0, b1), `before` is the
-// mass of the ranks before b0. Run by one whole block.
-template <class Mass>
-__device__ Crossing first_crossing(Mass mass, int b0, int b1, int limit, double before, double target,
-                                   bool inclusive, Crossing fallback) {
-  __shared__ int first;
-  __shared__ Crossing result;
-  if (threadIdx.x == 0) {
-    first = INT_MAX;
-    result = fallback;
-  }
-  __syncthreads();
-  double c = before;
-  int found = INT_MAX;
-  for (int i = b0; i < min(b1, limit); ++i) {
-    c += mass(i);
-    if (inclusive ? c >= target : c > target) {
-      found = i;
-      break;
-    }
-  }
-  if (found != INT_MAX) atomicMin(&first, found);
-  __syncthreads();
-  if (found != INT_MAX && found == first) result = {found, c};
-  __syncthreads();
-  const Crossing r = result;
-  __syncthreads();
-  return r;
 }
 
 // The select kernel's last block uses its shared memory for one thing at a time.
@@ -788,6 +775,14 @@ void launch_top_k(const T* x, std::int64_t rows, std::int64_t n, int k, std::int
   ZOO_CUDA_CHECK_LAUNCH();
 }
 
+// The first kernel of every mode (it checks the row; then the argmax, the histogram or the keys).
+template <SampleMode Mode>
+void launch_prep(const float* logits, int count, int blocks, const SampleParams* params, SampleOutput* out,
+                 std::byte* ws, const SampleLayout& l, cudaStream_t stream) {
+  sample_prep_kernel<Mode><<<blocks, kSampleThreads, 0, stream>>>(logits, count, params, out, ws, l);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void argmax_rows(const float* x, std::int64_t rows, std::int64_t n, std::int32_t* out, cudaStream_t stream) {
@@ -839,14 +834,10 @@ void sample_row(const float* logits, std::int64_t n, SampleMode mode, const Samp
       static_cast<int>(std::min<std::int64_t>(kPrepBlocksMax, (n + 4 * kSampleThreads - 1) / (4 * kSampleThreads)));
   switch (mode) {
     case SampleMode::greedy:
-      sample_prep_kernel<SampleMode::greedy><<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, params, out,
-                                                                                         ws, l);
-      ZOO_CUDA_CHECK_LAUNCH();
+      launch_prep<SampleMode::greedy>(logits, count, prep_blocks, params, out, ws, l, stream);
       return;
     case SampleMode::select: {
-      sample_prep_kernel<SampleMode::select><<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, params, out,
-                                                                                         ws, l);
-      ZOO_CUDA_CHECK_LAUNCH();
+      launch_prep<SampleMode::select>(logits, count, prep_blocks, params, out, ws, l, stream);
       const int blocks = static_cast<int>(
           std::min<std::int64_t>(kSelectBlocksMax, (n + 2 * kSelectThreads - 1) / (2 * kSelectThreads)));
       sample_select_kernel<<<blocks, kSelectThreads, 0, stream>>>(logits, count, params, out, ws, l);
@@ -854,9 +845,7 @@ void sample_row(const float* logits, std::int64_t n, SampleMode mode, const Samp
       return;
     }
     case SampleMode::sort: {
-      sample_prep_kernel<SampleMode::sort><<<prep_blocks, kSampleThreads, 0, stream>>>(logits, count, params, out, ws,
-                                                                                       l);
-      ZOO_CUDA_CHECK_LAUNCH();
+      launch_prep<SampleMode::sort>(logits, count, prep_blocks, params, out, ws, l, stream);
       std::size_t sort_bytes = l.sort_bytes;
       ZOO_CUDA_CHECK(cub::DeviceRadixSort::SortPairsDescending(
           ws + l.sort_temp, sort_bytes, reinterpret_cast<const float*>(ws + l.keys_in),
