@@ -3,10 +3,11 @@
 // (the next K tile loads during softmax and P@V, the V tile during Q@K^T); scores and the
 // online softmax stay in registers.
 //
-// Tile shapes per head_dim come from a sweep on the H200 (docs/performance.md, "Prefill attention
-// tiles"): two resident blocks per SM pay where one block's softmax overlaps the other's MMAs
-// (head_dim 64; 128 on long prompts, with Q read from shared memory to fit the registers), and
-// 64-query tiles where 128-query tiles would leave SMs idle.
+// Tile shapes per head_dim come from a sweep on the H200 (docs/performance.md, "Prefill attention:
+// the kernel alone against torch SDPA, and tile shapes"): two resident blocks per SM pay where one
+// block's softmax overlaps the other's MMAs (head_dim 64; 128 on long prompts, with Q read from
+// shared memory to fit the registers), and 64-query tiles where 128-query tiles would leave SMs
+// idle.
 #include <cmath>
 #include <stdexcept>
 #include <string>
