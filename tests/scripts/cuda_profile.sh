@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # ZOO_CUDA_PROFILE=1 gives the per-op picture of CUDA steps: for the decode steps (1 token) every op
 # kind of the layer chain, the head and the device pick is listed with its device time, and the
-# shares add up to 100%. Skipped (77) where no CUDA device is usable or the build has no CUDA.
+# shares add up to 100%. The hd64 fixture, since the CUDA backend takes head_dim 64, 128 or 256.
+# Skipped (77) where no CUDA device is usable or the build has no CUDA.
 # Usage: cuda_profile.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cuda-profile "$@"
 
-ZOO_CUDA_PROFILE=1 "$ZOO" bench "$FIX/qwen3-tiny" --device cuda --prompt-len 8 --decode-context 8 \
+ZOO_CUDA_PROFILE=1 "$ZOO" bench "$FIX/qwen3-tiny-hd64" --device cuda --prompt-len 8 --decode-context 8 \
   --new-tokens 4 --repeat 1 >"$TMP/out" 2>"$TMP/err"
 rc=$?
 if grep -qE "no CUDA device is usable|has no CUDA backend" "$TMP/err"; then
