@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "cuda/cuda_test_util.hpp"
 #include "scoped_env.hpp"
@@ -93,6 +95,87 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
       check_attention(dout, in.ref);
     }
   }
+}
+
+TEST_CASE("PrefillAttention through cuDNN's fused attention matches the CPU reference", "[cuda][cudnn]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const std::string why_not = PrefillAttention::cudnn_unavailable_reason();
+  if (!why_not.empty()) ZOO_SKIP("cuDNN attention unavailable: " + why_not);
+  const std::uint32_t seed = 1012;  // fixed: a failure reproduces
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  Stream stream;
+  PrefillAttention attention;
+  // Every length through cuDNN (the threshold is for speed, not correctness).
+  const zoo::test::ScopedEnv all("ZOO_CUDNN_MIN_TOKENS", "1");
+  struct Case {
+    std::int64_t tokens, start;
+    int q_heads, kv_heads, head_dim;
+    std::int64_t q_stride;  // 0: packed
+  };
+  // Key counts that are and are not multiples of 64/128, GQA 1..8, head_dim 64/128/256, prefills
+  // after cached tokens (the causal diagonal shifted by `start`), and a strided q (rows of a
+  // packed q|k|v projection).
+  const Case cases[] = {{1, 0, 4, 4, 64, 0},      {7, 0, 8, 4, 128, 0},    {65, 0, 16, 2, 128, 0},
+                        {65, 100, 8, 8, 128, 0},  {130, 37, 4, 2, 256, 0}, {1, 200, 8, 1, 128, 0},
+                        {1100, 0, 16, 8, 128, 0}, {300, 0, 8, 2, 64, 1536}, {2048, 777, 32, 8, 128, 0}};
+  int through_cudnn = 0;
+  for (const auto& cs : cases) {
+    INFO("tokens " << cs.tokens << " start " << cs.start << " heads " << cs.q_heads << "/" << cs.kv_heads << " D "
+                   << cs.head_dim << " q_stride " << cs.q_stride);
+    const std::int64_t T = cs.tokens, D = cs.head_dim, cache_len = cs.start + T + 3;
+    const std::int64_t row = cs.q_heads * D, q_stride = cs.q_stride ? cs.q_stride : row;
+    const auto in = make_inputs(rng, T, cs.start, cache_len, cs.q_heads, cs.kv_heads, cs.head_dim);
+    // q rows at q_stride apart; the gaps hold NaN, which must not be read.
+    std::vector<float> q_strided(static_cast<std::size_t>(T * q_stride), std::nanf(""));
+    for (std::int64_t t = 0; t < T; ++t)
+      std::copy_n(in.q.begin() + t * row, row, q_strided.begin() + t * q_stride);
+    DeviceBuffer dq = upload_bf16(q_strided), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(T * row * 2);
+    PrefillAttentionArgs a;
+    a.q = dq.as<Bf16>();
+    a.q_stride = cs.q_stride;
+    a.k_cache = dk.as<Bf16>();
+    a.v_cache = dv.as<Bf16>();
+    a.out = dout.as<Bf16>();
+    a.tokens = T;
+    a.start = cs.start;
+    a.q_heads = cs.q_heads;
+    a.kv_heads = cs.kv_heads;
+    a.head_dim = cs.head_dim;
+    dout.fill_bytes(0xff);  // NaN poison: every output must be written
+    attention.run(a, stream);
+    stream.synchronize();
+    INFO("engine " << attention.last_engine());
+    through_cudnn += std::string(attention.last_engine()) == "cudnn";
+    check_attention(dout, in.ref);
+    // A second call with the same shape reuses the plan and gives the same bits.
+    const auto first = download_bf16(dout, in.ref.size());
+    dout.fill_bytes(0xff);
+    attention.run(a, stream);
+    stream.synchronize();
+    CHECK(download_bf16(dout, in.ref.size()) == first);
+  }
+  // cuDNN may refuse an odd shape (the run falls back to Zoo's kernel, checked above too), but
+  // not the common ones: a build whose graph it never accepts must fail here, not pass quietly.
+  INFO("ZOO_CUDNN_LOG=1 prints why a shape was refused");
+  CHECK(through_cudnn >= 7);
+  // ZOO_CUDNN=0 takes Zoo's kernel.
+  const zoo::test::ScopedEnv off("ZOO_CUDNN", "0");
+  const auto in = make_inputs(rng, 64, 0, 64, 4, 2, 128);
+  DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(64 * 4 * 128 * 2);
+  PrefillAttentionArgs a;
+  a.q = dq.as<Bf16>();
+  a.k_cache = dk.as<Bf16>();
+  a.v_cache = dv.as<Bf16>();
+  a.out = dout.as<Bf16>();
+  a.tokens = 64;
+  a.q_heads = 4;
+  a.kv_heads = 2;
+  a.head_dim = 128;
+  attention.run(a, stream);
+  stream.synchronize();
+  CHECK(std::string(attention.last_engine()) == "zoo");
+  check_attention(dout, in.ref);
 }
 
 TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA groups, several queries)", "[cuda]") {

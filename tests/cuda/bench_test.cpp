@@ -65,8 +65,14 @@ TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") 
     std::int64_t T;
     int Hq, Hk, D;
   };
+  // Zoo's kernel, then cuDNN's fused attention (PrefillAttention with the length threshold off;
+  // its first call, which builds the plan, is outside the timing).
+  PrefillAttention engines;
+  const std::string cudnn_off = PrefillAttention::cudnn_unavailable_reason();
+  const zoo::test::ScopedEnv every_length("ZOO_CUDNN_MIN_TOKENS", "1");
   for (const P p : {P{4096, 32, 8, 128}, P{4096, 16, 8, 128}, P{4096, 32, 8, 64}, P{4096, 16, 4, 256},
-                    P{16384, 32, 8, 128}, P{512, 32, 8, 128}}) {
+                    P{16384, 32, 8, 128}, P{512, 32, 8, 128}, P{1024, 32, 8, 128}, P{2048, 32, 8, 128},
+                    P{8192, 32, 8, 128}, P{1024, 16, 8, 128}, P{2048, 16, 8, 128}}) {
     DeviceBuffer q = random_bf16_buffer(rng, p.T * p.Hq * p.D), k = random_bf16_buffer(rng, p.T * p.Hk * p.D),
                  v = random_bf16_buffer(rng, p.T * p.Hk * p.D), o(p.T * p.Hq * p.D * 2);
     PrefillAttentionArgs a;
@@ -83,6 +89,17 @@ TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") 
     const double flops = 4.0 * p.D * p.Hq * (static_cast<double>(p.T) * (p.T + 1) / 2);
     std::printf("prefill attention T=%-5lld heads %d/%d D=%-3d  %8.3f ms  %7.1f TFLOP/s (causal)\n", (long long)p.T,
                 p.Hq, p.Hk, p.D, ms, flops / (ms * 1e-3) / 1e12);
+    if (!cudnn_off.empty()) continue;
+    engines.run(a, stream);
+    stream.synchronize();
+    if (std::string(engines.last_engine()) != "cudnn") {
+      std::printf("cudnn prefill attention T=%-5lld heads %d/%d D=%-3d  refused (ZOO_CUDNN_LOG=1 says why)\n",
+                  (long long)p.T, p.Hq, p.Hk, p.D);
+      continue;
+    }
+    const double cudnn_ms = median_ms([&] { engines.run(a, stream); }, stream, 10);
+    std::printf("cudnn prefill attention T=%-5lld heads %d/%d D=%-3d  %8.3f ms  %7.1f TFLOP/s (causal)\n",
+                (long long)p.T, p.Hq, p.Hk, p.D, cudnn_ms, flops / (cudnn_ms * 1e-3) / 1e12);
   }
 
   for (const std::int64_t ctx : {std::int64_t{1024}, std::int64_t{4096}, std::int64_t{32768}}) {

@@ -16,8 +16,9 @@ if grep -qE "no CUDA device is usable|has no CUDA backend" "$TMP/err"; then
 fi
 [[ $rc == 0 ]] || { echo "FAIL: zoo bench exited $rc: $(cat "$TMP/err")"; exit 1; }
 
-# The block of the 1-token steps: its header line, then its op lines up to the next header.
-awk '/^ZOO_CUDA_PROFILE: steps of 1 token/ {on = 1; print; next} /^ZOO_CUDA_PROFILE:/ {on = 0} on' \
+# The first block of 1-token steps (each session prints its own when it ends): its header line,
+# then its op lines up to the next header.
+awk '/^ZOO_CUDA_PROFILE: steps of 1 token/ && !seen {on = 1; seen = 1; print; next} /^ZOO_CUDA_PROFILE:/ {on = 0} on' \
   "$TMP/err" >"$TMP/decode"
 grep -q "steps of 1 token(s): [1-9][0-9]* steps" "$TMP/decode" || fail "no decode steps in the profile: $(cat "$TMP/err")"
 for op in "norm" "gemm qkv" "qk norm+rope" "attention" "gemm o" "add+norm" "gemm down" "gemm head" "sample"; do

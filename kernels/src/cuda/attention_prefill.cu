@@ -9,10 +9,14 @@
 // shared memory to fit the registers), and 64-query tiles where 128-query tiles would leave SMs
 // idle.
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "attention_common.cuh"
+#if ZOO_WITH_CUDNN
+#include "cudnn_sdpa.hpp"
+#endif
 #include "zoo/kernels/cuda/attention.hpp"
 #include "zoo/kernels/env.hpp"
 
@@ -172,13 +176,25 @@ bool wide_tiles_128(const PrefillParams& p) {
 
 }  // namespace
 
-void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
+namespace {
+void check_args(const PrefillAttentionArgs& a) {
   if (a.tokens < 0 || a.start < 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0)
     throw std::invalid_argument("attention_prefill: bad shape (q_heads must be a positive multiple of kv_heads)");
   if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
     throw std::invalid_argument("attention_prefill: head_dim " + std::to_string(a.head_dim) +
                                 " not supported (64, 128, 256)");
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_prefill: missing pointer");
+  const std::int64_t row = static_cast<std::int64_t>(a.q_heads) * a.head_dim;
+  const std::int64_t q_stride = a.q_stride ? a.q_stride : row, out_stride = a.out_stride ? a.out_stride : row;
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) || q_stride % 8 ||
+      out_stride % 8)
+    throw std::invalid_argument("attention_prefill: pointers and strides must be 16-byte aligned");
+}
+}  // namespace
+
+void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
+  check_args(a);
+  if (a.tokens == 0) return;
   const std::int64_t D = a.head_dim;
   PrefillParams p{};
   p.q = dev(a.q);
@@ -188,10 +204,6 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   p.q_stride = a.q_stride ? a.q_stride : a.q_heads * D;
   p.kv_stride = a.kv_heads * D;
   p.out_stride = a.out_stride ? a.out_stride : a.q_heads * D;
-  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) || p.q_stride % 8 ||
-      p.out_stride % 8)
-    throw std::invalid_argument("attention_prefill: pointers and strides must be 16-byte aligned");
-  if (a.tokens == 0) return;
   p.tokens = a.tokens;
   p.start = a.start;
   p.q_heads = a.q_heads;
@@ -210,5 +222,42 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
     default: launch_prefill<256, 4, 32, false, 1>(p, stream); break;
   }
 }
+
+struct PrefillAttention::Impl {
+#if ZOO_WITH_CUDNN
+  detail::CudnnSdpa cudnn;
+#endif
+  const char* last = "none";
+};
+
+PrefillAttention::PrefillAttention() : impl_(std::make_unique<Impl>()) {}
+PrefillAttention::~PrefillAttention() = default;
+
+std::string PrefillAttention::cudnn_unavailable_reason() {
+#if ZOO_WITH_CUDNN
+  return detail::CudnnSdpa::unavailable_reason();
+#else
+  return "this build has no cuDNN";
+#endif
+}
+
+std::int64_t PrefillAttention::cudnn_min_tokens() {
+  return env_int("ZOO_CUDNN_MIN_TOKENS", 1, long{1} << 40).value_or(kCudnnMinTokens);
+}
+
+void PrefillAttention::run(const PrefillAttentionArgs& a, cudaStream_t stream) {
+  check_args(a);
+  if (a.tokens == 0) return;
+#if ZOO_WITH_CUDNN
+  if (a.tokens >= cudnn_min_tokens() && env_flag("ZOO_CUDNN", true) && impl_->cudnn.run(a, stream)) {
+    impl_->last = "cudnn";
+    return;
+  }
+#endif
+  attention_prefill(a, stream);
+  impl_->last = "zoo";
+}
+
+const char* PrefillAttention::last_engine() const { return impl_->last; }
 
 }  // namespace zoo::kernels::cuda

@@ -236,6 +236,7 @@ class CudaBackend : public DecoderBackend {
     ZOO_CUDA_CHECK(cudaSetDevice(device_));
     stream_ = std::make_unique<cu::Stream>();
     gemm_ = std::make_unique<cu::Gemm>();
+    prefill_attention_ = std::make_unique<cu::PrefillAttention>();
   }
 
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override {
@@ -357,6 +358,7 @@ class CudaBackend : public DecoderBackend {
   std::int64_t max_context_;
   std::unique_ptr<cu::Stream> stream_;
   std::unique_ptr<cu::Gemm> gemm_;
+  std::unique_ptr<cu::PrefillAttention> prefill_attention_;  // cuDNN's plans and workspace, or Zoo's kernel
   DeviceWeights w_;
   std::vector<DeviceTable> tables_;
   std::vector<std::int64_t> table_rows_;
@@ -512,7 +514,7 @@ void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
       p.q_heads = rope.q_heads;
       p.kv_heads = rope.kv_heads;
       p.head_dim = rope.head_dim;
-      cu::attention_prefill(p, s);
+      b_.prefill_attention_->run(p, s);
       profile_.mark("attention");
     }
     if (hook) tap(hook, name(l, "attn"), attn, T, qd, qd);
