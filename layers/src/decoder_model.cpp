@@ -33,6 +33,24 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
   const auto tables = static_cast<int>(table_rows.size());
   if (step.outputs.head_table < -1 || step.outputs.head_table >= tables)
     throw InputError(fmt::format("{}: head table {} does not exist ({} row tables)", c.family, step.outputs.head_table, tables));
+  if (const auto& h = step.outputs.head_sample) {
+    if (step.outputs.head_table < 0)
+      throw InputError(
+          fmt::format("{}: a head sampling request needs a head table (OutputRequest::head_table)", c.family));
+    const std::int64_t rows = table_rows[static_cast<std::size_t>(step.outputs.head_table)];
+    if (h->rule != SegmentSampleRule::threshold_top_k_index_cdf)
+      throw InputError(fmt::format("{}: unknown head sampling rule {}", c.family, static_cast<int>(h->rule)));
+    if (h->segments <= 0 || rows % h->segments != 0)
+      throw InputError(
+          fmt::format("{}: the head's {} rows do not split into {} segments", c.family, rows, h->segments));
+    bool draws_ok = h->temperature == 0.0f || static_cast<std::int64_t>(h->u.size()) == h->segments;
+    for (double u : h->u) draws_ok = draws_ok && u >= 0.0 && u < 1.0;
+    if (!(h->temperature >= 0.0f) || !std::isfinite(h->temperature) || !(h->top_p >= 0.0f && h->top_p <= 1.0f) ||
+        !draws_ok)
+      throw InputError(fmt::format("{}: invalid head sampling request (temperature {}, top_k {}, top_p {}, {} uniforms "
+                                   "for {} segments, each in [0, 1))",
+                                   c.family, h->temperature, h->top_k, h->top_p, h->u.size(), h->segments));
+  }
   const TableRows& r = step.table_rows;
   if (r.table == -1 && r.positions.empty() && r.ids.empty()) return;
   if (r.table < 0 || r.table >= tables)

@@ -83,4 +83,31 @@ TEST_CASE("row tables: bad indices, ids, shapes and late tables are refused", "[
              Contains("must be [rows,"));
 }
 
+TEST_CASE("row tables: a head sampling request is checked; a CPU session returns the head output instead",
+          "[qwen3][row_table][input]") {
+  Fixture f = open_with_table();
+  auto session = f.opened.model->new_session();
+  const std::vector<std::int64_t> ids{5, 17};
+  auto error_of = [&](const HeadSampleRequest& r, int head_table) {
+    return input_error_of([&] { session->forward({ids, {}, {}, {.head_table = head_table, .head_sample = r}, {}}); });
+  };
+  REQUIRE(f.V % 2 == 0);
+  const std::vector<double> two{0.25, 0.5}, bad{0.25, 1.0};
+  CHECK_THAT(error_of({.segments = 2}, -1), Contains("needs a head table"));
+  CHECK_THAT(error_of({.segments = f.V + 1}, f.table), Contains("do not split into"));
+  CHECK_THAT(error_of({.segments = 2, .temperature = 0.8f}, f.table), Contains("0 uniforms for 2 segments"));
+  CHECK_THAT(error_of({.segments = 2, .temperature = 0.8f, .u = bad}, f.table), Contains("invalid head sampling"));
+  CHECK_THAT(error_of({.segments = 2, .temperature = -1.0f, .u = two}, f.table), Contains("invalid head sampling"));
+  CHECK_THAT(error_of({.segments = 2, .top_p = 1.5f}, f.table), Contains("invalid head sampling"));
+  CHECK(session->position() == 0);  // nothing ran
+
+  // The CPU backend does not sample heads: it answers with the head output, for the caller to pick.
+  const HeadSampleRequest request{.segments = 2, .temperature = 0.8f, .u = two};
+  const ForwardResult got = session->forward({ids, {}, {}, {.head_table = f.table, .head_sample = request}, {}});
+  CHECK(got.head_sampled.empty());
+  const HostTensor* head = got.find_extra("rows");
+  REQUIRE(head != nullptr);
+  CHECK(head->shape() == Shape{1, f.V});
+}
+
 }  // namespace zoo::ptest

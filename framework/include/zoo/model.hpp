@@ -50,6 +50,31 @@ struct SampleRequest {
   double u = 0.0;            // uniform in [0, 1); unused when greedy
 };
 
+// How OutputRequest::head_sample picks. Generic names for first-party rules a plugin's host sampler
+// also implements (the host side is the reference; a device kernel follows it to the same ids).
+enum class SegmentSampleRule : int {
+  // temperature 0: the first maximal index (NaN refused, +inf wins, all -inf gives 0), no draw.
+  // Else logits / temperature; top-k keeps every entry >= the k-th largest value (ties kept, -inf
+  // entries never); top-p ranks the survivors by value descending (ties to the lower index) and
+  // drops one when the mass ranked before it already exceeds top_p; softmax in float64 (masses
+  // summed in index order); the pick is the first index, in ascending index order, whose
+  // cumulative probability exceeds u. NaN, +inf or only -inf in a segment is an error.
+  threshold_top_k_index_cdf,
+};
+
+// Picking one id per segment of a row table head's output (OutputRequest::head_table) where it is
+// computed, so that only the ids cross to the host: the last position's head row [table rows] is
+// split into `segments` equal segments (e.g. one per codebook of a multi-codebook head). The
+// uniforms are drawn by the caller, one per segment, so a seeded run picks the same ids anywhere.
+struct HeadSampleRequest {
+  SegmentSampleRule rule = SegmentSampleRule::threshold_top_k_index_cdf;
+  std::int64_t segments = 1;
+  float temperature = 0.0f;     // 0: greedy
+  int top_k = 0;                // <= 0: off
+  float top_p = 1.0f;           // 1: off
+  std::span<const double> u;    // [segments], each in [0, 1); may be empty when greedy
+};
+
 // Which outputs a forward step should return. Default: logits at the last position.
 struct OutputRequest {
   bool hidden = false;         // final normed hidden state (the head's input)
@@ -62,6 +87,10 @@ struct OutputRequest {
   // position's row, and no logits; one that cannot ignores this and returns the logits as asked,
   // and the caller samples them with zoo::sample_logits (same semantics, same id).
   std::optional<SampleRequest> sample;
+  // With `head_table`: a session that can sample the head where it runs returns
+  // ForwardResult::head_sampled (one pick per segment) instead of the head's output in `extra`;
+  // one that cannot ignores this and returns the output as asked, for the caller to sample.
+  std::optional<HeadSampleRequest> head_sample;
 };
 
 // Embeddings summed from a row table (Model::add_row_table) on the model's device: the embedding
@@ -121,6 +150,11 @@ struct ForwardResult {
   HostTensor hidden;
   HostTensor logits;
   std::optional<SampledToken> sampled;  // when OutputRequest::sample was honoured
+  // When OutputRequest::head_sample was honoured: one per segment, ids and bad_index within the
+  // segment. For SegmentSampleRule::threshold_top_k_index_cdf bad_index is the first NaN, or with
+  // none the first +inf (the host reference checks for NaN first); greedy picks accept +inf and
+  // all -inf segments, so the caller judges validity by the rule, not by valid().
+  std::vector<SampledToken> head_sampled;
   std::vector<std::pair<std::string, HostTensor>> extra;
 
   const HostTensor* find_extra(std::string_view name) const {

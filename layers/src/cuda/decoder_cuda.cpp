@@ -68,7 +68,10 @@ struct StepVariant {
   bool logits = true;
   int head_table = -1;
   int sample = 0;  // pick a token from the logits (OutputRequest::sample): 0 no, else 1 + cu::SampleMode
-  auto key() const { return std::tuple(table, per_position, logits, head_table, sample); }
+  // Pick one id per segment of the head output (OutputRequest::head_sample), 0: no. Greedy or not
+  // is read on the device, so one graph serves every setting of a segment count.
+  std::int64_t head_segments = 0;
+  auto key() const { return std::tuple(table, per_position, logits, head_table, sample, head_segments); }
 };
 
 // Uploads tensors through a ring of pinned staging buffers: worker threads copy (and, for F32/F16
@@ -193,6 +196,7 @@ class CudaSession : public Session {
   void ensure_table_ids(std::int64_t ids);
   void sum_table_rows(int table, std::int64_t per_position, std::int64_t count);
   void sample_token(cu::SampleMode mode, std::int64_t row);
+  void sample_head(int table, std::int64_t segments, std::int64_t row);
   void run_decode_body(std::int64_t T, const StepVariant& v);
 
   std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
@@ -211,6 +215,10 @@ class CudaSession : public Session {
   cu::DeviceBuffer table_ids_dev_, table_pos_dev_;  // TableRows of the step, int32
   // Sampling on the device: parameters (with the step's draw) in, the picked token out.
   cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
+  // Sampling the head on the device: parameters and uniforms in, one pick per segment out, at the
+  // same offsets in pinned and device memory (kHeadSample*).
+  cu::PinnedBuffer head_sample_host_;
+  cu::DeviceBuffer head_sample_dev_;
   std::int64_t table_ids_capacity_ = 0;
   // By kv-length bucket and step variant.
   std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
@@ -369,6 +377,12 @@ class CudaBackend : public DecoderBackend {
 constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
 // In step_host_, past the ids, positions, kv_len and table ids: the sampling request and result.
 constexpr std::size_t kSampleParamsOffset = 7168, kSampleOutOffset = 7680;
+// Head sampling (OutputRequest::head_sample): at most this many segments are picked on the device
+// (more fall back to returning the head output); the layout of head_sample_host_/head_sample_dev_.
+constexpr std::int64_t kMaxHeadSegments = 256;
+constexpr std::size_t kHeadSampleUOffset = 16, kHeadSampleOutOffset = kHeadSampleUOffset + 8 * kMaxHeadSegments,
+                      kHeadSampleBytes = kHeadSampleOutOffset + sizeof(cu::SampleOutput) * kMaxHeadSegments;
+static_assert(sizeof(cu::SegmentSampleParams) <= kHeadSampleUOffset);
 
 CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
     : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {
@@ -382,6 +396,8 @@ CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
   sample_out_dev_ = cu::DeviceBuffer(sizeof(cu::SampleOutput));
   sample_workspace_ = cu::DeviceBuffer(cu::sample_workspace_bytes(c_.vocab_size));
   sample_workspace_.fill_bytes(0);  // the sampling kernels' tickets start at zero
+  head_sample_host_ = cu::PinnedBuffer(kHeadSampleBytes);
+  head_sample_dev_ = cu::DeviceBuffer(kHeadSampleBytes);
   decode_workspace_ = cu::DeviceBuffer(cu::decode_attention_workspace_bytes(kMaxDecodeTokens, c_.num_heads, c_.head_dim));
   decode_workspace_.fill_bytes(0);  // the decode attention's merge tickets start at zero
   b_.note_memory();
@@ -606,6 +622,18 @@ void CudaSession::sample_token(cu::SampleMode mode, std::int64_t row) {
   profile_.mark("sample");
 }
 
+// Picks one id per segment of the head output's row `row` on the device (head_sample_dev_ holds
+// the request and its uniforms).
+void CudaSession::sample_head(int table, std::int64_t segments, std::int64_t row) {
+  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
+  auto* base = head_sample_dev_.as<std::byte>();
+  cu::sample_segments(head_dev_.as<float>() + row * t.count, segments, t.count / segments,
+                      reinterpret_cast<const cu::SegmentSampleParams*>(base),
+                      reinterpret_cast<const double*>(base + kHeadSampleUOffset),
+                      reinterpret_cast<cu::SampleOutput*>(base + kHeadSampleOutOffset), *b_.stream_);
+  profile_.mark("sample head");
+}
+
 // Everything a decode step of this variant launches; also what its graph captures.
 void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
   cu::embedding_gather(b_.w_.embed, c_.vocab_size, c_.hidden_size, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(),
@@ -617,6 +645,7 @@ void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
   if (v.logits) compute_logits(1, last);
   if (v.logits && v.sample > 0) sample_token(static_cast<cu::SampleMode>(v.sample - 1), 0);
   if (v.head_table >= 0) compute_head(v.head_table, 1, last);
+  if (v.head_segments > 0) sample_head(v.head_table, v.head_segments, 0);
 }
 
 ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
@@ -670,9 +699,31 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, 0};
     ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_params_dev_.data(), params, sizeof(cu::SampleParams), cudaMemcpyHostToDevice, s));
   }
-  const StepVariant variant{has_table ? tr.table : -1, has_table ? tr.per_position : 0, step.outputs.logits,
-                            step.outputs.head_table,
-                            sampling ? 1 + static_cast<int>(cu::sample_mode(sample->temperature, sample->top_k)) : 0};
+  // Sampling the head on the device: the request and its uniforms go up the same way. A request
+  // this backend cannot serve (too many segments, too wide) is ignored: the head output comes back.
+  const auto& head_sample = step.outputs.head_sample;
+  bool head_sampling = false;
+  if (head_sample && step.outputs.head_table >= 0) {  // checked in check_step
+    const std::int64_t count = b_.tables_[static_cast<std::size_t>(step.outputs.head_table)].count;
+    head_sampling = head_sample->segments <= kMaxHeadSegments &&
+                    count / head_sample->segments <= cu::kSegmentSampleMaxWidth;
+  }
+  if (head_sampling) {
+    auto* staged = head_sample_host_.as<std::byte>();
+    const bool greedy = head_sample->temperature == 0.0f;
+    *reinterpret_cast<cu::SegmentSampleParams*>(staged) = {head_sample->temperature, head_sample->top_k,
+                                                           head_sample->top_p, 0};
+    std::size_t bytes = kHeadSampleUOffset;
+    if (!greedy) {  // a greedy pick reads no uniform
+      std::memcpy(staged + kHeadSampleUOffset, head_sample->u.data(), head_sample->u.size_bytes());
+      bytes += head_sample->u.size_bytes();
+    }
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(head_sample_dev_.data(), staged, bytes, cudaMemcpyHostToDevice, s));
+  }
+  StepVariant variant{has_table ? tr.table : -1, has_table ? tr.per_position : 0, step.outputs.logits,
+                      step.outputs.head_table,
+                      sampling ? 1 + static_cast<int>(cu::sample_mode(sample->temperature, sample->top_k)) : 0};
+  if (head_sampling) variant.head_segments = head_sample->segments;
   const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() &&
                          (step.outputs.logits || step.outputs.head_table >= 0) && !step.outputs.hidden &&
                          (!has_table || (tr.positions.size() == 1 && tr.positions[0] == 0 && tr.ids.size() <= 512));
@@ -729,6 +780,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
     if (sampling) sample_token(static_cast<cu::SampleMode>(variant.sample - 1), rows - 1);
     if (step.outputs.head_table >= 0) compute_head(step.outputs.head_table, rows, a_.x.as<Bf16>() + (T - rows) * H);
+    if (head_sampling) sample_head(step.outputs.head_table, variant.head_segments, rows - 1);
     profile_.end(T);
   }
   pos_ += T;
@@ -744,7 +796,12 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
                                    cudaMemcpyDeviceToHost, s));
   }
-  if (step.outputs.head_table >= 0) {
+  auto* head_picked = reinterpret_cast<cu::SampleOutput*>(head_sample_host_.as<std::byte>() + kHeadSampleOutOffset);
+  if (head_sampling) {
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(head_picked, head_sample_dev_.as<std::byte>() + kHeadSampleOutOffset,
+                                   sizeof(cu::SampleOutput) * static_cast<std::size_t>(variant.head_segments),
+                                   cudaMemcpyDeviceToHost, s));
+  } else if (step.outputs.head_table >= 0) {
     const DeviceTable& t = b_.tables_[static_cast<std::size_t>(step.outputs.head_table)];
     HostTensor out(DType::F32, {rows, t.count});
     ZOO_CUDA_CHECK(cudaMemcpyAsync(out.data(), head_dev_.data(), out.nbytes(), cudaMemcpyDeviceToHost, s));
@@ -754,6 +811,11 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   if (sampling)
     result.sampled = SampledToken{.id = picked->id, .logit = picked->logit, .bad_index = picked->bad_index,
                                   .bad_value = picked->bad_value, .all_masked = picked->unmasked == 0};
+  for (std::int64_t i = 0; i < variant.head_segments; ++i) {
+    const cu::SampleOutput& p = head_picked[i];
+    result.head_sampled.push_back({.id = p.id, .logit = p.logit, .bad_index = p.bad_index, .bad_value = p.bad_value,
+                                   .all_masked = p.unmasked == 0});
+  }
   return result;
 }
 

@@ -147,4 +147,24 @@ SampleMode sample_mode(float temperature, std::int32_t top_k);
 void sample_row(const float* logits, std::int64_t n, SampleMode mode, const SampleParams* params, SampleOutput* out,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
+// One pick per segment of a float32 row: logits[s * width, (s + 1) * width) for s < segments, by
+// the rule zoo::SegmentSampleRule::threshold_top_k_index_cdf (zoo/model.hpp): temperature 0 is the
+// first argmax; else top-k keeping ties with the k-th value, top-p over the survivors ranked by
+// value (ties to the lower index), float64 softmax, and the first index in index order whose
+// cumulative probability exceeds u[s]. The float64 sums run in the host reference's order (one
+// thread per segment walks them), so the ids equal the host's except where an exp() rounding
+// difference of one ulp moves a boundary across u. out[s].bad_index is the first NaN, else the first
+// +inf; out[s].unmasked counts entries other than -inf. Parameters and uniforms are read from device
+// memory when the kernel runs, and greedy or not is decided there, so one captured graph replays
+// every setting. One block per segment; width <= kSegmentSampleMaxWidth.
+struct SegmentSampleParams {
+  float temperature = 0.0f;  // 0: greedy
+  std::int32_t top_k = 0;    // <= 0 or >= width: off
+  float top_p = 1.0f;        // >= 1: off
+  std::int32_t pad = 0;
+};
+inline constexpr std::int64_t kSegmentSampleMaxWidth = 2048;  // its shared memory stays under 48 KiB
+void sample_segments(const float* logits, std::int64_t segments, std::int64_t width, const SegmentSampleParams* params,
+                     const double* u, SampleOutput* out, cudaStream_t stream);
+
 }  // namespace zoo::kernels::cuda
