@@ -133,4 +133,43 @@ TEST_CASE("tts sampler: bad parameters and rows", "[higgs][tts]") {
   CHECK_THROWS_AS(s.sample_rows(std::vector<float>{0, 1, 2}, 2), std::invalid_argument);
 }
 
+
+TEST_CASE("tts sampler: uniforms drawn ahead pick what sample_rows picks", "[higgs][tts]") {
+  // The device path draws a row's K uniforms before the forward step; the codes and the stream
+  // must not change for it.
+  std::vector<float> logits;
+  for (int i = 0; i < 3 * 40; ++i) logits.push_back(static_cast<float>((i * 7919) % 23) * 0.3f - 2.0f);
+  for (const TtsSampling s :
+       {TtsSampling{0.8f, 50, 1.0f, 5}, TtsSampling{1.0f, 4, 0.8f, 9}, TtsSampling{0.0f, 50, 1.0f, 1}}) {
+    TtsSampler a(s), b(s);
+    for (int row = 0; row < 10; ++row) {
+      const std::vector<double> u = b.uniforms(3);
+      CHECK(u.size() == (s.temperature > 0 ? 3u : 0u));
+      CHECK(b.sample_rows(logits, 3, u) == a.sample_rows(logits, 3));
+      CHECK(a.state() == b.state());
+    }
+    const HeadSampleRequest r = b.head_request(3, b.uniforms(3));
+    CHECK(r.rule == SegmentSampleRule::threshold_top_k_index_cdf);
+    CHECK(r.segments == 3);
+    CHECK(r.temperature == s.temperature);
+    CHECK(r.u.size() == (s.temperature > 0 ? 3u : 0u));
+  }
+  // Greedy by the threshold asks the device for temperature 0, its greedy.
+  CHECK(TtsSampler({1e-6f, 50, 1.0f, 0}).head_request(3, {}).temperature == 0.0f);
+}
+
+TEST_CASE("tts sampler: accept() refuses device picks of broken rows as sample() refuses the rows", "[higgs][tts]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const SampledToken good{.id = 3}, with_nan{.id = 0, .bad_index = 4, .bad_value = nan},
+      with_inf{.id = 2, .bad_index = 2, .bad_value = inf}, masked{.id = 0, .all_masked = true};
+  const TtsSampler sampled({0.8f, 50, 1.0f, 0}), greedy({0.0f, 50, 1.0f, 0});
+  CHECK(sampled.accept(std::vector{good, good}) == std::vector<std::int64_t>{3, 3});
+  CHECK_THROWS_WITH(sampled.accept(std::vector{good, with_nan}), "logits hold NaN at index 4");
+  CHECK_THROWS_WITH(greedy.accept(std::vector{with_nan}), "logits hold NaN at index 4");
+  CHECK_THROWS_WITH(sampled.accept(std::vector{with_inf}), "logits are all -inf (or +inf present)");
+  CHECK_THROWS_WITH(sampled.accept(std::vector{masked}), "logits are all -inf (or +inf present)");
+  // Greedy takes the first maximum: a +inf, or index 0 of an all -inf row, as argmax_first does.
+  CHECK(greedy.accept(std::vector{with_inf, masked}) == std::vector<std::int64_t>{2, 0});
+}
+
 }  // namespace zoo::higgs

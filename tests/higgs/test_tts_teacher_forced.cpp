@@ -26,24 +26,57 @@ namespace {
 
 using higgs::CodeRow;
 
-// Text "tokenizer" for the tiny fixture (vocabulary 320, no tokenizer.json): a byte per id, the
-// special tokens at the top of the vocabulary.
-SpeechRequest tiny_speech(const std::string& text) {
+// Text "tokenizer" for a tiny fixture (no tokenizer.json): a byte per id (modulo vocab - 16), the
+// special tokens near the top of the vocabulary (higgs-tiny: 320, higgs-tiny-hd128: 256).
+SpeechRequest tiny_speech(const std::string& text, std::int64_t vocab = 320) {
   SpeechRequest r;
   r.text = text;
-  r.encode = [](std::string_view s) {
+  r.encode = [vocab](std::string_view s) {
     std::vector<std::int64_t> ids;
-    for (char ch : s) ids.push_back(static_cast<unsigned char>(ch) % 256);
+    for (char ch : s) ids.push_back(static_cast<unsigned char>(ch) % (vocab - 16));
     return ids;
   };
-  r.token_id = [](std::string_view s) -> std::optional<std::int64_t> {
-    static const std::map<std::string, std::int64_t, std::less<>> specials{
-        {"<|tts|>", 310}, {"<|text|>", 311}, {"<|audio|>", 312}, {"<|ref_audio|>", 313}, {"<|ref_text|>", 314}};
+  r.token_id = [vocab](std::string_view s) -> std::optional<std::int64_t> {
+    const std::int64_t top = vocab - 10;
+    const std::map<std::string, std::int64_t, std::less<>> specials{
+        {"<|tts|>", top}, {"<|text|>", top + 1}, {"<|audio|>", top + 2}, {"<|ref_audio|>", top + 3},
+        {"<|ref_text|>", top + 4}};
     auto it = specials.find(s);
     if (it == specials.end()) return std::nullopt;
     return it->second;
   };
   return r;
+}
+
+// The rows of synthesize_speech picked where `session` can (on_device) and on the host, for
+// several settings and seeds: the same frames; `device_rows` says where the first run picked.
+void check_device_picks_equal_host(Session& session, const higgs::TtsShape& shape, std::int64_t vocab,
+                                   bool expect_device) {
+  struct Setting {
+    float temperature;
+    int top_k;
+    float top_p;
+  };
+  for (const Setting& s : {Setting{0.0f, 50, 1.0f}, Setting{0.8f, 50, 1.0f}, Setting{1.0f, 0, 0.9f},
+                           Setting{1.2f, 5, 1.0f}, Setting{1.5f, 1000, 0.7f}}) {
+    for (std::uint64_t seed : {0ull, 1ull, 2ull}) {
+      INFO("temperature " << s.temperature << " top_k " << s.top_k << " top_p " << s.top_p << " seed " << seed);
+      SpeechRequest request = tiny_speech("hello there", vocab);
+      request.temperature = s.temperature;
+      request.top_k = s.top_k;
+      request.top_p = s.top_p;
+      request.seed = seed;
+      request.max_steps = 40;
+      higgs::SynthesisStats device, host;
+      const SpeechResult a = higgs::synthesize_speech(session, shape, request, {}, true, &device);
+      const SpeechResult b = higgs::synthesize_speech(session, shape, request, {}, false, &host);
+      CHECK(device.device_rows == (expect_device ? a.steps : 0));
+      CHECK(host.device_rows == 0);
+      CHECK(a.steps == b.steps);
+      CHECK(a.finished == b.finished);
+      CHECK(a.frames == b.frames);
+    }
+  }
 }
 
 // Step s's audio logits (ours) against transformers' (want), both [K, V].
@@ -206,6 +239,37 @@ TEST_CASE("higgs tts: synthesize on the tiny fixture", "[higgs][tts]") {
   request.max_steps = 10;
   request.temperature = -1;
   CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::Contains("temperature"));
+}
+
+TEST_CASE("higgs tts: a CPU session's rows are picked on the host, as before", "[higgs][tts]") {
+  const fs::path dir = fixture_dir("higgs-tiny");
+  OpenedModel opened = open_fixture(dir);
+  const Prompt probe = opened.model->prepare(load_request(dir / "request.json"));
+  auto session = opened.model->new_session();
+  check_device_picks_equal_host(*session, {4, 66, opened.model->info().hidden_size, 4096, probe.table}, 320, false);
+}
+
+// The CUDA decoder picks the codes (kernels sample_segments, in the decode graphs) and only the K
+// ids come back per row: the same rows as the host sampler on the downloaded logits.
+TEST_CASE("higgs tts: the CUDA loop picks on the device the rows the host path picks",
+          "[higgs][tts][cuda][tts_sampling]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const fs::path dir = fixture_dir("higgs-tiny-hd128");
+  const ModelArgs args = cuda_test::cuda_bf16_args(dir);
+  auto model = registry().create_model(registry().resolve_config(args.config, (dir / "config.json").string()).name, args);
+  model->load();
+  const Prompt probe = model->prepare(load_request(dir / "request.json"));
+  const higgs::TtsShape shape{5, 40, model->info().hidden_size, args.max_context, probe.table};
+  auto session = model->new_session();
+  check_device_picks_equal_host(*session, shape, 256, true);
+  // Model::synthesize takes the device path too.
+  SpeechRequest request = tiny_speech("hello there", 256);
+  request.max_steps = 40;
+  CHECK(model->synthesize(request).frames == higgs::synthesize_speech(*session, shape, request, {}, false).frames);
+#endif
 }
 
 TEST_CASE("synthesize: a text model says it does not synthesize speech", "[higgs][tts]") {

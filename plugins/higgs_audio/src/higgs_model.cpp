@@ -11,6 +11,7 @@
 #include "tts_synthesize.hpp"
 #include "zoo/error.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
+#include "zoo/kernels/env.hpp"
 #include "zoo/plugin_abi.hpp"
 
 namespace zoo::higgs {
@@ -47,18 +48,32 @@ class HiggsSession : public Session {
   void reset() override { body_->reset(); }
 
   // Returns the audio logits [K, V] at the last position as extra "audio_logits"; text logits are
-  // not produced (`logits` holds text logits only, see ForwardResult).
+  // not produced (`logits` holds text logits only, see ForwardResult). With head_sample (segments
+  // K: one code per codebook) a body that picks on its device returns head_sampled instead.
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
     // There are no text logits to pick a token from (the audio codebooks are sampled by the TTS
-    // loop, on the host): say so rather than return nothing.
+    // loop): say so rather than return nothing.
     if (step.outputs.sample)
       throw InputError("higgs_audio: cannot sample text tokens (OutputRequest::sample): it predicts audio codes; "
                        "use `zoo tts`");
     ForwardStep body_step = step;
     body_step.outputs = {.hidden = step.outputs.hidden, .logits = false, .all_positions = false,
                          .head_table = table_.index};
+    // A hook that taps the audio logits needs them on the host: then the caller samples them.
+    const bool taps_logits = hook && (hook->wants("audio_logits") || hook->wants("audio_argmax"));
+    if (step.outputs.head_sample && step.outputs.logits && !taps_logits) {
+      if (step.outputs.head_sample->segments != table_.K)
+        throw InputError(fmt::format("higgs_audio: head sampling picks one code per codebook: {} segments, want {}",
+                                     step.outputs.head_sample->segments, table_.K));
+      body_step.outputs.head_sample = step.outputs.head_sample;
+    }
     ForwardResult body = body_->forward(body_step, hook);
     ForwardResult result;
+    if (!body.head_sampled.empty()) {
+      if (step.outputs.hidden) result.hidden = std::move(body.hidden);
+      result.head_sampled = std::move(body.head_sampled);
+      return result;
+    }
     const HostTensor* head = body.find_extra(kAudioTable);
     if (head == nullptr || head->numel() != table_.K * table_.V)
       throw std::logic_error("higgs_audio: the body returned no audio head output");
@@ -133,7 +148,11 @@ class HiggsModel : public Model {
   SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress) override {
     if (table_.index < 0) throw std::logic_error("higgs_audio: synthesize() before load()");
     auto session = new_session();
-    return synthesize_speech(*session, {table_.K, table_.V, table_.H, max_context_, table_.index}, request, progress);
+    // ZOO_TTS_HOST_SAMPLING=1: pick the codes on the host even where the session could (an A/B of
+    // the device picks in one build; the codes are the same).
+    const bool on_device = !kernels::env_flag("ZOO_TTS_HOST_SAMPLING", false);
+    return synthesize_speech(*session, {table_.K, table_.V, table_.H, max_context_, table_.index}, request, progress,
+                             on_device);
   }
   nlohmann::json runtime_stats() const override {
     auto stats = body_->runtime_stats();

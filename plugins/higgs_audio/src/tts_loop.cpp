@@ -34,18 +34,17 @@ bool DelayStateMachine::step(CodeRow& codes) {
   return done_;
 }
 
-TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model, const RowPicker& pick,
-                           const TtsLoopOptions& options, const std::function<void(std::int64_t)>& on_row) {
+TtsLoopResult run_tts_rows(const NextRow& next, const TtsLoopOptions& options,
+                           const std::function<void(std::int64_t)>& on_row) {
   const std::int64_t K = options.num_codebooks, V = options.codebook_size;
   if (K <= 0 || V < 3) throw std::invalid_argument("run_tts_loop: bad codebook shape");
   if (options.max_rows <= 0) throw std::invalid_argument("run_tts_loop: max_rows must be positive");
   DelayStateMachine machine(K, V - 2, V - 1);
   TtsLoopResult result;
-  std::vector<float> logits = std::move(first_logits);
   for (std::int64_t index = 0;; ++index) {
-    if (static_cast<std::int64_t>(logits.size()) != K * V)
-      throw std::logic_error(fmt::format("run_tts_loop: {} logits at row {}, want {} x {}", logits.size(), index, K, V));
-    CodeRow codes = pick(logits, index);
+    CodeRow codes = next(result.rows.empty() ? nullptr : &result.rows.back(), index);
+    if (static_cast<std::int64_t>(codes.size()) != K)
+      throw std::logic_error(fmt::format("run_tts_loop: {} codes at row {}, want {}", codes.size(), index, K));
     for (auto code : codes)
       if (code < 0 || code >= V) throw std::logic_error(fmt::format("run_tts_loop: code {} outside [0, {})", code, V));
     const bool last = machine.step(codes);
@@ -59,10 +58,23 @@ TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model
       result.stop = TtsStop::MaxRows;
       break;
     }
-    logits = model.feed(result.rows.back());
   }
   result.eoc_row = machine.eoc_row();
   return result;
+}
+
+TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model, const RowPicker& pick,
+                           const TtsLoopOptions& options, const std::function<void(std::int64_t)>& on_row) {
+  const std::int64_t K = options.num_codebooks, V = options.codebook_size;
+  std::vector<float> logits = std::move(first_logits);
+  const NextRow next = [&](const CodeRow* previous, std::int64_t index) {
+    if (previous != nullptr) logits = model.feed(*previous);
+    if (static_cast<std::int64_t>(logits.size()) != K * V)
+      throw std::logic_error(
+          fmt::format("run_tts_loop: {} logits at row {}, want {} x {}", logits.size(), index, K, V));
+    return pick(logits, index);
+  };
+  return run_tts_rows(next, options, on_row);
 }
 
 std::vector<CodeRow> codec_frames(const std::vector<CodeRow>& rows, std::int64_t num_codebooks, std::int64_t codes) {

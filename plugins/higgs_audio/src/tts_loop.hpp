@@ -61,6 +61,16 @@ struct TtsLoopOptions {
   std::int64_t max_rows = 1024;    // delayed rows, as the reference's max_new_tokens
 };
 
+// The codes of row `index`: picked from the prompt's last position when `previous` is null (row
+// 0), else after feeding `previous` back (a session picking on its device, or logits and a picker).
+using NextRow = std::function<CodeRow(const CodeRow* previous, std::int64_t index)>;
+
+// The generation loop over rows from `next`: step the state machine, emit the row; stop when the
+// machine is done or max_rows rows exist; otherwise feed the row back for the next one. `on_row`
+// (optional) sees the number of rows emitted so far.
+TtsLoopResult run_tts_rows(const NextRow& next, const TtsLoopOptions& options,
+                           const std::function<void(std::int64_t)>& on_row = {});
+
 // The generation loop: pick a row from `first_logits` (the prompt's last position), step the
 // state machine, emit the row; stop when the machine is done or max_rows rows exist; otherwise
 // feed the row back and pick the next one from the logits that come back. `on_row` (optional)

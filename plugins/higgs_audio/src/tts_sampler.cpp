@@ -103,10 +103,21 @@ TtsSampler::TtsSampler(TtsSampling sampling) : sampling_(sampling), state_(sampl
     throw InputError(fmt::format("top-p must be within [0, 1], got {}", sampling_.top_p));
 }
 
+bool TtsSampler::greedy() const { return higgs::greedy(sampling_); }
+
 std::int64_t TtsSampler::sample(std::span<const float> logits) {
-  if (greedy(sampling_)) return argmax_first(logits);
+  if (greedy()) return argmax_first(logits);
   filter_survivors(logits, sampling_, scratch_, survivors_);
-  const double u = uniform01(state_);
+  return draw(uniform01(state_));  // drawn after the row passed its checks, as ever
+}
+
+std::int64_t TtsSampler::sample(std::span<const float> logits, double u) {
+  if (greedy()) return argmax_first(logits);
+  filter_survivors(logits, sampling_, scratch_, survivors_);
+  return draw(u);
+}
+
+std::int64_t TtsSampler::draw(double u) const {
   double cum = 0;
   std::int64_t last = -1;
   for (std::size_t j = 0; j < survivors_.index.size(); ++j) {  // index order, as the CDF runs
@@ -118,12 +129,61 @@ std::int64_t TtsSampler::sample(std::span<const float> logits) {
   return last;  // u within rounding of 1: the last token with mass
 }
 
-std::vector<std::int64_t> TtsSampler::sample_rows(std::span<const float> logits, std::int64_t num_codebooks) {
+namespace {
+
+std::size_t codebook_width(std::span<const float> logits, std::int64_t num_codebooks) {
   if (num_codebooks <= 0 || logits.size() % static_cast<std::size_t>(num_codebooks) != 0)
     throw std::invalid_argument(fmt::format("{} logits do not split into {} codebooks", logits.size(), num_codebooks));
-  const std::size_t V = logits.size() / static_cast<std::size_t>(num_codebooks);
+  return logits.size() / static_cast<std::size_t>(num_codebooks);
+}
+
+}  // namespace
+
+std::vector<std::int64_t> TtsSampler::sample_rows(std::span<const float> logits, std::int64_t num_codebooks) {
+  const std::size_t V = codebook_width(logits, num_codebooks);
   std::vector<std::int64_t> codes(static_cast<std::size_t>(num_codebooks));
   for (std::size_t c = 0; c < codes.size(); ++c) codes[c] = sample(logits.subspan(c * V, V));
+  return codes;
+}
+
+std::vector<std::int64_t> TtsSampler::sample_rows(std::span<const float> logits, std::int64_t num_codebooks,
+                                                  std::span<const double> u) {
+  const std::size_t V = codebook_width(logits, num_codebooks);
+  const bool draws = !greedy();
+  if (draws && u.size() != static_cast<std::size_t>(num_codebooks))
+    throw std::invalid_argument(fmt::format("{} uniforms for {} codebooks", u.size(), num_codebooks));
+  std::vector<std::int64_t> codes(static_cast<std::size_t>(num_codebooks));
+  for (std::size_t c = 0; c < codes.size(); ++c) codes[c] = sample(logits.subspan(c * V, V), draws ? u[c] : 0.0);
+  return codes;
+}
+
+std::vector<double> TtsSampler::uniforms(std::int64_t n) {
+  std::vector<double> u;
+  if (greedy()) return u;
+  for (std::int64_t i = 0; i < n; ++i) u.push_back(uniform01(state_));
+  return u;
+}
+
+HeadSampleRequest TtsSampler::head_request(std::int64_t num_codebooks, std::span<const double> u) const {
+  // The device rule's greedy is temperature 0; this sampler's is any temperature up to kGreedyTemperature.
+  return {.rule = SegmentSampleRule::threshold_top_k_index_cdf,
+          .segments = num_codebooks,
+          .temperature = greedy() ? 0.0f : sampling_.temperature,
+          .top_k = sampling_.top_k,
+          .top_p = sampling_.top_p,
+          .u = greedy() ? std::span<const double>() : u};
+}
+
+std::vector<std::int64_t> TtsSampler::accept(std::span<const SampledToken> picks) const {
+  std::vector<std::int64_t> codes;
+  for (const SampledToken& pick : picks) {
+    // The messages of argmax_first and filter_survivors, which would have refused the same row.
+    if (pick.bad_index >= 0 && std::isnan(pick.bad_value))
+      throw std::invalid_argument(fmt::format("logits hold NaN at index {}", pick.bad_index));
+    if (!greedy() && (pick.bad_index >= 0 || pick.all_masked))
+      throw std::invalid_argument("logits are all -inf (or +inf present)");
+    codes.push_back(pick.id);
+  }
   return codes;
 }
 

@@ -4,6 +4,8 @@
 #include <span>
 #include <vector>
 
+#include "zoo/model.hpp"
+
 namespace zoo::higgs {
 
 // Per-codebook sampling parameters of the TTS loop. Defaults are the first-party recommended
@@ -46,16 +48,37 @@ std::int64_t argmax_first(std::span<const float> logits);
 // Draws codebook rows. Reproducible: the only randomness is a SplitMix64 stream seeded with
 // `seed`, one 53-bit uniform per draw, mapped through the inverse CDF of filtered_probabilities
 // (first index whose cumulative probability exceeds u). Greedy draws consume no randomness.
+// The same rule runs on a device as zoo::SegmentSampleRule::threshold_top_k_index_cdf: uniforms()
+// draws a row's uniforms, head_request() asks a session for the picks and accept() checks them as
+// sample() checks a row, so either side gives the same codes from the same stream.
 class TtsSampler {
  public:
   explicit TtsSampler(TtsSampling sampling);
   const TtsSampling& sampling() const { return sampling_; }
+  bool greedy() const;
   // One code from one row of logits.
   std::int64_t sample(std::span<const float> logits);
+  // The same with a uniform drawn earlier (uniforms()); it is not read when greedy.
+  std::int64_t sample(std::span<const float> logits, double u);
   // One code per codebook from logits [K, V] (row-major), codebook 0 first.
   std::vector<std::int64_t> sample_rows(std::span<const float> logits, std::int64_t num_codebooks);
+  // The same with the row's uniforms drawn earlier: [K], or empty when greedy.
+  std::vector<std::int64_t> sample_rows(std::span<const float> logits, std::int64_t num_codebooks,
+                                        std::span<const double> u);
+  // The next n uniforms of the stream (none when greedy: greedy draws consume none).
+  std::vector<double> uniforms(std::int64_t n);
+  // Picking a row of K codebooks on a session's device with uniforms `u` (uniforms(K)); `u` must
+  // outlive the forward step.
+  HeadSampleRequest head_request(std::int64_t num_codebooks, std::span<const double> u) const;
+  // The codes of device picks, refused (std::invalid_argument, as sample() refuses the row) where
+  // the row held NaN, or, when not greedy, +inf or only -inf.
+  std::vector<std::int64_t> accept(std::span<const SampledToken> picks) const;
+  // The stream's state: equal states have drawn equally many uniforms from one seed.
+  std::uint64_t state() const { return state_; }
 
  private:
+  std::int64_t draw(double u) const;  // from survivors_
+
   TtsSampling sampling_;
   std::uint64_t state_;
   FilterScratch scratch_;

@@ -24,24 +24,52 @@ std::vector<float> audio_logits(const ForwardResult& out, const TtsShape& shape)
   return audio_logits(out, static_cast<std::size_t>(shape.num_codebooks * shape.codebook_size));
 }
 
-}  // namespace
-
-std::vector<float> SessionRowModel::feed(const CodeRow& row) {
+// Feeds `row` back as one position whose embedding is the sum of its K code rows of the table.
+template <class Run>
+auto feed_row(const CodeRow& row, const TtsShape& shape, Run&& run) {
   const std::int64_t id = 0;  // replaced by the table rows below
   const std::int64_t position = 0;
   std::vector<std::int64_t> ids;
-  for (std::int64_t c = 0; c < shape_.num_codebooks; ++c) ids.push_back(row[c] + c * shape_.codebook_size);
-  ForwardStep step{std::span<const std::int64_t>(&id, 1), {}, {},
-                   OutputRequest{.hidden = false, .logits = true, .all_positions = false},
-                   TableRows{shape_.table, std::span<const std::int64_t>(&position, 1), ids, shape_.num_codebooks}};
+  for (std::int64_t c = 0; c < shape.num_codebooks; ++c) ids.push_back(row[c] + c * shape.codebook_size);
+  return run(ForwardStep{std::span<const std::int64_t>(&id, 1), {}, {},
+                         OutputRequest{.hidden = false, .logits = true, .all_positions = false},
+                         TableRows{shape.table, std::span<const std::int64_t>(&position, 1), ids,
+                                   shape.num_codebooks}});
+}
+
+}  // namespace
+
+CodeRow SessionRowSampler::next(ForwardStep step) {
+  const std::int64_t K = shape_.num_codebooks;
+  const std::vector<double> u = sampler_.uniforms(K);  // K per row, none when greedy, on either path
+  step.outputs = OutputRequest{.hidden = false, .logits = true, .all_positions = false};
+  if (on_device_) step.outputs.head_sample = sampler_.head_request(K, u);
   const ForwardResult out = session_.forward(step);
-  const HostTensor* logits = out.find_extra("audio_logits");
-  if (logits == nullptr) throw std::logic_error("higgs tts: the session returned no audio logits");
-  return audio_logits(out, static_cast<std::size_t>(logits->numel()));
+  if (!out.head_sampled.empty()) {
+    if (static_cast<std::int64_t>(out.head_sampled.size()) != K)
+      throw std::logic_error(
+          fmt::format("higgs tts: the session picked {} codes, want {}", out.head_sampled.size(), K));
+    ++device_rows_;
+    return sampler_.accept(out.head_sampled);
+  }
+  return sampler_.sample_rows(audio_logits(out, shape_), K, u);
+}
+
+CodeRow SessionRowSampler::feed(const CodeRow& row) {
+  return feed_row(row, shape_, [&](const ForwardStep& step) { return next(step); });
+}
+
+std::vector<float> SessionRowModel::feed(const CodeRow& row) {
+  return feed_row(row, shape_, [&](const ForwardStep& step) {
+    const ForwardResult out = session_.forward(step);
+    const HostTensor* logits = out.find_extra("audio_logits");
+    if (logits == nullptr) throw std::logic_error("higgs tts: the session returned no audio logits");
+    return audio_logits(out, static_cast<std::size_t>(logits->numel()));
+  });
 }
 
 SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const SpeechRequest& request,
-                               const SpeechProgressFn& progress) {
+                               const SpeechProgressFn& progress, bool device_sampling, SynthesisStats* stats) {
   const std::int64_t K = shape.num_codebooks, V = shape.codebook_size;
   if (request.max_steps <= 0) throw InputError(fmt::format("max frames must be positive, got {}", request.max_steps));
   TtsSampler sampler({request.temperature, request.top_k, request.top_p, request.seed});
@@ -64,16 +92,18 @@ SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const Sp
     for (std::int64_t c = 0; c < K; ++c) prompt.table_ids.push_back(row[c] + c * V);
 
   session.reset();
-  std::vector<float> first = audio_logits(session.forward(prompt.step()), shape);
-  SessionRowModel lm(session, shape);
-  const RowPicker pick = [&](std::span<const float> logits, std::int64_t) { return sampler.sample_rows(logits, K); };
+  SessionRowSampler picker(session, shape, sampler, device_sampling);
+  const NextRow next = [&](const CodeRow* previous, std::int64_t) {
+    return previous != nullptr ? picker.feed(*previous) : picker.next(prompt.step());
+  };
   const auto on_row = [&](std::int64_t rows) {
     if (!progress) return;
     const std::int64_t frames = std::max<std::int64_t>(0, rows - (K - 1));
     progress({rows, frames, static_cast<double>(frames) / kCodecFramesPerSecond});
   };
   const TtsLoopResult loop =
-      run_tts_loop(std::move(first), lm, pick, {.num_codebooks = K, .codebook_size = V, .max_rows = request.max_steps}, on_row);
+      run_tts_rows(next, {.num_codebooks = K, .codebook_size = V, .max_rows = request.max_steps}, on_row);
+  if (stats != nullptr) stats->device_rows = picker.device_rows();
 
   SpeechResult result;
   result.frames = codec_frames(loop.rows, K, V - 2);

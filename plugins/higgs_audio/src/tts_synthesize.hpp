@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tts_loop.hpp"
+#include "tts_sampler.hpp"
 #include "zoo/model.hpp"
 
 namespace zoo::higgs {
@@ -30,12 +31,42 @@ class SessionRowModel : public AudioRowModel {
   TtsShape shape_;
 };
 
+// Rows picked by a TtsSampler from a session's forward steps. Each step asks the session to pick
+// the K codes on its device (OutputRequest::head_sample, the row's uniforms drawn here), so only
+// K ids cross per row; a session that cannot returns the audio logits instead and the sampler
+// picks them on the host with the same uniforms: the same codes and the same stream either way.
+class SessionRowSampler {
+ public:
+  // on_device false: never ask (the host path, e.g. to compare against).
+  SessionRowSampler(Session& session, const TtsShape& shape, TtsSampler& sampler, bool on_device = true)
+      : session_(session), shape_(shape), sampler_(sampler), on_device_(on_device) {}
+  // The codes of the next row after running `step` (its outputs are set here).
+  CodeRow next(ForwardStep step);
+  // The codes after feeding `row` back as one position (as SessionRowModel::feed).
+  CodeRow feed(const CodeRow& row);
+  std::int64_t device_rows() const { return device_rows_; }  // rows the session picked itself
+
+ private:
+  Session& session_;
+  TtsShape shape_;
+  TtsSampler& sampler_;
+  bool on_device_;
+  std::int64_t device_rows_ = 0;
+};
+
 // The codec's frame rate (24 kHz, 960 samples a frame), for progress in seconds of audio.
 inline constexpr double kCodecFramesPerSecond = 25.0;
 
+// How synthesize_speech picked its rows (for tests and measurements).
+struct SynthesisStats {
+  std::int64_t device_rows = 0;  // rows the session picked on its device
+};
+
 // Model::synthesize for Higgs: builds the prompt (reference codes in delay layout in the audio
-// slots), prefills it in `session`, runs the sampler loop and returns codec frames.
+// slots), prefills it in `session`, runs the sampler loop and returns codec frames. Rows are
+// picked on the session's device where it can (SessionRowSampler) unless `device_sampling` is off.
 SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const SpeechRequest& request,
-                               const SpeechProgressFn& progress);
+                               const SpeechProgressFn& progress, bool device_sampling = true,
+                               SynthesisStats* stats = nullptr);
 
 }  // namespace zoo::higgs
