@@ -74,16 +74,7 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
     const std::int64_t T = cs.tokens, D = cs.head_dim, cache_len = cs.start + T + 3;  // unused tail rows too
     const auto in = make_inputs(rng, T, cs.start, cache_len, cs.q_heads, cs.kv_heads, cs.head_dim);
     DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(T * cs.q_heads * D * 2);
-    PrefillAttentionArgs a;
-    a.q = dq.as<Bf16>();
-    a.k_cache = dk.as<Bf16>();
-    a.v_cache = dv.as<Bf16>();
-    a.out = dout.as<Bf16>();
-    a.tokens = T;
-    a.start = cs.start;
-    a.q_heads = cs.q_heads;
-    a.kv_heads = cs.kv_heads;
-    a.head_dim = cs.head_dim;
+    const auto a = prefill_args(dq, dk, dv, dout, T, cs.start, cs.q_heads, cs.kv_heads, cs.head_dim);
     // head_dim 128 has two tile shapes (64 or 128 queries per block, picked by the grid size):
     // ZOO_PREFILL_ROWS forces each in turn.
     for (const char* rows : {"", "64", "128"}) {
@@ -131,17 +122,7 @@ TEST_CASE("PrefillAttention through cuDNN's fused attention matches the CPU refe
     for (std::int64_t t = 0; t < T; ++t)
       std::copy_n(in.q.begin() + t * row, row, q_strided.begin() + t * q_stride);
     DeviceBuffer dq = upload_bf16(q_strided), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(T * row * 2);
-    PrefillAttentionArgs a;
-    a.q = dq.as<Bf16>();
-    a.q_stride = cs.q_stride;
-    a.k_cache = dk.as<Bf16>();
-    a.v_cache = dv.as<Bf16>();
-    a.out = dout.as<Bf16>();
-    a.tokens = T;
-    a.start = cs.start;
-    a.q_heads = cs.q_heads;
-    a.kv_heads = cs.kv_heads;
-    a.head_dim = cs.head_dim;
+    const auto a = prefill_args(dq, dk, dv, dout, T, cs.start, cs.q_heads, cs.kv_heads, cs.head_dim, cs.q_stride);
     dout.fill_bytes(0xff);  // NaN poison: every output must be written
     attention.run(a, stream);
     stream.synchronize();
@@ -163,16 +144,7 @@ TEST_CASE("PrefillAttention through cuDNN's fused attention matches the CPU refe
   const zoo::test::ScopedEnv off("ZOO_CUDNN", "0");
   const auto in = make_inputs(rng, 64, 0, 64, 4, 2, 128);
   DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v), dout(64 * 4 * 128 * 2);
-  PrefillAttentionArgs a;
-  a.q = dq.as<Bf16>();
-  a.k_cache = dk.as<Bf16>();
-  a.v_cache = dv.as<Bf16>();
-  a.out = dout.as<Bf16>();
-  a.tokens = 64;
-  a.q_heads = 4;
-  a.kv_heads = 2;
-  a.head_dim = 128;
-  attention.run(a, stream);
+  attention.run(prefill_args(dq, dk, dv, dout, 64, 0, 4, 2, 128), stream);
   stream.synchronize();
   CHECK(std::string(attention.last_engine()) == "zoo");
   check_attention(dout, in.ref);

@@ -75,15 +75,7 @@ TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") 
                     P{8192, 32, 8, 128}, P{1024, 16, 8, 128}, P{2048, 16, 8, 128}}) {
     DeviceBuffer q = random_bf16_buffer(rng, p.T * p.Hq * p.D), k = random_bf16_buffer(rng, p.T * p.Hk * p.D),
                  v = random_bf16_buffer(rng, p.T * p.Hk * p.D), o(p.T * p.Hq * p.D * 2);
-    PrefillAttentionArgs a;
-    a.q = q.as<Bf16>();
-    a.k_cache = k.as<Bf16>();
-    a.v_cache = v.as<Bf16>();
-    a.out = o.as<Bf16>();
-    a.tokens = p.T;
-    a.q_heads = p.Hq;
-    a.kv_heads = p.Hk;
-    a.head_dim = p.D;
+    const auto a = prefill_args(q, k, v, o, p.T, 0, p.Hq, p.Hk, p.D);
     const double ms = median_ms([&] { attention_prefill(a, stream); }, stream, 10);
     // Causal FLOPs: query i sees i + 1 keys; 2 matmuls of 2 * D FLOPs per (query, key).
     const double flops = 4.0 * p.D * p.Hq * (static_cast<double>(p.T) * (p.T + 1) / 2);

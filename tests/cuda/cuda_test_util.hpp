@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "zoo/dtype.hpp"
+#include "zoo/kernels/cuda/attention.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 
 #include "test_skip.hpp"
@@ -117,5 +118,24 @@ inline Comparison compare(const std::vector<float>& got, const std::vector<float
 // bf16 keeps 8 significant bits: one rounding moves a value by at most half an ulp, i.e. at most
 // 2^-8 of its magnitude (the bound is reached just above a power of two).
 inline constexpr double kBf16Eps = 1.0 / 256.0;
+
+// Prefill arguments over the test's device buffers (q rows q_stride apart; 0: packed).
+inline kernels::cuda::PrefillAttentionArgs prefill_args(const DeviceBuffer& q, const DeviceBuffer& k,
+                                                        const DeviceBuffer& v, DeviceBuffer& out, std::int64_t tokens,
+                                                        std::int64_t start, int q_heads, int kv_heads, int head_dim,
+                                                        std::int64_t q_stride = 0) {
+  kernels::cuda::PrefillAttentionArgs a;
+  a.q = q.as<Bf16>();
+  a.q_stride = q_stride;
+  a.k_cache = k.as<Bf16>();
+  a.v_cache = v.as<Bf16>();
+  a.out = out.as<Bf16>();
+  a.tokens = tokens;
+  a.start = start;
+  a.q_heads = q_heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  return a;
+}
 
 }  // namespace zoo::cuda_test
