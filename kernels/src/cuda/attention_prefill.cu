@@ -9,6 +9,7 @@
 // shared memory to fit the registers), and 64-query tiles where 128-query tiles would leave SMs
 // idle.
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -228,6 +229,7 @@ struct PrefillAttention::Impl {
   detail::CudnnSdpa cudnn;
 #endif
   const char* last = "none";
+  bool said_unavailable = false;
 };
 
 PrefillAttention::PrefillAttention() : impl_(std::make_unique<Impl>()) {}
@@ -248,12 +250,20 @@ std::int64_t PrefillAttention::cudnn_min_tokens() {
 void PrefillAttention::run(const PrefillAttentionArgs& a, cudaStream_t stream) {
   check_args(a);
   if (a.tokens == 0) return;
+  if (a.tokens >= cudnn_min_tokens() && env_flag("ZOO_CUDNN", true)) {
 #if ZOO_WITH_CUDNN
-  if (a.tokens >= cudnn_min_tokens() && env_flag("ZOO_CUDNN", true) && impl_->cudnn.run(a, stream)) {
-    impl_->last = "cudnn";
-    return;
-  }
+    if (impl_->cudnn.run(a, stream)) {
+      impl_->last = "cudnn";
+      return;
+    }
 #endif
+    // A refused shape was logged where its plan failed; a missing or too old cuDNN is said here, once.
+    if (!impl_->said_unavailable && env_flag("ZOO_CUDNN_LOG", false)) {
+      const std::string why = cudnn_unavailable_reason();
+      if (!why.empty()) std::fprintf(stderr, "zoo: cuDNN attention not used: %s\n", why.c_str());
+      impl_->said_unavailable = true;
+    }
+  }
   attention_prefill(a, stream);
   impl_->last = "zoo";
 }
