@@ -35,7 +35,7 @@ void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 // Prefill attention on the faster engine for the shape: cuDNN's fused flash attention (in builds
 // that found cuDNN >= 9.16, for prompts of at least cudnn_min_tokens() tokens, when cuDNN has an
-// engine for the shape) or else attention_prefill. cuDNN's Hopper kernels (wgmma, TMA) run 2.2-2.6x
+// engine for the shape) or else attention_prefill. cuDNN's Hopper kernels (wgmma, TMA) run 1.7-2.6x
 // faster than attention_prefill from 4096 tokens up, but an execution plan is built per distinct
 // (tokens, start) shape on its first call: ~60 ms on the H200 (the first of a process and of each
 // head_dim up to ~1.4 s: library load, kernel compile). Only prompts long enough to repay that take
