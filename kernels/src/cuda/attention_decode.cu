@@ -479,8 +479,7 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.q_heads = a.q_heads;
   p.kv_heads = a.kv_heads;
   p.group = a.q_heads / a.kv_heads;
-  const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = attention_scale(a.scale, a.head_dim) * 1.4426950408889634f;
   const int row_groups = (p.group * a.q_tokens + 15) / 16;
   switch (a.head_dim) {
     case 64: launch_decode<64, 32, true>(p, cluster, row_groups, stream); break;

@@ -185,10 +185,8 @@ void check_args(const PrefillAttentionArgs& a) {
     throw std::invalid_argument("attention_prefill: head_dim " + std::to_string(a.head_dim) +
                                 " not supported (64, 128, 256)");
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_prefill: missing pointer");
-  const std::int64_t row = static_cast<std::int64_t>(a.q_heads) * a.head_dim;
-  const std::int64_t q_stride = a.q_stride ? a.q_stride : row, out_stride = a.out_stride ? a.out_stride : row;
-  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) || q_stride % 8 ||
-      out_stride % 8)
+  if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
+      a.q_row_stride() % 8 || a.out_row_stride() % 8)
     throw std::invalid_argument("attention_prefill: pointers and strides must be 16-byte aligned");
 }
 }  // namespace
@@ -202,15 +200,14 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   p.k = dev(a.k_cache);
   p.v = dev(a.v_cache);
   p.out = dev(a.out);
-  p.q_stride = a.q_stride ? a.q_stride : a.q_heads * D;
+  p.q_stride = a.q_row_stride();
   p.kv_stride = a.kv_heads * D;
-  p.out_stride = a.out_stride ? a.out_stride : a.q_heads * D;
+  p.out_stride = a.out_row_stride();
   p.tokens = a.tokens;
   p.start = a.start;
   p.q_heads = a.q_heads;
   p.group = a.q_heads / a.kv_heads;
-  const float scale = a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(D));
-  p.scale_log2 = scale * 1.4426950408889634f;
+  p.scale_log2 = attention_scale(a.scale, a.head_dim) * 1.4426950408889634f;
   switch (a.head_dim) {
     case 64: launch_prefill<64, 8, 64, true, 2>(p, stream); break;
     case 128:

@@ -4,7 +4,6 @@
 
 #include <array>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -35,7 +34,8 @@ std::string last_error() {
 void check(cudnnStatus_t status, const char* what) {
   if (status == CUDNN_STATUS_SUCCESS) return;
   const std::string message = std::string("cuDNN ") + what + ": " + cudnnGetErrorString(status) + " " + last_error();
-  if (status == CUDNN_STATUS_NOT_SUPPORTED || (status >= 3000 && status < 4000)) throw Unsupported(message);
+  // 3000..3999: CUDNN_STATUS_NOT_SUPPORTED and its refinements (graph pattern, shape, layout, ...).
+  if (status / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000) throw Unsupported(message);
   throw std::runtime_error(message);
 }
 
@@ -160,11 +160,6 @@ struct Key {
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
-float effective_scale(const PrefillAttentionArgs& a) {
-  return a.scale > 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(a.head_dim));
-}
-
-// The graph of the header comment, for one shape. Throws Unsupported when cuDNN refuses it.
 // How long the last build spent where, for ZOO_CUDNN_LOG.
 struct BuildTimes {
   double graph_ms = 0, heuristics_ms = 0, plan_ms = 0;
@@ -175,6 +170,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The graph of the header comment, for one shape. Throws Unsupported when cuDNN refuses it.
 void build(Plan& p, cudnnHandle_t handle, const Key& k, BuildTimes& times) {
   auto t0 = std::chrono::steady_clock::now();
   const std::int64_t T = k.tokens, S = k.start + k.tokens, Hq = k.q_heads, Hk = k.kv_heads, D = k.head_dim;
@@ -326,10 +322,8 @@ bool CudnnSdpa::run(const PrefillAttentionArgs& a, cudaStream_t stream) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   ZOO_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
   if (capturing != cudaStreamCaptureStatusNone) return false;  // plans and workspace are made outside graphs
-  const std::int64_t row = static_cast<std::int64_t>(a.q_heads) * a.head_dim;
-  const float scale = effective_scale(a);
-  Key key{a.tokens, a.start, a.q_stride > 0 ? a.q_stride : row, a.out_stride > 0 ? a.out_stride : row,
-          a.q_heads, a.kv_heads, a.head_dim, 0};
+  const float scale = attention_scale(a.scale, a.head_dim);
+  Key key{a.tokens, a.start, a.q_row_stride(), a.out_row_stride(), a.q_heads, a.kv_heads, a.head_dim, 0};
   std::memcpy(&key.scale_bits, &scale, sizeof scale);
 
   std::lock_guard lock(impl_->mutex);

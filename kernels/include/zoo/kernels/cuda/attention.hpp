@@ -8,6 +8,7 @@
 // head_dim^-0.5), the softmax runs in float32 (online, FlashAttention-2 style), probabilities
 // are rounded to bf16 for the P@V product (as flash/SDPA kernels do), the output is bf16.
 // head_dim must be 64, 128 or 256; all pointers 16-byte aligned.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,7 +31,16 @@ struct PrefillAttentionArgs {
   std::int64_t start = 0;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0.0f;
+
+  // The strides in effect (0 resolved to packed rows).
+  std::int64_t q_row_stride() const { return q_stride ? q_stride : std::int64_t{q_heads} * head_dim; }
+  std::int64_t out_row_stride() const { return out_stride ? out_stride : std::int64_t{q_heads} * head_dim; }
 };
+
+// The softmax scale of an attention call: `scale`, or head_dim^-0.5 when it is 0.
+inline float attention_scale(float scale, int head_dim) {
+  return scale > 0.0f ? scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
 void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 // Prefill attention on the faster engine for the shape: cuDNN's fused flash attention (in builds
