@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "cuda/cuda_test_util.hpp"
 #include "scoped_env.hpp"
@@ -193,10 +194,13 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
     a.workspace = ws.data();
     a.workspace_bytes = ws.size();
     // Every split policy (ZOO_DECODE_ATTN, read per call): the default (splits of short grids
-    // merged in a thread-block cluster), 1 (merged by the last block's ticket), 0 (a second kernel).
-    for (const char* policy : {"", "1", "0"}) {
+    // merged in a thread-block cluster), 1 (merged by the last block's ticket), 0 (a second kernel);
+    // and the default as a device before sm_90 runs it (no cluster: the ticket merge).
+    for (const char* policy : {"", "1", "0", "pre-hopper"}) {
       INFO("ZOO_DECODE_ATTN=" << policy);
-      const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy ? policy : nullptr);
+      const bool pre_hopper = std::string_view(policy) == "pre-hopper";
+      const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy && !pre_hopper ? policy : nullptr);
+      const zoo::test::ScopedEnv arch("ZOO_CUDA_PRE_HOPPER", pre_hopper ? "1" : nullptr);
       dout.fill_bytes(0xff);
       attention_decode(a, stream);
       stream.synchronize();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda/cuda_test_util.hpp"
+#include "scoped_env.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
 
@@ -35,6 +36,25 @@ TEST_CASE("cuda_available answers without throwing", "[cuda]") {
   CHECK_NOTHROW(available = cuda_available());
   CHECK(available == cuda_available());
   if (!available) WARN("no CUDA device: the other [cuda] tests skip");
+}
+
+TEST_CASE("hopper_paths: sm_90+ unless ZOO_CUDA_PRE_HOPPER=1", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const bool hopper = device_properties().major >= 9;
+  {
+    const zoo::test::ScopedEnv unset("ZOO_CUDA_PRE_HOPPER", nullptr);
+    CHECK(hopper_paths() == hopper);
+  }
+  {
+    const zoo::test::ScopedEnv off("ZOO_CUDA_PRE_HOPPER", "0");
+    CHECK(hopper_paths() == hopper);
+  }
+  {
+    const zoo::test::ScopedEnv on("ZOO_CUDA_PRE_HOPPER", "1");
+    CHECK_FALSE(hopper_paths());
+  }
+  const zoo::test::ScopedEnv typo("ZOO_CUDA_PRE_HOPPER", "yes");
+  CHECK_THROWS_WITH(hopper_paths(), Catch::Contains("ZOO_CUDA_PRE_HOPPER"));
 }
 
 TEST_CASE("DeviceBuffer round-trips data and moves ownership", "[cuda]") {

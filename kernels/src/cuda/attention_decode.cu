@@ -75,6 +75,11 @@ struct DecodeConfig {
 template <int D>
 __device__ __forceinline__ void cluster_merge(const float* s_out, const float* s_lse, int rows_here, int row_group,
                                               int kv_head, const DecodeParams& p, int threads) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  // Clusters need sm_90. The host launches the cluster kernels only where hopper_paths() holds, so
+  // the images for Ampere and Ada never reach this; a launch that did would stop here, loudly.
+  __trap();
+#else
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   // The peers' log-sum-exps, gathered once per row into local shared memory: remote reads are
@@ -114,6 +119,7 @@ __device__ __forceinline__ void cluster_merge(const float* s_out, const float* s
     p.out[qrow * D + d] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
   }
   cluster.sync();
+#endif
 }
 
 // Rows row0 .. row0 + ROWS of a K or V tile: rows in [lo, hi) are copied; rows at or past `limit`
@@ -471,8 +477,9 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   const int policy = policy_from_env();
   p.legacy = policy == 0 || (policy < 0 && a.kv_len > kShortGrid);
   p.min_tiles = p.legacy ? 2 : std::max(policy, 1);
-  // Unset: the short grids merge their splits inside a thread-block cluster (sm_90+).
-  const bool cluster = policy < 0 && !p.legacy && device_properties().major >= 9;
+  // Unset: the short grids merge their splits inside a thread-block cluster where the device has
+  // them (sm_90+), else by the last block's ticket (the policy of ZOO_DECODE_ATTN=1).
+  const bool cluster = policy < 0 && !p.legacy && hopper_paths();
   p.kv_len_device = a.kv_len_device;
   p.kv_len = a.kv_len;
   p.q_tokens = a.q_tokens;

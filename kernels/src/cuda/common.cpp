@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "zoo/kernels/env.hpp"
+
 namespace zoo::kernels::cuda {
 
 void throw_cuda_error(cudaError_t status, const char* expr, const char* file, int line) {
@@ -60,6 +62,10 @@ const DeviceProperties& device_properties(int device) {
   p.shared_memory_per_block_optin = prop.sharedMemPerBlockOptin;
   p.shared_memory_per_multiprocessor = prop.sharedMemPerMultiprocessor;
   return cache.emplace(device, std::move(p)).first->second;
+}
+
+bool hopper_paths(int device) {
+  return device_properties(device).major >= 9 && !env_flag("ZOO_CUDA_PRE_HOPPER", false);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@
 //     along the chain;
 //   - it may call `allow_dependent_launch()` at any point (the earlier, the more overlap): the
 //     next PDL kernel then starts its own preamble.
-// Launched without the attribute (ZOO_PDL=0, devices before sm_90) the wait and the trigger are
+// Launched without the attribute (ZOO_PDL=0, devices before sm_90, ZOO_CUDA_PRE_HOPPER=1) the wait and the trigger are
 // no-ops and the stream serializes the kernels as usual. Captured into a CUDA graph, the launch
 // becomes a programmatic edge.
 #include <cuda_runtime.h>
@@ -43,7 +43,7 @@ __device__ __forceinline__ void allow_dependent_launch() {
 // ZOO_PDL=0 launches every kernel plainly (the "before" of an A/B run in one build). Read per
 // launch, like the other switches: a graph keeps what it captured.
 inline bool pdl_enabled() {
-  return env_flag("ZOO_PDL", true) && device_properties().major >= 9;
+  return env_flag("ZOO_PDL", true) && hopper_paths();
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute

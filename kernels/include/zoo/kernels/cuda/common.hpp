@@ -56,6 +56,11 @@ struct DeviceProperties {
 };
 // Properties of `device` (-1: the current device). Cached per device after the first call.
 const DeviceProperties& device_properties(int device = -1);
+// Whether the kernels may take their sm_90+ paths on `device` (-1: the current one): thread-block
+// clusters and programmatic dependent launch. False on Ampere and Ada (compute capability 8.x),
+// and everywhere under ZOO_CUDA_PRE_HOPPER=1, which runs a Hopper GPU exactly as those devices
+// run (the only way to test the non-Hopper paths on an H200). Read per call, like every switch.
+bool hopper_paths(int device = -1);
 int current_device();
 
 // Owns a cudaMalloc allocation. Move-only; a moved-from or default buffer holds nothing.
