@@ -22,6 +22,10 @@ fail() {
 }
 
 echo "== install $build into $prefix"
+# Plugins built out of tree must see the dependencies the build saw (README: the same nlohmann json
+# release), so they search the build's own CMAKE_PREFIX_PATH after the install.
+deps=$(sed -n 's/^CMAKE_PREFIX_PATH:[A-Z]*=//p' "$build/CMakeCache.txt")
+search="$prefix${deps:+;$deps}"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log" >&2; fail "cmake --install"; }
 zoo="$prefix/bin/zoo"
 [[ -x "$zoo" ]] || fail "no $zoo after install"
@@ -59,7 +63,7 @@ echo "== configure and build examples/bigram_plugin against the install"
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$src/examples/bigram_plugin" -B "$example_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" "${sdk_flags[@]}" >"$tmp/configure.log" 2>&1 ||
+  -DCMAKE_PREFIX_PATH="$search" "${sdk_flags[@]}" >"$tmp/configure.log" 2>&1 ||
   { cat "$tmp/configure.log" >&2; fail "configure"; }
 cmake --build "$example_build" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log" >&2; fail "build"; }
 plugin="$example_build/libzoo_bigram.so"
@@ -99,7 +103,7 @@ set_target_properties(zoo_undefined PROPERTIES EXCLUDE_FROM_ALL ON)
 message(STATUS "Zoo_WITH_CUDA=${Zoo_WITH_CUDA}")
 CMAKE
 cmake -S "$snippet_dir" -B "$snippet_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" "${sdk_flags[@]}" >"$tmp/snippet-configure.log" 2>&1 ||
+  -DCMAKE_PREFIX_PATH="$search" "${sdk_flags[@]}" >"$tmp/snippet-configure.log" 2>&1 ||
   { cat "$tmp/snippet-configure.log" >&2; fail "configure the docs/plugins.md snippet"; }
 cmake --build "$snippet_build" >"$tmp/snippet-build.log" 2>&1 ||
   { cat "$tmp/snippet-build.log" >&2; fail "build the docs/plugins.md snippet"; }
@@ -126,7 +130,7 @@ if(NOT TARGET Zoo::framework OR NOT TARGET Zoo::sdk)
   message(FATAL_ERROR "no Zoo::framework")
 endif()
 CMAKE
-cmake -S "$tmp/host-project" -B "$tmp/host-build" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" \
+cmake -S "$tmp/host-project" -B "$tmp/host-build" "${generator[@]}" -DCMAKE_PREFIX_PATH="$search" \
   >"$tmp/host-configure.log" 2>&1 || { cat "$tmp/host-configure.log" >&2; fail "find_package(Zoo COMPONENTS framework)"; }
 
 echo "== the installed zoo lists the example"
@@ -161,7 +165,7 @@ grep -E '^qwen3[[:space:]]' <<<"$out" | grep -qF "zoo/plugins/libzoo_qwen3.so" |
 echo "== examples/dense_plugin: a new decoder family over the installed runtime, validated against transformers"
 dense_build="$tmp/dense-build"
 cmake -S "$src/examples/dense_plugin" -B "$dense_build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" "${sdk_flags[@]}" >"$tmp/dense-configure.log" 2>&1 ||
+  -DCMAKE_PREFIX_PATH="$search" "${sdk_flags[@]}" >"$tmp/dense-configure.log" 2>&1 ||
   { cat "$tmp/dense-configure.log" >&2; fail "configure examples/dense_plugin"; }
 cmake --build "$dense_build" >"$tmp/dense-build.log" 2>&1 ||
   { cat "$tmp/dense-build.log" >&2; fail "build examples/dense_plugin"; }

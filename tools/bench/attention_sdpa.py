@@ -20,14 +20,13 @@ import argparse
 import json
 import sys
 
-import torch
-import torch.nn.functional as F
-
-from timing import median_ms
+# torch is imported where it is used, so that the shape list and its parser load without it (the
+# drift test against bench_test.cpp, test_bench_shapes.py, runs in CI, where torch is not).
 
 # bench_test.cpp's prefill attention shapes: (tokens, q heads, kv heads, head_dim).
 ZOO_SHAPES = [(4096, 32, 8, 128), (4096, 16, 8, 128), (4096, 32, 8, 64), (4096, 16, 4, 256),
-              (16384, 32, 8, 128), (512, 32, 8, 128)]
+              (16384, 32, 8, 128), (512, 32, 8, 128), (1024, 32, 8, 128), (2048, 32, 8, 128),
+              (8192, 32, 8, 128), (1024, 16, 8, 128), (2048, 16, 8, 128)]
 
 
 def parse_shapes(text: str) -> list[tuple[int, int, int, int]]:
@@ -56,7 +55,11 @@ def backends() -> list[tuple[str, object]]:
 
 
 def measure(shape: tuple[int, int, int, int], device: str) -> dict:
+    import torch
+    import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
+
+    from timing import median_ms
     t, hq, hk, d = shape
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     gen = torch.Generator(device=device).manual_seed(0)
@@ -93,6 +96,8 @@ def main() -> int:
     ap.add_argument("--shapes", type=parse_shapes, default=ZOO_SHAPES, help="T:Hq:Hk:D,... (default: bench_test.cpp's)")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args()
+    import torch
+
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("attention_sdpa.py: no CUDA device (use --device cpu for a dry run)", file=sys.stderr)
         return 2

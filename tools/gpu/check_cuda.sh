@@ -1,34 +1,65 @@
 #!/usr/bin/env bash
 # On the GPU host (see ../shared/gpu-host/README.md for carrying .gpu/): build with CUDA, make the
-# transformers bf16 goldens of every fixture on the GPU, run every test (the [cuda] ones included),
-# then the [cuda] tests under compute-sanitizer memcheck. Logs and the bf16 goldens go to OUTDIR.
-# usage: tools/gpu/check_cuda.sh OUTDIR
+# transformers bf16 goldens of every fixture on the GPU, run every test (the [cuda] ones and the
+# tools/ ones that need torch included), run the CUDA tests again as a GPU before sm_90 runs them
+# (ZOO_CUDA_PRE_HOPPER=1: no clusters, no programmatic dependent launch), then the [cuda] tests
+# under compute-sanitizer memcheck. Logs and the bf16 goldens go to OUTDIR.
+# usage: tools/gpu/check_cuda.sh OUTDIR [PHASE...]
+#   PHASE: build goldens ctest prehopper memcheck (default: all, in this order). A device call is
+#   limited to 10 minutes: split the phases over two calls of one lease (build + goldens + ctest,
+#   then prehopper + memcheck), the second finds the first's build tree.
 set -uo pipefail
-out=${1:?usage: check_cuda.sh OUTDIR}
+out=${1:?usage: check_cuda.sh OUTDIR [PHASE...]}
+shift
+phases=" ${*:-build goldens ctest prehopper memcheck} "
+want() { [[ $phases == *" $1 "* ]]; }
 mkdir -p "$out"
 log() { echo "[$(date +%T)] $*" | tee -a "$out/check.log"; }
 prefix=/opt/zoo-deps
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The cuDNN torch bundles (>= 9.16, which the long-prefill attention needs) where the system one is older.
+cudnn=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(nvidia.cudnn.__path__[0], "lib"))' 2>/dev/null || true)
+[ -n "$cudnn" ] && [ -d "$cudnn" ] && export LD_LIBRARY_PATH=$cudnn:$LD_LIBRARY_PATH
+# The GPU host has no clang: the fuzzers (CPU code) run in CI and are reported skipped here.
+export ZOO_FUZZ=${ZOO_FUZZ:-skip}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/check.log"
 
+if want build; then
 log "build"
 bash .gpu/build.sh .gpu/debs build-gpu -DCMAKE_BUILD_TYPE=Release > "$out/build.log" 2>&1 \
   || { log "build failed"; grep -m10 -B2 -A10 "error" "$out/build.log" | tee -a "$out/check.log"; exit 1; }
+fi
 
+if want goldens; then
 log "bf16 goldens (transformers on the GPU)"
 python3 tools/fixtures/make_qwen3_fixtures.py --device cuda --dtype bfloat16 > "$out/goldens.log" 2>&1 \
   && python3 tools/fixtures/make_higgs_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
   && python3 tools/fixtures/make_llama_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
   || log "golden generation failed (see goldens.log)"
 tar czf "$out/goldens-bf16.tgz" tests/fixtures/*/golden*-bf16.safetensors 2>/dev/null
+fi
 
+if want ctest; then
 log "ctest"
 ctest --test-dir build-gpu --output-on-failure -j 8 > "$out/ctest.log" 2>&1
 log "ctest rc=$?"
-grep -E "tests passed|tests failed|\(Failed\)|Not Run" "$out/ctest.log" | tee -a "$out/check.log"
+grep -E "tests passed|tests failed|\(Failed\)|Not Run|Skipped" "$out/ctest.log" | tee -a "$out/check.log"
+fi
 
+if want prehopper; then
+log "CUDA tests with the pre-Hopper paths forced (ZOO_CUDA_PRE_HOPPER=1)"
+{
+  ZOO_CUDA_PRE_HOPPER=1 build-gpu/bin/test_cuda && ZOO_CUDA_PRE_HOPPER=1 build-gpu/bin/test_higgs "[cuda]" &&
+    ZOO_CUDA_PRE_HOPPER=1 build-gpu/bin/test_llama "[cuda]"
+} > "$out/pre-hopper.log" 2>&1
+log "pre-hopper rc=$?"
+grep -E "^(All tests passed|test cases:)" "$out/pre-hopper.log" | tee -a "$out/check.log"
+fi
+
+if want memcheck; then
 log "compute-sanitizer memcheck on the [cuda] tests"
 timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 build-gpu/bin/test_cuda "[cuda]" \
   > "$out/memcheck.log" 2>&1
 log "memcheck rc=$?"
 tail -4 "$out/memcheck.log" | tee -a "$out/check.log"
+fi
