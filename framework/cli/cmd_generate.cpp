@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "run_helpers.hpp"
+#include "seed.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
@@ -32,7 +33,7 @@ struct GenerateOptions {
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
-  std::uint64_t seed = 0;
+  std::optional<std::uint64_t> seed;  // unset: a fresh one each run
   std::vector<long long> eos;
   bool ignore_eos = false, quiet = false;
   // Set when the flag was given: flags override what generation_config.json says.
@@ -50,17 +51,13 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
   const auto defaults = load_generation_defaults(checkpoint_directory(opened.spec), opened.config);
   GenerationOptions gen;
   gen.max_new_tokens = o.max_new_tokens;
-  gen.sampling = defaults.sampling();
-  if (o.temperature_flag->count()) gen.sampling.temperature = o.temperature;
-  if (o.top_k_flag->count()) gen.sampling.top_k = o.top_k;
-  if (o.top_p_flag->count()) gen.sampling.top_p = o.top_p;
-  gen.sampling.seed = o.seed;
-  // Greedy (the file does not sample, or --temperature 0): the file's top_k/top_p have nothing to
-  // shape; only an explicit --top-k/--top-p under greedy is the user's mistake (Sampler refuses it).
-  if (gen.sampling.temperature == 0.0f) {
-    if (!o.top_k_flag->count()) gen.sampling.top_k = 0;
-    if (!o.top_p_flag->count()) gen.sampling.top_p = 1.0f;
-  }
+  SamplingFlags flags;
+  if (o.temperature_flag->count()) flags.temperature = o.temperature;
+  if (o.top_k_flag->count()) flags.top_k = o.top_k;
+  if (o.top_p_flag->count()) flags.top_p = o.top_p;
+  gen.sampling = resolve_sampling(defaults, flags);
+  // Greedy decoding draws no numbers: no seed to choose or to report.
+  if (gen.sampling.temperature != 0.0f) gen.sampling.seed = seed_or_random(o.seed);
   std::string eos_source = defaults.eos_source;
   if (o.eos_flag->count()) {
     gen.eos_token_ids.assign(o.eos.begin(), o.eos.end());
@@ -241,7 +238,10 @@ int run_generate(const GenerateOptions& o) {
 void add_generate_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand(
-      "generate", "Generate text from a prompt, or tokens from a request (the model's sampling defaults, else greedy)");
+      "generate",
+      "Generate text from a prompt, or tokens from a request. Greedy unless the model's generation_config.json "
+      "samples or a sampling flag is given; unset sampling flags take generation_config.json's values, else "
+      "transformers' GenerationConfig defaults (temperature 1, top_k 50, top_p 1)");
   add_model_options(*cmd, options->model);
   auto* prompt = cmd->add_option("--prompt", options->prompt, "Prompt text");
   auto* prompt_file = cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
@@ -256,18 +256,22 @@ void add_generate_command(CLI::App& app, Action& run) {
   cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   options->temperature_flag =
       cmd->add_option("--temperature", options->temperature,
-                      "0 is greedy (default: generation_config.json's when it samples, else 0)")
+                      "Sampling temperature, 0: greedy (default: 0 unless generation_config.json samples or --top-k "
+                      "or --top-p is given; then generation_config.json's, else 1)")
           ->check(CLI::Range(0.0, 100.0))
           ->default_str("");
   options->top_k_flag = cmd->add_option("--top-k", options->top_k,
-                                        "Keep the k most likely tokens, 0: off (default: generation_config.json's)")
+                                        "Keep the k most likely tokens, 0: off; giving it asks to sample "
+                                        "(default: generation_config.json's, else 50)")
                             ->check(CLI::NonNegativeNumber)
                             ->default_str("");
-  options->top_p_flag =
-      cmd->add_option("--top-p", options->top_p, "Nucleus sampling mass, 1: off (default: generation_config.json's)")
-          ->check(CLI::Range(0.0, 1.0))
-          ->default_str("");
-  cmd->add_option("--seed", options->seed, "Sampling seed");
+  options->top_p_flag = cmd->add_option("--top-p", options->top_p,
+                                        "Nucleus sampling mass, 1: off; giving it asks to sample "
+                                        "(default: generation_config.json's, else 1)")
+                            ->check(CLI::Range(0.0, 1.0))
+                            ->default_str("");
+  add_seed_option(*cmd, options->seed,
+                  "Sampling seed; the same seed repeats a run (default, or -1: a random one, printed on stderr)");
   options->eos_flag = cmd->add_option("--eos", options->eos,
                                       "Stop after any of these token ids (comma-separated; default: eos_token_id of "
                                       "generation_config.json, else config.json)")
