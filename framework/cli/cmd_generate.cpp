@@ -253,9 +253,11 @@ void add_generate_command(CLI::App& app, Action& run) {
   cmd->add_option("--system", options->system, "System message for --chat");
   cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)");
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");
-  cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
+  // -n / --n-predict and --temp as llama-cli spells them, so its users are not told "did you mean".
+  cmd->add_option("-n,--max-new-tokens,--n-predict", options->max_new_tokens, "Tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   options->temperature_flag =
-      cmd->add_option("--temperature", options->temperature,
+      cmd->add_option("--temperature,--temp", options->temperature,
                       "Sampling temperature, 0: greedy (default: 0 unless generation_config.json samples or --top-k "
                       "or --top-p is given; then generation_config.json's, else 1)")
           ->check(CLI::Range(0.0, 100.0))

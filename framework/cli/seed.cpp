@@ -12,7 +12,7 @@ CLI::Option* add_seed_option(CLI::App& command, std::optional<std::uint64_t>& se
   // one meant.
   return command
       .add_option_function<std::string>(
-          "--seed",
+          "-s,--seed",
           [&seed](const std::string& text) {
             if (text == "-1") {
               seed.reset();

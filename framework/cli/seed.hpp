@@ -7,7 +7,7 @@
 
 namespace zoo::cli {
 
-// Adds `--seed` to `command`: an integer in [0, 2^64), or -1 for "draw one" (as llama-cli
+// Adds `-s,--seed` to `command`: an integer in [0, 2^64), or -1 for "draw one" (as llama-cli
 // takes it). Leaves `seed` unset for -1 or when the flag is not given; any other value is a usage
 // error naming --seed.
 CLI::Option* add_seed_option(CLI::App& command, std::optional<std::uint64_t>& seed, const std::string& help);

@@ -18,7 +18,7 @@ CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
   cmd.add_option("--ref-text", o.ref_text, "Transcript of the --ref-codes voice")->needs(ref_codes);
   ref_codes->needs(text);
   // Defaults: the first-party recommended settings (sglang-omni cookbook).
-  cmd.add_option("--temperature", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
+  cmd.add_option("--temperature,--temp", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
       ->check(CLI::Range(0.0, 100.0));
   cmd.add_option("--top-k", o.top_k, "Keep the k most likely codes, ties included; 0: off (default 50)")
       ->check(CLI::NonNegativeNumber);
