@@ -38,6 +38,8 @@ struct GenerateOptions {
   bool ignore_eos = false, quiet = false;
   // Set when the flag was given: flags override what generation_config.json says.
   CLI::Option *temperature_flag = nullptr, *top_k_flag = nullptr, *top_p_flag = nullptr, *eos_flag = nullptr;
+  // Counted rather than tested for emptiness: `--prompt ""` is an empty prompt, not a missing one.
+  CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr;
 };
 
 std::string join_ids(const std::vector<std::int64_t>& ids) {
@@ -118,9 +120,9 @@ std::optional<Tokenizer> open_tokenizer(const GenerateOptions& o, const OpenedMo
 // The request to run: token ids from --request (a file, or stdin for "-"), or text from --prompt /
 // --prompt-file (stdin for "-"), wrapped in the model's chat template with --chat, then encoded.
 Request make_request(const GenerateOptions& o, const OpenedModel& opened, const std::optional<Tokenizer>& tokenizer) {
-  const int given = !o.request.empty() + !o.prompt.empty() + !o.prompt_file.empty();
+  const auto given = o.request_flag->count() + o.prompt_flag->count() + o.prompt_file_flag->count();
   if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file and --request");
-  if (!o.request.empty()) {
+  if (o.request_flag->count()) {
     if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
     return o.request == "-" ? parse_request(read_all("-"), "<stdin>") : load_request(o.request);
   }
@@ -171,6 +173,11 @@ class TokenPrinter {
 };
 
 int run_generate(const GenerateOptions& o) {
+  // Before the model opens: an empty prompt needs no model to be refused.
+  if (o.prompt_flag->count() && o.prompt.empty()) throw InputError("--prompt: the prompt is empty");
+  for (const auto& [flag, name] : {std::pair{o.prompt_file_flag, "--prompt-file"}, {o.request_flag, "--request"}})
+    if (flag->count() && flag->as<std::string>().empty())
+      throw InputError(fmt::format("{}: the file name is empty (give a file, or - for stdin)", name));
   PluginRegistry registry;
   auto opened = open_from_options(o.model, registry);
   // Refuse before loading anything: a model whose head is not a text head cannot be sampled.
@@ -191,7 +198,7 @@ int run_generate(const GenerateOptions& o) {
       throw InputError(fmt::format("{} {}: outside the vocabulary [0, {})",
                                    o.eos_flag->count() ? "--eos" : "eos id (from the model directory)", id, vocab));
   Sampler check_flags(gen.sampling);  // sampling settings are checked before the (slow) load
-  const bool text_prompt = o.request.empty();
+  const bool text_prompt = !o.request_flag->count();
   const auto tokenizer = open_tokenizer(o, opened, text_prompt || !o.tokenizer.empty());
   const Request request = make_request(o, opened, tokenizer);
   load_model(opened, !o.quiet);  // a model may need its weights to build a prompt
@@ -243,9 +250,11 @@ void add_generate_command(CLI::App& app, Action& run) {
       "samples or a sampling flag is given; unset sampling flags take generation_config.json's values, else "
       "transformers' GenerationConfig defaults (temperature 1, top_k 50, top_p 1)");
   add_model_options(*cmd, options->model);
-  auto* prompt = cmd->add_option("--prompt", options->prompt, "Prompt text");
-  auto* prompt_file = cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
-  auto* request = cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
+  auto* prompt = options->prompt_flag = cmd->add_option("--prompt", options->prompt, "Prompt text");
+  auto* prompt_file = options->prompt_file_flag =
+      cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
+  auto* request = options->request_flag =
+      cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
   prompt->excludes(prompt_file)->excludes(request);
   prompt_file->excludes(request);
   cmd->add_flag("--chat", options->chat,
