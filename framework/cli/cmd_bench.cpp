@@ -228,15 +228,16 @@ void add_bench_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Measure load, prefill and decode speed");
   add_model_options(*cmd, options->model);
-  cmd->add_option("--prompt-len", options->prompt_lens, "Prefill lengths (comma-separated)")
+  // -p, -n and -r as llama-bench spells them.
+  cmd->add_option("-p,--prompt-len,--n-prompt", options->prompt_lens, "Prefill lengths (comma-separated)")
       ->delimiter(',')
       ->check(CLI::Range(1LL, 1LL << 20));
   cmd->add_option("--decode-context", options->decode_contexts, "Contexts to decode at (default: prompt lengths)")
       ->default_str("")
       ->delimiter(',')
       ->check(CLI::Range(1LL, 1LL << 20));
-  cmd->add_option("--new-tokens", options->new_tokens, "Decode steps timed per repeat")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeat", options->repeat, "Timed repeats (median reported, min and max kept)")
+  cmd->add_option("-n,--new-tokens,--n-gen", options->new_tokens, "Decode steps timed per repeat")->check(CLI::Range(1, 100000));
+  cmd->add_option("-r,--repeat,--repetitions", options->repeat, "Timed repeats (median reported, min and max kept)")
       ->check(CLI::Range(1, 1000));
   cmd->add_flag("--full-logits", options->full_logits,
                 "Decode steps return the logits row and the host picks the token (the path before sampling on the "

@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "run_helpers.hpp"
+#include "seed.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
@@ -32,11 +33,13 @@ struct GenerateOptions {
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   int top_k = 0;
-  std::uint64_t seed = 0;
+  std::optional<std::uint64_t> seed;  // unset: a fresh one each run
   std::vector<long long> eos;
   bool ignore_eos = false, quiet = false;
   // Set when the flag was given: flags override what generation_config.json says.
   CLI::Option *temperature_flag = nullptr, *top_k_flag = nullptr, *top_p_flag = nullptr, *eos_flag = nullptr;
+  // Counted rather than tested for emptiness: `--prompt ""` is an empty prompt, not a missing one.
+  CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr;
 };
 
 std::string join_ids(const std::vector<std::int64_t>& ids) {
@@ -50,17 +53,13 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
   const auto defaults = load_generation_defaults(checkpoint_directory(opened.spec), opened.config);
   GenerationOptions gen;
   gen.max_new_tokens = o.max_new_tokens;
-  gen.sampling = defaults.sampling();
-  if (o.temperature_flag->count()) gen.sampling.temperature = o.temperature;
-  if (o.top_k_flag->count()) gen.sampling.top_k = o.top_k;
-  if (o.top_p_flag->count()) gen.sampling.top_p = o.top_p;
-  gen.sampling.seed = o.seed;
-  // Greedy (the file does not sample, or --temperature 0): the file's top_k/top_p have nothing to
-  // shape; only an explicit --top-k/--top-p under greedy is the user's mistake (Sampler refuses it).
-  if (gen.sampling.temperature == 0.0f) {
-    if (!o.top_k_flag->count()) gen.sampling.top_k = 0;
-    if (!o.top_p_flag->count()) gen.sampling.top_p = 1.0f;
-  }
+  SamplingFlags flags;
+  if (o.temperature_flag->count()) flags.temperature = o.temperature;
+  if (o.top_k_flag->count()) flags.top_k = o.top_k;
+  if (o.top_p_flag->count()) flags.top_p = o.top_p;
+  gen.sampling = resolve_sampling(defaults, flags);
+  // Greedy decoding draws no numbers: no seed to choose or to report.
+  if (gen.sampling.temperature != 0.0f) gen.sampling.seed = seed_or_random(o.seed);
   std::string eos_source = defaults.eos_source;
   if (o.eos_flag->count()) {
     gen.eos_token_ids.assign(o.eos.begin(), o.eos.end());
@@ -121,9 +120,9 @@ std::optional<Tokenizer> open_tokenizer(const GenerateOptions& o, const OpenedMo
 // The request to run: token ids from --request (a file, or stdin for "-"), or text from --prompt /
 // --prompt-file (stdin for "-"), wrapped in the model's chat template with --chat, then encoded.
 Request make_request(const GenerateOptions& o, const OpenedModel& opened, const std::optional<Tokenizer>& tokenizer) {
-  const int given = !o.request.empty() + !o.prompt.empty() + !o.prompt_file.empty();
+  const auto given = o.request_flag->count() + o.prompt_flag->count() + o.prompt_file_flag->count();
   if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file and --request");
-  if (!o.request.empty()) {
+  if (o.request_flag->count()) {
     if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
     return o.request == "-" ? parse_request(read_all("-"), "<stdin>") : load_request(o.request);
   }
@@ -174,6 +173,11 @@ class TokenPrinter {
 };
 
 int run_generate(const GenerateOptions& o) {
+  // Before the model opens: an empty prompt needs no model to be refused.
+  if (o.prompt_flag->count() && o.prompt.empty()) throw InputError("--prompt: the prompt is empty");
+  for (const auto& [flag, name] : {std::pair{o.prompt_file_flag, "--prompt-file"}, {o.request_flag, "--request"}})
+    if (flag->count() && flag->as<std::string>().empty())
+      throw InputError(fmt::format("{}: the file name is empty (give a file, or - for stdin)", name));
   PluginRegistry registry;
   auto opened = open_from_options(o.model, registry);
   // Refuse before loading anything: a model whose head is not a text head cannot be sampled.
@@ -194,7 +198,7 @@ int run_generate(const GenerateOptions& o) {
       throw InputError(fmt::format("{} {}: outside the vocabulary [0, {})",
                                    o.eos_flag->count() ? "--eos" : "eos id (from the model directory)", id, vocab));
   Sampler check_flags(gen.sampling);  // sampling settings are checked before the (slow) load
-  const bool text_prompt = o.request.empty();
+  const bool text_prompt = !o.request_flag->count();
   const auto tokenizer = open_tokenizer(o, opened, text_prompt || !o.tokenizer.empty());
   const Request request = make_request(o, opened, tokenizer);
   load_model(opened, !o.quiet);  // a model may need its weights to build a prompt
@@ -241,11 +245,16 @@ int run_generate(const GenerateOptions& o) {
 void add_generate_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<GenerateOptions>();
   auto* cmd = app.add_subcommand(
-      "generate", "Generate text from a prompt, or tokens from a request (the model's sampling defaults, else greedy)");
+      "generate",
+      "Generate text from a prompt, or tokens from a request. Greedy unless the model's generation_config.json "
+      "samples or a sampling flag is given; unset sampling flags take generation_config.json's values, else "
+      "transformers' GenerationConfig defaults (temperature 1, top_k 50, top_p 1)");
   add_model_options(*cmd, options->model);
-  auto* prompt = cmd->add_option("--prompt", options->prompt, "Prompt text");
-  auto* prompt_file = cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
-  auto* request = cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
+  auto* prompt = options->prompt_flag = cmd->add_option("--prompt", options->prompt, "Prompt text");
+  auto* prompt_file = options->prompt_file_flag =
+      cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
+  auto* request = options->request_flag =
+      cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
   prompt->excludes(prompt_file)->excludes(request);
   prompt_file->excludes(request);
   cmd->add_flag("--chat", options->chat,
@@ -253,21 +262,27 @@ void add_generate_command(CLI::App& app, Action& run) {
   cmd->add_option("--system", options->system, "System message for --chat");
   cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)");
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");
-  cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
+  // -n / --n-predict and --temp as llama-cli spells them, so its users are not told "did you mean".
+  cmd->add_option("-n,--max-new-tokens,--n-predict", options->max_new_tokens, "Tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   options->temperature_flag =
-      cmd->add_option("--temperature", options->temperature,
-                      "0 is greedy (default: generation_config.json's when it samples, else 0)")
+      cmd->add_option("--temperature,--temp", options->temperature,
+                      "Sampling temperature, 0: greedy (default: 0 unless generation_config.json samples or --top-k "
+                      "or --top-p is given; then generation_config.json's, else 1)")
           ->check(CLI::Range(0.0, 100.0))
           ->default_str("");
   options->top_k_flag = cmd->add_option("--top-k", options->top_k,
-                                        "Keep the k most likely tokens, 0: off (default: generation_config.json's)")
+                                        "Keep the k most likely tokens, 0: off; giving it asks to sample "
+                                        "(default: generation_config.json's, else 50)")
                             ->check(CLI::NonNegativeNumber)
                             ->default_str("");
-  options->top_p_flag =
-      cmd->add_option("--top-p", options->top_p, "Nucleus sampling mass, 1: off (default: generation_config.json's)")
-          ->check(CLI::Range(0.0, 1.0))
-          ->default_str("");
-  cmd->add_option("--seed", options->seed, "Sampling seed");
+  options->top_p_flag = cmd->add_option("--top-p", options->top_p,
+                                        "Nucleus sampling mass, 1: off; giving it asks to sample "
+                                        "(default: generation_config.json's, else 1)")
+                            ->check(CLI::Range(0.0, 1.0))
+                            ->default_str("");
+  add_seed_option(*cmd, options->seed,
+                  "Sampling seed; the same seed repeats a run (default, or -1: a random one, printed on stderr)");
   options->eos_flag = cmd->add_option("--eos", options->eos,
                                       "Stop after any of these token ids (comma-separated; default: eos_token_id of "
                                       "generation_config.json, else config.json)")

@@ -243,13 +243,19 @@ int synth(const SynthOptions& options) {
   // Last: a directory becomes a checkpoint only once its weights are complete.
   write_file_atomic(out / "config.json", config.dump(2) + "\n");
   if (!options.quiet) fmt::print(stderr, "synth: {} tensors, {} in {}\n", tensors.size(), format_bytes(total), out.string());
-  // The directory is a model as it stands; say how to run it (stdout: it is the command's result).
-  const std::string dir = shell_quote(out.string());
+  // The directory is a model as it stands; say how to run it (stdout: it is the command's result),
+  // with the plugin directories it was made with, or the command would not find its plugin.
+  std::string dir = shell_quote(out.string());
+  for (const auto& plugin_dir : options.plugin_dirs) dir += " --plugin-dir " + shell_quote(plugin_dir);
   std::error_code ec;
-  if (std::filesystem::exists(out / "tokenizer.json", ec))
+  // `zoo bench` runs any model; `zoo generate` only one with a text head, and text needs a tokenizer.
+  if (const auto why = model->text_generation_unsupported(); !why.empty())
+    fmt::print("zoo bench {}\n(not `zoo generate`: {})\n", dir, why);
+  else if (std::filesystem::exists(out / "tokenizer.json", ec))
     fmt::print("zoo generate {} --prompt 'Hello'\n", dir);
   else
-    fmt::print("zoo bench {}\n(with a tokenizer.json in {}: zoo generate {} --prompt 'Hello')\n", dir, dir, dir);
+    fmt::print("zoo bench {}\n(with a tokenizer.json in {}: zoo generate {} --prompt 'Hello')\n", dir,
+               shell_quote(out.string()), dir);
   return 0;
 }
 

@@ -31,7 +31,10 @@ SpecOverrides ModelOptions::overrides() const {
 }
 
 void add_model_options(CLI::App& command, ModelOptions& options) {
-  command.add_option("model", options.config, "Model YAML, or a Hugging Face model directory (config.json + safetensors)")
+  // -m / --model as llama-cli takes it; the positional stays the usual form.
+  command
+      .add_option("model,-m,--model", options.config,
+                  "Model YAML, or a Hugging Face model directory (config.json + safetensors)")
       ->required();
   // Defaults that depend on the model are written in the help text, not shown as "=0".
   command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)")->default_str("");
@@ -97,6 +100,10 @@ std::string describe_parse_error(CLI::App& app, const CLI::ParseError& e) {
     for (const auto& arg : extra) {
       if (!arg.starts_with('-')) continue;
       const std::string flag = arg.substr(0, arg.find('='));
+      // llama-cli's thread count flag: Zoo sizes its CPU pool from the environment instead.
+      if (flag == "-t" || flag == "--threads")
+        return fmt::format("{}unknown option '{}'; zoo sets its CPU threads with ZOO_NUM_THREADS=N in the environment",
+                           where == &app ? "" : where->get_name() + ": ", flag);
       auto names = option_names(*where);
       if (where == &app) names.push_back("--version");
       const auto hint = nearest(flag, names);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "seed.hpp"
 #include "zoo/error.hpp"
 #include "zoo/tokenizer.hpp"
 
@@ -17,13 +18,13 @@ CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
   cmd.add_option("--ref-text", o.ref_text, "Transcript of the --ref-codes voice")->needs(ref_codes);
   ref_codes->needs(text);
   // Defaults: the first-party recommended settings (sglang-omni cookbook).
-  cmd.add_option("--temperature", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
+  cmd.add_option("--temperature,--temp", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
       ->check(CLI::Range(0.0, 100.0));
   cmd.add_option("--top-k", o.top_k, "Keep the k most likely codes, ties included; 0: off (default 50)")
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--top-p", o.top_p, "Nucleus mass, the crossing code kept; 1: off (default 1)")
       ->check(CLI::Range(0.0, 1.0));
-  cmd.add_option("--seed", o.seed, "Sampling seed; same seed, same codes (default 0)");
+  add_seed_option(cmd, o.seed, "Sampling seed; same seed, same codes (default, or -1: a random one, printed on stderr)");
   cmd.add_option("--max-frames", o.max_frames,
                  "Most decode steps (delayed frames; the speech has up to this minus (codebooks - 1) frames) (default 1024)")
       ->check(CLI::Range(1LL, 1LL << 20));
@@ -55,7 +56,14 @@ std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, cons
   request.temperature = o.temperature;
   request.top_k = o.top_k;
   request.top_p = o.top_p;
-  request.seed = o.seed;
+  // The model's rule: a temperature this small is greedy, which draws no numbers (no seed to report).
+  const bool greedy = o.temperature <= 1e-5f;
+  request.seed = greedy ? 0 : seed_or_random(o.seed);
+  if (!quiet)
+    fmt::print(stderr, "tts: {}\n",
+               greedy ? std::string("greedy")
+                      : fmt::format("temperature {}, top_k {}, top_p {}, seed {}", o.temperature, o.top_k, o.top_p,
+                                    request.seed));
   request.max_steps = o.max_frames;
 
   using Clock = std::chrono::steady_clock;

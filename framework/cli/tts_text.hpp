@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct TtsTextOptions {
   float temperature = 0.8f;
   int top_k = 50;
   float top_p = 1.0f;
-  std::uint64_t seed = 0;
+  std::optional<std::uint64_t> seed;  // unset: a fresh one each run
   long long max_frames = 1024;
 };
 

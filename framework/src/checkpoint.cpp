@@ -134,7 +134,17 @@ std::vector<std::pair<std::string, std::string>> parse_shard_index(std::string_v
   const json root = parse_json_text(text, label);
   if (!root.is_object()) throw InputError(fmt::format("{}: index must be a JSON object", label));
   auto map_it = root.find("weight_map");
-  if (map_it == root.end()) throw InputError(fmt::format("{}: no \"weight_map\" in the index", label));
+  if (map_it == root.end()) {
+    // The likeliest mistake is the model's config.json given for its checkpoint: say so.
+    const char* key = root.contains("model_type") ? "model_type" : root.contains("architectures") ? "architectures" : nullptr;
+    if (key)
+      throw InputError(fmt::format("{}: is a model config (it has \"{}\"), not a checkpoint; give the checkpoint "
+                                   "directory, a .safetensors file or a .safetensors.index.json",
+                                   label, key));
+    throw InputError(fmt::format("{}: no \"weight_map\" in the index (a checkpoint is a directory, a .safetensors "
+                                 "file or a .safetensors.index.json)",
+                                 label));
+  }
   if (!map_it->is_object()) throw InputError(fmt::format("{}: \"weight_map\" must be an object", label));
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(map_it->size());

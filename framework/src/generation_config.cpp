@@ -28,12 +28,19 @@ double number_field(const nlohmann::json& object, const char* key, const std::st
 
 }  // namespace
 
-SamplingOptions GenerationDefaults::sampling() const {
+SamplingOptions GenerationDefaults::sampling() const { return resolve_sampling(*this, {}); }
+
+SamplingOptions resolve_sampling(const GenerationDefaults& defaults, const SamplingFlags& flags) {
+  const bool sample = flags.temperature ? *flags.temperature > 0 : defaults.do_sample || flags.top_k || flags.top_p;
+  const float temperature = flags.temperature.value_or(defaults.temperature);
   SamplingOptions s;
-  if (do_sample) {
+  if (sample && temperature > 0) {
     s.temperature = temperature;
-    s.top_k = top_k;
-    s.top_p = top_p;
+    s.top_k = flags.top_k.value_or(defaults.top_k);
+    s.top_p = flags.top_p.value_or(defaults.top_p);
+  } else {
+    s.top_k = flags.top_k.value_or(0);
+    s.top_p = flags.top_p.value_or(1.0f);
   }
   return s;
 }

@@ -59,6 +59,62 @@ TEST_CASE("generation defaults: transformers' defaults fill what the files leave
   }
 }
 
+TEST_CASE("resolve_sampling: a sampling flag asks to sample; unset knobs take the model's, else GenerationConfig's",
+          "[generation_config]") {
+  GenerationDefaults greedy;  // no generation_config.json: do_sample false, 1 / 50 / 1
+  SECTION("no flags on a greedy model: greedy, filters off") {
+    const auto s = resolve_sampling(greedy, {});
+    CHECK(s.temperature == 0.0f);
+    CHECK(s.top_k == 0);
+    CHECK(s.top_p == 1.0f);
+  }
+  SECTION("--temperature alone: top_k 50 and top_p 1, as transformers' defaults") {
+    const auto s = resolve_sampling(greedy, {.temperature = 0.7f});
+    CHECK(s.temperature == Approx(0.7f));
+    CHECK(s.top_k == 50);
+    CHECK(s.top_p == 1.0f);
+  }
+  SECTION("--top-p alone samples at temperature 1 with top_k 50") {
+    const auto s = resolve_sampling(greedy, {.top_p = 0.9f});
+    CHECK(s.temperature == 1.0f);
+    CHECK(s.top_k == 50);
+    CHECK(s.top_p == Approx(0.9f));
+  }
+  SECTION("--top-k alone samples at temperature 1, top_p 1") {
+    const auto s = resolve_sampling(greedy, {.top_k = 5});
+    CHECK(s.temperature == 1.0f);
+    CHECK(s.top_k == 5);
+    CHECK(s.top_p == 1.0f);
+  }
+  SECTION("--temperature 0 with --top-p stays greedy and keeps the flag, for Sampler to refuse") {
+    const auto s = resolve_sampling(greedy, {.temperature = 0.0f, .top_p = 0.9f});
+    CHECK(s.temperature == 0.0f);
+    CHECK(s.top_p == Approx(0.9f));
+    CHECK(s.top_k == 0);
+    CHECK_THROWS_WITH(Sampler(s), Contains("--top-p 0.9") && Contains("greedy"));
+  }
+  SECTION("the model's values fill the knobs not given, even when its default is greedy") {
+    GenerationDefaults file;
+    file.temperature = 0.6f;
+    file.top_k = 20;
+    file.top_p = 0.95f;
+    const auto s = resolve_sampling(file, {.top_p = 0.8f});
+    CHECK(s.temperature == Approx(0.6f));
+    CHECK(s.top_k == 20);
+    CHECK(s.top_p == Approx(0.8f));
+    CHECK(resolve_sampling(file, {}).temperature == 0.0f);
+  }
+  SECTION("--temperature 0 over a sampling model: greedy, the model's filters dropped") {
+    GenerationDefaults file;
+    file.do_sample = true;
+    file.top_k = 20;
+    const auto s = resolve_sampling(file, {.temperature = 0.0f});
+    CHECK(s.temperature == 0.0f);
+    CHECK(s.top_k == 0);
+    CHECK_NOTHROW(Sampler(s));
+  }
+}
+
 TEST_CASE("generation defaults: malformed fields are InputErrors naming the file", "[generation_config]") {
   vtest::ScratchDir d;
   const auto file = (d / "generation_config.json").string();

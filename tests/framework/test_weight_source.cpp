@@ -149,6 +149,12 @@ TEST_CASE("checkpoint: broken checkpoints are InputErrors naming the path", "[we
     CHECK_THAT(input_error([&] { open_checkpoint(index); }), Contains("must be a JSON object"));
     zoo::test::write_file(index, "{}");
     CHECK_THAT(input_error([&] { open_checkpoint(index); }), Contains("no \"weight_map\""));
+    // A model's config.json given for its checkpoint: named as what it is.
+    const auto config = dir / "config.json";
+    zoo::test::write_file(config, R"({"model_type": "tiny", "hidden_size": 8})");
+    CHECK_THAT(input_error([&] { open_checkpoint(config); }),
+               StartsWith(config.string() + ": is a model config (it has \"model_type\"), not a checkpoint") &&
+                   Contains("a .safetensors file or a .safetensors.index.json"));
     zoo::test::write_file(index, R"({"weight_map": []})");
     CHECK_THAT(input_error([&] { open_checkpoint(index); }), Contains("\"weight_map\" must be an object"));
     zoo::test::write_file(index, R"({"weight_map": {"a": 3}})");

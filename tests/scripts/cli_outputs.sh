@@ -155,7 +155,7 @@ expect 2 "--max-context 0" "--max-context" -- generate -q "$Q" --request "$REQ" 
 expect 2 "--max-context -5" "--max-context" -- trace -q "$Q" --request "$REQ" --out "$TMP/x" --max-context -5
 expect 2 "--eos -5" "--eos" -- generate -q "$Q" --request "$REQ" --eos -5
 expect 2 "--eos past the vocabulary" "--eos 1000000" "vocabulary" -- generate -q "$Q" --request "$REQ" --eos 1000000
-expect 2 "--top-k under greedy" "--top-k" "greedy" -- generate -q "$Q" --request "$REQ" --top-k 5
+expect 2 "--top-k under greedy" "--top-k" "greedy" -- generate -q "$Q" --request "$REQ" --top-k 5 --temperature 0
 expect 0 "--top-k with a temperature" -- generate -q "$Q" --request "$REQ" --top-k 5 --temperature 0.8 --max-new-tokens 2
 
 # A request too long for max_context: caught before the forward pass, naming the request.

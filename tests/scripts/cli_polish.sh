@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What a new user meets in the first minutes: --version, --help with defaults, suggestions for a
-# misspelt command or flag, JSON errors under --json, and `zoo bench` rows, spread and records.
+# misspelt command or flag, JSON errors under --json, `zoo bench` rows, spread and records, synth's
+# hint command (which runs as printed), and wrong inputs named as what they are.
 # Usage: cli_polish.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-polish "$@"
@@ -95,6 +96,33 @@ cmd=$(head -n1 "$TMP/out")
 [[ $cmd == "zoo bench '$TMP/syn dir'" ]] || fail "synth printed '$cmd'"
 eval "\"\$ZOO\" ${cmd#zoo } --prompt-len 2 --new-tokens 1 --repeat 1 -q" >"$TMP/out" 2>"$TMP/err" ||
   fail "the command synth printed failed: $(cat "$TMP/err")"
+# A model without a text head: a command that runs it (not `zoo generate`, which refuses it), with
+# the --plugin-dir the synth was given.
+mkdir -p "$TMP/plugins"
+z 0 synth --config "$SRC/tests/fixtures/higgs-tiny/config.json" --out "$TMP/higgs" --dtype f32 -q \
+  --plugin-dir "$TMP/plugins"
+cmd=$(head -n1 "$TMP/out")
+[[ $cmd == "zoo bench $TMP/higgs --plugin-dir $TMP/plugins" ]] || fail "synth of a speech model printed '$cmd'"
+has out "not \`zoo generate\`"
+has out "zoo tts"
+grep -q "zoo generate $TMP" "$TMP/out" && fail "synth suggests zoo generate for a speech model: $(cat "$TMP/out")"
+eval "\"\$ZOO\" ${cmd#zoo }" >"$TMP/out" 2>"$TMP/err" ||
+  fail "the command synth printed failed: $(cat "$TMP/err")"
+z 0 synth --config "$SRC/tests/fixtures/qwen3-tiny/config.json" --out "$TMP/syn2" -q --plugin-dir "$TMP/plugins"
+[[ $(head -n1 "$TMP/out") == "zoo bench $TMP/syn2 --plugin-dir $TMP/plugins" ]] || fail "synth printed '$(cat "$TMP/out")'"
+has out "zoo generate $TMP/syn2 --plugin-dir $TMP/plugins --prompt 'Hello'"
+
+# Wrong inputs said as what they are: a config.json is not a checkpoint, an empty prompt is empty.
+z 2 inspect "$SRC/tests/fixtures/qwen3-tiny/config.json"
+has err "tests/fixtures/qwen3-tiny/config.json: is a model config (it has \"model_type\"), not a checkpoint"
+has err "give the checkpoint directory, a .safetensors file or a .safetensors.index.json"
+grep -q "weight_map" "$TMP/err" && fail "inspect config.json still talks of weight_map: $(cat "$TMP/err")"
+z 2 generate "$SRC/tests/fixtures/qwen3-tiny" --prompt ""
+[[ $(cat "$TMP/err") == "zoo: error: --prompt: the prompt is empty" ]] || fail "--prompt '': $(cat "$TMP/err")"
+z 2 generate "$SRC/tests/fixtures/qwen3-tiny" --request ""
+has err "--request: the file name is empty"
+z 2 generate "$SRC/tests/fixtures/qwen3-tiny" --prompt-file ""
+has err "--prompt-file: the file name is empty"
 
 echo "$failures failures"
 ((failures == 0))

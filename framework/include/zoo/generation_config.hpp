@@ -1,6 +1,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,24 @@ struct GenerationDefaults {
   std::string eos_source;       // the file the eos ids came from ("" when none)
   std::string sampling_source;  // generation_config.json when it was read, else ""
 
-  // Greedy unless do_sample; the seed is left at 0.
+  // resolve_sampling(*this, {}): greedy unless do_sample; the seed is left at 0.
   SamplingOptions sampling() const;
 };
+
+// Sampling settings a user gave (command-line flags); unset: not given.
+struct SamplingFlags {
+  std::optional<float> temperature;
+  std::optional<int> top_k;
+  std::optional<float> top_p;
+};
+
+// What a run samples with. It samples when the model's do_sample says so or the user asks to: a
+// temperature > 0, or a top_k or top_p given (a filter is only given to sample with); a
+// temperature of 0 is greedy whatever else. When sampling, each setting is the flag, else the
+// model's generation_config.json value, else GenerationConfig's default (temperature 1, top_k 50,
+// top_p 1). When greedy, top_k / top_p are off unless given, so that Sampler can refuse a filter
+// that greedy decoding would silently ignore. The seed is left at 0.
+SamplingOptions resolve_sampling(const GenerationDefaults& defaults, const SamplingFlags& flags);
 
 // Reads `eos_token_id` (an integer, a list of integers, or null) and do_sample / temperature / top_k
 // / top_p from DIR/generation_config.json when it exists, taking eos_token_id from `config` (the
