@@ -41,7 +41,7 @@ TEST_CASE("cuda_available answers without throwing", "[cuda]") {
 TEST_CASE("hopper_paths: sm_90+ unless ZOO_CUDA_PRE_HOPPER=1", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   const bool hopper = device_properties().major >= 9;
-  {
+  {  // (no kernel runs while the variable is unset here, so a forced pre-Hopper run stays forced)
     const zoo::test::ScopedEnv unset("ZOO_CUDA_PRE_HOPPER", nullptr);
     CHECK(hopper_paths() == hopper);
   }

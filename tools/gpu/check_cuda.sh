@@ -3,15 +3,17 @@
 # transformers bf16 goldens of every fixture on the GPU, run every test (the [cuda] ones and the
 # tools/ ones that need torch included), run the CUDA tests again as a GPU before sm_90 runs them
 # (ZOO_CUDA_PRE_HOPPER=1: no clusters, no programmatic dependent launch), then the [cuda] tests
-# under compute-sanitizer memcheck. Logs and the bf16 goldens go to OUTDIR.
+# under compute-sanitizer memcheck, and last the CUDA tests of a build for compute_80 PTX alone
+# (the device code an A100 or L40S runs, JIT-compiled for the H200) with the pre-Hopper paths.
+# Logs and the bf16 goldens go to OUTDIR.
 # usage: tools/gpu/check_cuda.sh OUTDIR [PHASE...]
-#   PHASE: build goldens ctest prehopper memcheck (default: all, in this order). A device call is
+#   PHASE: build goldens ctest prehopper memcheck sm80 (default: all, in this order). A device call is
 #   limited to 10 minutes: split the phases over two calls of one lease (build + goldens + ctest,
-#   then prehopper + memcheck), the second finds the first's build tree.
+#   then prehopper + memcheck + sm80), the second finds the first's build tree.
 set -uo pipefail
 out=${1:?usage: check_cuda.sh OUTDIR [PHASE...]}
 shift
-phases=" ${*:-build goldens ctest prehopper memcheck} "
+phases=" ${*:-build goldens ctest prehopper memcheck sm80} "
 want() { [[ $phases == *" $1 "* ]]; }
 mkdir -p "$out"
 log() { echo "[$(date +%T)] $*" | tee -a "$out/check.log"; }
@@ -62,4 +64,16 @@ timeout 240 compute-sanitizer --tool memcheck --report-api-errors no --error-exi
   > "$out/memcheck.log" 2>&1
 log "memcheck rc=$?"
 tail -4 "$out/memcheck.log" | tee -a "$out/check.log"
+fi
+
+if want sm80; then
+log "CUDA tests of a compute_80 PTX build (build-sm80), pre-Hopper paths"
+bash .gpu/build.sh .gpu/debs build-sm80 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=80-virtual \
+  > "$out/sm80-build.log" 2>&1 || { log "sm80 build failed"; exit 1; }
+{
+  ZOO_CUDA_PRE_HOPPER=1 build-sm80/bin/test_cuda && ZOO_CUDA_PRE_HOPPER=1 build-sm80/bin/test_higgs "[cuda]" &&
+    ZOO_CUDA_PRE_HOPPER=1 build-sm80/bin/test_llama "[cuda]"
+} > "$out/sm80.log" 2>&1
+log "sm80 rc=$?"
+grep -E "^(All tests passed|test cases:)" "$out/sm80.log" | tee -a "$out/check.log"
 fi
