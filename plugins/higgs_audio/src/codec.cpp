@@ -490,6 +490,10 @@ class HiggsCodeDecoder : public CodeDecoder {
 
 }  // namespace
 
+bool has_code_decoder(const WeightSource& weights, const std::string& prefix) {
+  return weights.info(prefix + "quantizer.quantizers.0.codebook.embed").has_value();
+}
+
 std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
                                                std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
                                                const Device& device) {

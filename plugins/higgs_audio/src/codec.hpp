@@ -147,6 +147,9 @@ inline constexpr int kCodecSampleRate = 24000;
 
 // The CodeDecoder a Higgs model hands out: the codec, checked against the LM's codebook count,
 // decoding on `device` (the model's): the CPU reference, or CUDA when built with it.
+// Whether the checkpoint holds a codec decoder under `prefix` at all (its first quantizer's
+// codebook, where the geometry starts); whether that codec is well formed is make_code_decoder's.
+bool has_code_decoder(const WeightSource& weights, const std::string& prefix);
 std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
                                                std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
                                                const Device& device = {});

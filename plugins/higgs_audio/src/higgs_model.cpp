@@ -151,8 +151,14 @@ class HiggsModel : public Model {
     // ZOO_TTS_HOST_SAMPLING=1: pick the codes on the host even where the session could (an A/B of
     // the device picks in one build; the codes are the same).
     const bool on_device = !kernels::env_flag("ZOO_TTS_HOST_SAMPLING", false);
-    return synthesize_speech(*session, {table_.K, table_.V, table_.H, max_context_, table_.index}, request, progress,
-                             on_device);
+    TtsShape shape{table_.K, table_.V, table_.H, max_context_, table_.index};
+    // Seconds of speech as the checkpoint's own codec makes them (a tiny test codec has other
+    // strides than the released 24 kHz / 960); a checkpoint without a codec keeps the released rate.
+    if (has_code_decoder(*weights_, kCodecPrefix)) {
+      const CodeDecoder* codec = code_decoder();
+      shape.frames_per_second = static_cast<double>(codec->sample_rate()) / static_cast<double>(codec->samples_per_frame());
+    }
+    return synthesize_speech(*session, shape, request, progress, on_device);
   }
   nlohmann::json runtime_stats() const override {
     auto stats = body_->runtime_stats();

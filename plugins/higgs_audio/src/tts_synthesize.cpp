@@ -99,7 +99,7 @@ SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const Sp
   const auto on_row = [&](std::int64_t rows) {
     if (!progress) return;
     const std::int64_t frames = std::max<std::int64_t>(0, rows - (K - 1));
-    progress({rows, frames, static_cast<double>(frames) / kCodecFramesPerSecond});
+    progress({rows, frames, static_cast<double>(frames) / shape.frames_per_second});
   };
   const TtsLoopResult loop =
       run_tts_rows(next, {.num_codebooks = K, .codebook_size = V, .max_rows = request.max_steps}, on_row);
@@ -110,7 +110,7 @@ SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const Sp
   result.prompt_tokens = P;
   result.steps = static_cast<std::int64_t>(loop.rows.size());
   result.finished = loop.stop == TtsStop::EndOfCodes;
-  result.frames_per_second = kCodecFramesPerSecond;
+  result.frames_per_second = shape.frames_per_second;
   return result;
 }
 

@@ -15,6 +15,7 @@ struct TtsShape {
   std::int64_t hidden = 0;
   std::int64_t max_context = 0;    // positions a session holds
   int table = -1;                  // the audio row table (Model::add_row_table) of the session's body
+  double frames_per_second = 25.0; // of the codec the frames are for (the released one: 24 kHz / 960)
 };
 
 // The language-model side of Higgs TTS over a Session whose forward() returns the audio logits
@@ -53,9 +54,6 @@ class SessionRowSampler {
   bool on_device_;
   std::int64_t device_rows_ = 0;
 };
-
-// The codec's frame rate (24 kHz, 960 samples a frame), for progress in seconds of audio.
-inline constexpr double kCodecFramesPerSecond = 25.0;
 
 // How synthesize_speech picked its rows (for tests and measurements).
 struct SynthesisStats {
