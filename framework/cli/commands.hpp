@@ -17,6 +17,7 @@ struct ModelOptions {
   std::string device;  // empty: from the YAML
   std::string dtype;
   long long max_context = 0;
+  int threads = 0;  // 0: ZOO_NUM_THREADS, else every core
 
   SpecOverrides overrides() const;
 };

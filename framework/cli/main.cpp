@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -46,9 +47,15 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
       ->default_str("")
       ->check(CLI::PositiveNumber);  // 0 and negative values were once silently ignored: refuse them
+  command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
+      ->default_str("")
+      ->check(CLI::Range(1, 4096));
 }
 
 OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry) {
+  // The CPU pool is sized from ZOO_NUM_THREADS when first used, which is after this point (no
+  // command runs CPU kernels before it opens its model): the flag is that variable, given here.
+  if (options.threads > 0) ::setenv("ZOO_NUM_THREADS", std::to_string(options.threads).c_str(), 1);
   return open_model(load_model_spec(options.config), registry, options.overrides());
 }
 
@@ -100,10 +107,6 @@ std::string describe_parse_error(CLI::App& app, const CLI::ParseError& e) {
     for (const auto& arg : extra) {
       if (!arg.starts_with('-')) continue;
       const std::string flag = arg.substr(0, arg.find('='));
-      // llama-cli's thread count flag: Zoo sizes its CPU pool from the environment instead.
-      if (flag == "-t" || flag == "--threads")
-        return fmt::format("{}unknown option '{}'; zoo sets its CPU threads with ZOO_NUM_THREADS=N in the environment",
-                           where == &app ? "" : where->get_name() + ": ", flag);
       auto names = option_names(*where);
       if (where == &app) names.push_back("--version");
       const auto hint = nearest(flag, names);

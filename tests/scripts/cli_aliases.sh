@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The flags llama-cli users type: -m/--model, -n/--n-predict, --temp, -s in generate (and tts,
-# bench with llama-bench's -p/-n/-r) mean what they mean there; -t/--threads says how Zoo sets
-# its threads instead of suggesting an unrelated flag.
+# bench with llama-bench's -p/-n/-r) mean what they mean there, and -t/--threads sizes the CPU pool.
 # Usage: cli_aliases.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-cli-aliases "$@"
@@ -27,12 +26,20 @@ rc 0
 run "-n counts tokens" generate "$Q" --request "$REQ" -n 3 --ids -q --ignore-eos
 rc 0
 [[ $(wc -w <"$TMP/out") == 3 ]] || fail "-n 3 printed '$(cat "$TMP/out")'"
+# -t/--threads sizes the CPU pool (what ZOO_NUM_THREADS does); bench --json reports the pool's size.
 for flag in -t --threads; do
-  run "generate $flag" generate "$Q" --request "$REQ" "$flag" 4
-  rc 2
-  has err "ZOO_NUM_THREADS"
-  lacks err "did you mean"
+  for n in 1 3; do
+    run "bench $flag $n" bench "$Q" -p 4 -n 2 -r 1 --json "$flag" "$n"
+    rc 0
+    python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); assert b["threads"]==int(sys.argv[2]), b["threads"]' \
+      "$TMP/out" "$n" || fail "bench $flag $n: threads $(head -c 300 "$TMP/out")"
+  done
 done
+run "generate -t 2" generate "$Q" --request "$REQ" -n 2 --ids -q -t 2
+rc 0
+run "generate -t 0" generate "$Q" --request "$REQ" -n 2 -t 0
+rc 2
+has err "--threads"
 run "bench -m -p -n -r" bench -m "$Q" -p 4 -n 2 -r 1 --json
 rc 0
 python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); assert b["repeat"]==1 and b["prefill"][0]["tokens"]==4 \
