@@ -25,6 +25,13 @@ grep -q "text to sound in .* real time; loading not included" "$TMP/a.err" || fa
 # "tts: N frames -> S samples (X s at R Hz) in ..."
 read -r frames samples rate < <(sed -n 's/^tts: \([0-9]*\) frames -> \([0-9]*\) samples ([0-9.]* s at \([0-9]*\) Hz).*/\1 \2 \3/p' "$TMP/a.err")
 [[ -n ${frames:-} ]] || fail "no frames line: $(cat "$TMP/a.err")"
+# The progress line counts seconds of this codec's speech (30 samples a frame at 24 kHz), not of the
+# released codec's 25 frames a second (it once said 40.84 s for 1.28 s).
+progress=$(tr '\r' '\n' <"$TMP/a.err" | sed -n 's/^tts: \([0-9]*\) frames, \([0-9.]*\) s of speech.*/\1 \2/p' | tail -n1)
+read -r pframes pseconds <<<"$progress"
+[[ -n ${pseconds:-} ]] || fail "no progress line: $(cat "$TMP/a.err")"
+awk -v f="${pframes:-0}" -v s="${pseconds:-0}" 'BEGIN { exit !(f > 0 && (s - f * 30 / 24000) ^ 2 < 1e-4) }' ||
+  fail "progress says ${pframes:-?} frames are ${pseconds:-?} s of speech; at 30 samples a frame and 24 kHz they are not"
 python3 - "$TMP/a.wav" "$TTS/codec-tensors.json" "${frames:-0}" "${samples:-0}" "${rate:-0}" <<'PY' || fail "a.wav"
 import json, sys, wave
 path, tensors, frames, samples, rate = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
