@@ -19,11 +19,12 @@ const ZooPluginDescriptor* descriptor() {
   return &d;
 }
 
-std::unique_ptr<zoo::Model> create(const zoo::ModelArgs& args, zoo::Host&) {
-  // Sizes, eps, RoPE (both config layouts, all scaling types), tied head, biases: read and checked.
+std::unique_ptr<zoo::Model> create(const zoo::ModelArgs& args, zoo::Host& host) {
+  // Sizes, eps, RoPE (both config layouts, all scaling types), tied head, biases: read and checked;
+  // fields that change the math and are not computed (partial rotary, sliding windows, ...) refused.
   zoo::layers::DecoderSpec spec = zoo::layers::read_hf_decoder_config(args.config, "my_dense", "my_dense config");
   spec.qk_norm = true;  // what makes this family differ
-  return zoo::layers::make_decoder_model(std::move(spec), args);
+  return zoo::layers::make_decoder_model(std::move(spec), args, host);
 }
 
 }  // namespace

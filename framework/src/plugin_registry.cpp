@@ -383,7 +383,7 @@ std::shared_ptr<Model> PluginRegistry::create_model(std::string_view plugin_or_t
 
 void PluginRegistry::log(LogLevel level, std::string_view message) {
   if (level == LogLevel::Debug && !verbose_) return;
-  fmt::print(stderr, "zoo: {}\n", message);
+  fmt::print(stderr, "zoo: {}{}\n", level == LogLevel::Warning ? "warning: " : "", message);
 }
 
 std::string plugins_table(const PluginRegistry& registry) {

@@ -1,7 +1,10 @@
 // The Model seam over a DecoderSpec: requirements, load, sessions on the CPU or CUDA backend.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
@@ -123,10 +126,43 @@ class DecoderModel : public Model {
   bool loaded_ = false;
 };
 
+// A num_hidden_layers below the checkpoint's runs a truncated model, which is legitimate (early
+// exit, pruning experiments) but silent otherwise: one line naming the tensors left unread.
+std::optional<std::string> unused_layers_note(const DecoderSpec& spec, const WeightSource& weights) {
+  const std::string& prefix = spec.names.layer_prefix;
+  const auto at = prefix.find("{}");
+  if (at == std::string::npos) return std::nullopt;
+  const std::string head = prefix.substr(0, at);
+  const std::string tail = prefix.substr(at + 2);
+  std::int64_t count = 0, lo = std::numeric_limits<std::int64_t>::max(), hi = -1;
+  for (const auto& name : weights.names()) {
+    if (!name.starts_with(head)) continue;
+    std::size_t end = head.size();
+    while (end < name.size() && end - head.size() < 9 && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end == head.size() || name.compare(end, tail.size(), tail) != 0) continue;
+    const std::int64_t layer = std::stoll(name.substr(head.size(), end - head.size()));
+    if (layer < spec.num_layers) continue;
+    ++count;
+    lo = std::min(lo, layer);
+    hi = std::max(hi, layer);
+  }
+  if (count == 0) return std::nullopt;
+  const auto glob = [&](std::int64_t layer) { return head + std::to_string(layer) + tail + "*"; };
+  const std::string& type = spec.model_type.empty() ? spec.family : spec.model_type;
+  return fmt::format("{} config: num_hidden_layers {} in config.json, but the checkpoint has layers {}..{} "
+                     "({} tensors unused: {}{})",
+                     type, spec.num_layers, lo, hi, count, glob(lo), lo == hi ? "" : " to " + glob(hi));
+}
+
 }  // namespace
 
-std::unique_ptr<Model> make_decoder_model(DecoderSpec spec, const ModelArgs& args) {
-  return std::make_unique<DecoderModel>(std::move(spec), args);
+std::unique_ptr<Model> make_decoder_model(DecoderSpec spec, const ModelArgs& args, Host& host) {
+  std::vector<std::string> warnings = spec.config_warnings;
+  if (args.weights)
+    if (auto note = unused_layers_note(spec, *args.weights)) warnings.push_back(std::move(*note));
+  auto model = std::make_unique<DecoderModel>(std::move(spec), args);
+  for (const auto& line : warnings) host.log(LogLevel::Warning, line);
+  return model;
 }
 
 }  // namespace zoo::layers

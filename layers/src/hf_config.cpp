@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <string_view>
+
 #include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 
@@ -57,7 +60,175 @@ std::string rope_type(const nlohmann::json& rope) {
   return "default";
 }
 
+using nlohmann::json;
+
+// head_dim as the reader will compute it, when the config states enough to know.
+std::optional<std::int64_t> stated_head_dim(const json& config) {
+  if (present(config, "head_dim")) {
+    if (!config.at("head_dim").is_number_integer()) return std::nullopt;
+    return config.at("head_dim").get<std::int64_t>();
+  }
+  if (!present(config, "hidden_size") || !present(config, "num_attention_heads")) return std::nullopt;
+  const json& hidden = config.at("hidden_size");
+  const json& heads = config.at("num_attention_heads");
+  if (!hidden.is_number_integer() || !heads.is_number_integer() || heads.get<std::int64_t>() <= 0) return std::nullopt;
+  return hidden.get<std::int64_t>() / heads.get<std::int64_t>();
+}
+
+// For a refused field: whether its (present, non-null) value is the one that asks for nothing the
+// decoder does not compute.
+using RunsFn = bool (*)(const json& value, const json& config);
+// The part of a refused value to quote, when the whole value would not say what is wrong.
+using WhatFn = std::string (*)(const json& value);
+
+bool is_one(const json& v, const json&) { return v.is_number() && v.get<double>() == 1.0; }
+bool is_false(const json& v, const json&) { return v.is_boolean() && !v.get<bool>(); }
+bool is_silu(const json& v, const json&) { return v.is_string() && v.get<std::string>() == "silu"; }
+bool is_head_dim(const json& v, const json& config) {
+  const auto d = stated_head_dim(config);
+  return d && v.is_number() && v.get<double>() == static_cast<double>(*d);
+}
+// The window-switched families state a window and turn it off; in the others a window is on
+// whenever it is set.
+bool window_off(const json&, const json& config) {
+  return config.contains("use_sliding_window") && config.at("use_sliding_window") == false;
+}
+bool all_full_attention(const json& v, const json&) {
+  if (!v.is_array()) return false;
+  for (const auto& t : v)
+    if (t != "full_attention") return false;
+  return true;
+}
+std::string first_other_layer_type(const json& v) {
+  if (v.is_array())
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i] != "full_attention") return fmt::format("layer_types[{}] {}", i, v[i].dump());
+  return "layer_types " + v.dump();
+}
+
+struct Rule {
+  HfField field;
+  RunsFn runs = nullptr;  // refused fields: null means every value set is refused
+  WhatFn what = nullptr;
+};
+
+constexpr auto kImplemented = HfFieldUse::implemented;
+constexpr auto kRefused = HfFieldUse::refused;
+constexpr auto kIgnored = HfFieldUse::ignored;
+
+// The one table. Implemented fields are read by read_hf_decoder_config below (which refuses the
+// values it cannot compute); refused and ignored ones are handled from here alone.
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> table = {
+      {{"vocab_size", kImplemented, "required, 1..2^24"}},
+      {{"hidden_size", kImplemented, "required, 1..2^18"}},
+      {{"intermediate_size", kImplemented, "required, 1..2^20"}},
+      {{"num_hidden_layers", kImplemented, "required, 1..4096; fewer than the checkpoint's layers is a warning"}},
+      {{"num_attention_heads", kImplemented, "required, 1..4096"}},
+      {{"num_key_value_heads", kImplemented, "grouped-query attention; default num_attention_heads"}},
+      {{"head_dim", kImplemented, "any even value (heads x head_dim may differ from hidden_size); "
+                                  "default hidden_size / num_attention_heads"}},
+      {{"rms_norm_eps", kImplemented, "in (0, 1)"}},
+      {{"rope_theta", kImplemented, "in (1, 1e18)"}},
+      {{"rope_scaling", kImplemented, "rope_type default, linear, llama3, yarn"}},
+      {{"rope_parameters", kImplemented, "rope_type default, linear, llama3, yarn; partial_rotary_factor 1 only"}},
+      {{"max_position_embeddings", kImplemented, "yarn's original_max_position_embeddings when that is not given"}},
+      {{"hidden_act", kImplemented, "silu only (SwiGLU)"}},
+      {{"attention_bias", kImplemented, "biases on q/k/v and o"}},
+      {{"mlp_bias", kImplemented, "biases on gate/up/down"}},
+      {{"tie_word_embeddings", kImplemented, "the head is the embedding table"}},
+
+      {{"partial_rotary_factor", kRefused, "rotary embedding on part of each head; the decoder rotates all of head_dim (1.0)"},
+       is_one},
+      {{"rotary_pct", kRefused, "rotary embedding on part of each head; the decoder rotates all of head_dim (1.0)"},
+       is_one},
+      {{"rotary_dim", kRefused, "rotary embedding on part of each head; the decoder rotates all of head_dim"},
+       is_head_dim},
+      {{"use_sliding_window", kRefused, "sliding-window attention; the decoder attends to the whole context (false)"},
+       is_false},
+      {{"sliding_window", kRefused,
+        "sliding-window attention, on unless use_sliding_window is false; the decoder attends to the whole context"},
+       window_off},
+      {{"layer_types", kRefused, "the decoder runs full_attention layers only"}, all_full_attention,
+       first_other_layer_type},
+      {{"attn_logit_softcapping", kRefused, "tanh capping of attention scores (null)"}},
+      {{"final_logit_softcapping", kRefused, "tanh capping of the logits (null)"}},
+      {{"query_pre_attn_scalar", kRefused, "attention scale other than 1/sqrt(head_dim)"}, is_head_dim},
+      {{"hidden_activation", kRefused, "an MLP activation other than silu"}, is_silu},
+      {{"embedding_multiplier", kRefused, "scaled embeddings (1.0)"}, is_one},
+      {{"scale_emb", kRefused, "scaled embeddings (1)"}, is_one},
+      {{"residual_multiplier", kRefused, "scaled residual branches (1.0)"}, is_one},
+      {{"scale_depth", kRefused, "depth-scaled residual branches"}},
+      {{"attention_multiplier", kRefused, "an attention scale other than 1/sqrt(head_dim)"}},
+      {{"logits_scaling", kRefused, "logits divided by a factor (1.0)"}, is_one},
+      {{"logit_scale", kRefused, "logits multiplied by a factor (1.0)"}, is_one},
+      {{"dim_model_base", kRefused, "a head input scaled by hidden_size / dim_model_base"}},
+      {{"clip_qkv", kRefused, "q/k/v clamped to a range (null)"}},
+      {{"attention_chunk_size", kRefused, "chunked local attention (null)"}},
+      {{"quantization_config", kRefused, "quantized weights with scales the decoder does not apply"}},
+
+      {{"architectures", kIgnored, "picks the plugin"}},
+      {{"model_type", kIgnored, "picks the plugin"}},
+      {{"transformers_version", kIgnored, "metadata"}},
+      {{"_name_or_path", kIgnored, "metadata"}},
+      {{"torch_dtype", kIgnored, "the dtype it was saved in; zoo computes in the device's dtype"}},
+      {{"dtype", kIgnored, "the dtype it was saved in; zoo computes in the device's dtype"}},
+      {{"initializer_range", kIgnored, "training only"}},
+      {{"use_cache", kIgnored, "the decoder always keeps a KV cache"}},
+      {{"bos_token_id", kIgnored, "token ids for prompts and generation, not the forward pass"}},
+      {{"eos_token_id", kIgnored, "token ids for prompts and generation, not the forward pass"}},
+      {{"pad_token_id", kIgnored, "token ids for prompts and generation, not the forward pass"}},
+      {{"attention_dropout", kIgnored, "dropout is off at inference"}},
+      {{"resid_pdrop", kIgnored, "dropout is off at inference"}},
+      {{"embd_pdrop", kIgnored, "dropout is off at inference"}},
+      {{"max_window_layers", kIgnored, "which layers a sliding window covers; windows are refused"}},
+      {{"pretraining_tp", kIgnored, "split matmuls of the same product"}},
+  };
+  return table;
+}
+
+const Rule* find_rule(std::string_view name) {
+  for (const Rule& rule : rules())
+    if (name == rule.field.name) return &rule;
+  return nullptr;
+}
+
+// Refuses the fields that ask for math the decoder does not do; names the unknown ones.
+void check_fields(const json& config, const std::string& label, std::vector<std::string>& warnings) {
+  for (const Rule& rule : rules()) {
+    if (rule.field.use != kRefused || !present(config, rule.field.name)) continue;
+    const json& value = config.at(rule.field.name);
+    if (rule.runs && rule.runs(value, config)) continue;
+    const std::string what = rule.what ? rule.what(value) : fmt::format("{} {}", rule.field.name, value.dump());
+    throw InputError(fmt::format("{}: {} is not supported: {}", label, what, rule.field.note));
+  }
+  std::vector<std::string> unknown;
+  for (const auto& item : config.items())
+    if (!find_rule(item.key())) unknown.push_back("'" + item.key() + "'");
+  if (!unknown.empty())
+    warnings.push_back(fmt::format("{}: ignoring config.json field{} the reader does not know: {}", label,
+                                   unknown.size() == 1 ? "" : "s", fmt::join(unknown, ", ")));
+}
+
 }  // namespace
+
+const std::vector<HfField>& hf_config_fields() {
+  static const std::vector<HfField> fields = [] {
+    std::vector<HfField> out;
+    for (const Rule& rule : rules()) out.push_back(rule.field);
+    return out;
+  }();
+  return fields;
+}
+
+const char* hf_field_use_name(HfFieldUse use) {
+  switch (use) {
+    case HfFieldUse::implemented: return "implemented";
+    case HfFieldUse::refused: return "refused";
+    case HfFieldUse::ignored: return "ignored";
+  }
+  return "?";
+}
 
 bool hf_bool(const nlohmann::json& config, const char* key, bool fallback, const std::string& label) {
   if (!present(config, key)) return fallback;
@@ -78,6 +249,11 @@ RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::
     }
   RopeParameters p;
   if (rope) p.type = rope_type(*rope);
+  // Transformers 5 keeps the rotary fraction with the other RoPE settings, whatever the type.
+  if (rope && present(*rope, "partial_rotary_factor") && !is_one(rope->at("partial_rotary_factor"), config))
+    throw InputError(fmt::format("{}: {}.partial_rotary_factor {} is not supported: {}", label, where,
+                                 rope->at("partial_rotary_factor").dump(),
+                                 find_rule("partial_rotary_factor")->field.note));
   if (present(config, "rope_theta")) {
     p.theta = number_in(config.at("rope_theta"), "rope_theta", kMinRopeTheta, kMaxRopeTheta, label);
   } else if (rope && present(*rope, "rope_theta")) {
@@ -115,15 +291,13 @@ RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::
     if (present(*rope, "beta_slow")) p.beta_slow = number("beta_slow", 0.0, 1e6);
     p.truncate = hf_bool(*rope, "truncate", true, label);
   }
-  if (present(*rope, "partial_rotary_factor") &&
-      !(rope->at("partial_rotary_factor").is_number() && rope->at("partial_rotary_factor").get<double>() == 1.0))
-    throw InputError(fmt::format("{}: unsupported {}.partial_rotary_factor (only 1)", label, where));
   return p;
 }
 
 DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label) {
   if (!config.is_object()) throw InputError(fmt::format("{}: config is not a JSON object", label));
   DecoderSpec c;
+  check_fields(config, label, c.config_warnings);
   c.family = family;
   if (config.contains("model_type") && config.at("model_type").is_string()) c.model_type = config.at("model_type");
   c.vocab_size = positive_int(config, "vocab_size", kMaxVocab, label);
@@ -145,8 +319,6 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   // rms_norm_eps is added to a mean of squares: meaningful only small and positive.
   if (config.contains("rms_norm_eps")) c.rms_norm_eps = number_in(config.at("rms_norm_eps"), "rms_norm_eps", 0.0, 1.0, label);
 
-  if (hf_bool(config, "use_sliding_window", false, label))
-    throw InputError(fmt::format("{}: unsupported use_sliding_window: true (sliding-window attention)", label));
   if (config.contains("hidden_act") && config.at("hidden_act") != "silu")
     throw InputError(fmt::format("{}: unsupported hidden_act {} (only silu)", label, config.at("hidden_act").dump()));
   c.qkv_bias = c.o_bias = hf_bool(config, "attention_bias", false, label);

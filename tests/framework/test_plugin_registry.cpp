@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "scoped_env.hpp"
+#include "stderr_capture.hpp"
 #include "zoo/error.hpp"
 #include "zoo/plugin_abi.hpp"
 #include "zoo/plugin_registry.hpp"
@@ -68,37 +69,7 @@ bool library_is_loaded(const fs::path& path) {
   return true;
 }
 
-// Everything on stderr during its lifetime (the registry logs there).
-class StderrCapture {
- public:
-  StderrCapture() : file_(dir_.path() / "stderr.txt") {
-    std::fflush(stderr);
-    saved_ = ::dup(STDERR_FILENO);
-    std::FILE* f = std::fopen(file_.c_str(), "w");
-    ::dup2(::fileno(f), STDERR_FILENO);
-    std::fclose(f);
-  }
-  ~StderrCapture() { restore(); }
-  std::string text() {
-    restore();
-    std::ifstream in(file_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, STDERR_FILENO);
-    ::close(saved_);
-    saved_ = -1;
-  }
-  TempDir dir_;
-  fs::path file_;
-  int saved_ = -1;
-};
+using zoo::test::StderrCapture;
 
 // An in-memory weight source holding float32 tensors.
 class MemoryWeights : public zoo::WeightSource {
@@ -430,7 +401,7 @@ TEST_CASE("plugins: log writes Info and Warning to stderr, Debug only when verbo
   registry.log(zoo::LogLevel::Warning, "careful");
   registry.set_verbose(true);
   registry.log(zoo::LogLevel::Debug, "shown detail");
-  CHECK(capture.text() == "zoo: hello\nzoo: careful\nzoo: shown detail\n");
+  CHECK(capture.text() == "zoo: hello\nzoo: warning: careful\nzoo: shown detail\n");
 }
 
 TEST_CASE("plugins: plugins_table and plugins_json describe what was found", "[plugins]") {

@@ -1,8 +1,8 @@
 // Llama-family dense decoders: LlamaForCausalLM (llama), MistralForCausalLM without a sliding
-// window (mistral) and Qwen2ForCausalLM (qwen2). All three are the shared decoder runtime
-// (layers/decoder.hpp) with the standard Hugging Face names; they differ only in which biases
-// exist, which this file states. RoPE scaling (linear, llama3, yarn) and both config layouts come
-// from the shared reader.
+// window (mistral; the shared reader refuses one) and Qwen2ForCausalLM (qwen2). All three are the
+// shared decoder runtime (layers/decoder.hpp) with the standard Hugging Face names; they differ
+// only in which biases exist, which this file states. RoPE scaling (linear, llama3, yarn), both
+// config layouts and the fields refused or ignored come from the shared reader.
 #include <fmt/format.h>
 
 #include "zoo/error.hpp"
@@ -25,26 +25,24 @@ std::string model_type(const nlohmann::json& config) {
   return "llama";
 }
 
-std::unique_ptr<Model> create(const ModelArgs& args, Host&) {
+std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
   const std::string type = model_type(args.config);
   const std::string label = type + " config";
   layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "llama", label);
   spec.model_type = type;
   if (type == "mistral") {
-    // Mistral's attention has no biases; its sliding window is the one feature we do not run.
-    if (args.config.contains("sliding_window") && !args.config.at("sliding_window").is_null())
-      throw InputError(fmt::format("{}: unsupported sliding_window {} (sliding-window attention)", label,
-                                   args.config.at("sliding_window").dump()));
+    // Mistral's attention has no biases. Its config has no use_sliding_window, so the shared
+    // reader refuses any sliding_window it sets.
     spec.qkv_bias = spec.o_bias = spec.mlp_bias = false;
   } else if (type == "qwen2") {
     // Qwen2 always has q/k/v biases and none on o_proj or the MLP (its config has no switch);
-    // it windows attention only when use_sliding_window is set, which the reader refuses.
+    // it windows attention only when use_sliding_window is set, which the shared reader refuses.
     spec.qkv_bias = true;
     spec.o_bias = spec.mlp_bias = false;
   } else if (type != "llama") {
     throw InputError(fmt::format("{}: model_type '{}' is not one this plugin runs (llama, mistral, qwen2)", label, type));
   }
-  return layers::make_decoder_model(std::move(spec), args);
+  return layers::make_decoder_model(std::move(spec), args, host);
 }
 
 }  // namespace

@@ -14,10 +14,10 @@ const ZooPluginDescriptor* descriptor() {
   return &d;
 }
 
-std::unique_ptr<Model> create(const ModelArgs& args, Host&) {
+std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
   layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "qwen3", "qwen3 config");
   spec.qk_norm = true;
-  return layers::make_decoder_model(std::move(spec), args);
+  return layers::make_decoder_model(std::move(spec), args, host);
 }
 
 }  // namespace

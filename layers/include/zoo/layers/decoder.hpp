@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "zoo/host.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/model.hpp"
 
@@ -66,6 +67,9 @@ struct DecoderSpec {
   std::int64_t max_position_embeddings = 0;  // informational
   RopeTable rope;
   DecoderTensorNames names;
+  // What reading config.json found that does not stop the model (read_hf_decoder_config fills
+  // it); make_decoder_model logs each line as a warning.
+  std::vector<std::string> config_warnings;
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
@@ -107,7 +111,9 @@ std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& spec);
 // qk_norm).
 std::vector<std::string> layer_stages(const DecoderSpec& spec);
 
-// A Model over `args.weights`: float32 on the CPU, bf16 on CUDA. Checks the spec first.
-std::unique_ptr<Model> make_decoder_model(DecoderSpec spec, const ModelArgs& args);
+// A Model over `args.weights`: float32 on the CPU, bf16 on CUDA. Checks the spec first, then
+// logs through `host` the spec's config_warnings and, when the checkpoint holds layers past
+// num_layers, one line naming the tensors that go unused.
+std::unique_ptr<Model> make_decoder_model(DecoderSpec spec, const ModelArgs& args, Host& host);
 
 }  // namespace zoo::layers

@@ -1,10 +1,15 @@
 #pragma once
 // Reading a Hugging Face config.json into a DecoderSpec: the fields that dense decoders
-// share (sizes, GQA, head_dim, eps, tie_word_embeddings, attention_bias/mlp_bias, hidden_act,
-// sliding windows) and the RoPE settings in all their layouts (flat rope_theta + rope_scaling,
-// transformers-5 rope_parameters, "type" or "rope_type"). Every value from the file is checked:
-// a missing, mistyped, out-of-range or unsupported field is an InputError that names it.
+// share (sizes, GQA, head_dim, eps, tie_word_embeddings, attention_bias/mlp_bias, hidden_act)
+// and the RoPE settings in all their layouts (flat rope_theta + rope_scaling, transformers-5
+// rope_parameters, "type" or "rope_type"). Every value from the file is checked: a missing,
+// mistyped, out-of-range or unsupported field is an InputError that names it.
+//
+// The reader knows its fields from one table (hf_config_fields): each is implemented, refused or
+// ignored. A field the table does not know is ignored with one warning naming it, because
+// configs carry many harmless extras and refusing them would refuse real checkpoints.
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,9 +18,26 @@
 
 namespace zoo::layers {
 
+enum class HfFieldUse {
+  implemented,  // read into the DecoderSpec; a value the decoder cannot compute is an InputError
+  refused,      // changes the math and is not computed: an InputError unless absent, null or "off"
+  ignored,      // on purpose: it does not change the logits
+};
+
+struct HfField {
+  const char* name;
+  HfFieldUse use;
+  const char* note;  // implemented: the values computed; refused: what it asks for; ignored: why
+};
+
+// Every top-level config.json field the reader knows.
+const std::vector<HfField>& hf_config_fields();
+const char* hf_field_use_name(HfFieldUse use);
+
 // `family` goes into the spec; `label` names the source in messages ("ckpt/config.json").
 // Sets qkv_bias and o_bias from attention_bias and mlp_bias from mlp_bias; a plugin adjusts the
-// switches its family fixes (qk_norm, a qkv bias that the config does not state).
+// switches its family fixes (qk_norm, a qkv bias that the config does not state). Warnings (the
+// unknown fields) go into spec.config_warnings, which make_decoder_model logs.
 DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label);
 
 // The RoPE parameters alone (read_hf_decoder_config uses it).
