@@ -59,7 +59,7 @@ TEST_CASE("generation defaults: transformers' defaults fill what the files leave
   }
 }
 
-TEST_CASE("resolve_sampling: a sampling flag asks to sample; unset knobs take the model's, else GenerationConfig's",
+TEST_CASE("resolve_sampling: a sampling flag asks to sample, unset knobs take the model's, else GenerationConfig's",
           "[generation_config]") {
   GenerationDefaults greedy;  // no generation_config.json: do_sample false, 1 / 50 / 1
   SECTION("no flags on a greedy model: greedy, filters off") {

@@ -17,7 +17,7 @@ TEST_CASE("splitmix64 reproduces the reference stream", "[random]") {
   CHECK(splitmix64(state) == 16408922859458223821ull);
 }
 
-TEST_CASE("uniform01 is the top 53 bits of the next output, within [0, 1)", "[random]") {
+TEST_CASE("uniform01 is the top 53 bits of the next output, at least 0 and below 1", "[random]") {
   std::uint64_t a = 1234567;
   std::uint64_t b = 1234567;
   CHECK(uniform01(a) == static_cast<double>(6457827717110365317ull >> 11) / 9007199254740992.0);

@@ -83,7 +83,7 @@ TEST_CASE("row tables: bad indices, ids, shapes and late tables are refused", "[
              Contains("must be [rows,"));
 }
 
-TEST_CASE("row tables: a head sampling request is checked; a CPU session returns the head output instead",
+TEST_CASE("row tables: a head sampling request is checked, a CPU session returns the head output instead",
           "[qwen3][row_table][input]") {
   Fixture f = open_with_table();
   auto session = f.opened.model->new_session();
