@@ -35,6 +35,30 @@ using tokenizer_detail::first_invalid_utf8;
 using tokenizer_detail::is_white_space;
 using tokenizer_detail::is_word_char;
 
+// Text from tokenizer.json (a token, a pattern) as messages quote it: a megabyte-long pattern would
+// drown the message, so at most 80 bytes (cut on a character boundary), then "..." and the length.
+std::string abbrev(std::string_view s) {
+  constexpr size_t kMax = 80;
+  if (s.size() <= kMax) return std::string(s);
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}... ({} bytes)", s.substr(0, cut), s.size());
+}
+
+// A token id as tokenizer.json spells it: an integer in 0..INT32_MAX (BPE ids are int32 here, as
+// in HF), or nullopt. nlohmann keeps positive integers unsigned, so both kinds are read as such
+// (no narrowing of 2^64-1 to -1, no overflow later).
+std::optional<int64_t> token_id(const Json& j) {
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT32_MAX)) return static_cast<int64_t>(u);
+  } else if (j.is_number_integer()) {
+    const auto v = j.get<int64_t>();
+    if (v >= 0 && v <= INT32_MAX) return v;
+  }
+  return std::nullopt;
+}
+
 // ---- PCRE2 -------------------------------------------------------------------------------------
 
 // A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
@@ -561,6 +585,7 @@ struct Tokenizer::Impl {
   static constexpr size_t kCacheCapacity = 1 << 17, kCacheMaxPiece = 256;
 
   void load(const Json& root);
+  void bound_ids(const Reader& r);
   void encode_text(std::string_view text, std::vector<int64_t>& out) const;
   void encode_normalized(std::string_view text, std::vector<int64_t>& out) const;
   void bpe_piece(std::string_view piece, std::vector<int64_t>& out) const;
@@ -568,6 +593,38 @@ struct Tokenizer::Impl {
   void symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const;
   std::vector<Segment> split_added(std::string_view s, const TokenTrie& trie) const;
 };
+
+// Tables indexed by id (vocab_r, id_bytes) are sized by the highest id, so a lone id of 2^28 would
+// cost gigabytes. Real files are dense or nearly (Qwen's and Llama's added tokens follow the vocab
+// directly; a few files leave small holes), so the id space may be at most twice the distinct ids
+// plus 1024: tables stay within a small multiple of what the file itself spells out.
+void Tokenizer::Impl::bound_ids(const Reader& r) {
+  std::vector<int32_t> ids;
+  ids.reserve(vocab.size() + added.size());
+  for (const auto& [token, id] : vocab) ids.push_back(id);
+  for (const auto& a : added) ids.push_back(static_cast<int32_t>(a.id));
+  std::sort(ids.begin(), ids.end());
+  const auto distinct = static_cast<int64_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+  const int64_t limit = 2 * distinct + 1024;
+  auto refuse = [&](const std::string& what, int64_t id) {
+    r.fail(fmt::format("{} has id {}, beyond this file's id space: ids must be below {} (twice its {} distinct ids "
+                       "plus 1024)",
+                       what, id, limit, distinct));
+  };
+  for (const auto& a : added)
+    if (a.id >= limit) refuse(fmt::format("added token '{}'", abbrev(a.content)), a.id);
+  if (!ids.empty() && ids[static_cast<size_t>(distinct) - 1] >= limit) {
+    // The vocab map has no file order; name the offender with the highest id.
+    const auto it = std::max_element(vocab.begin(), vocab.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    refuse(fmt::format("model.vocab['{}']", abbrev(it->first)), it->second);
+  }
+  int64_t max_id = -1;
+  for (const auto& [token, id] : vocab) max_id = std::max<int64_t>(max_id, id);
+  vocab_r.assign(static_cast<size_t>(max_id + 1), std::string());
+  for (const auto& [token, id] : vocab) vocab_r[static_cast<size_t>(id)] = token;
+  for (const auto& a : added) max_id = std::max(max_id, a.id);
+  size = max_id + 1;
+}
 
 void Tokenizer::Impl::load(const Json& root) {
   const Reader r{file.string()};
@@ -585,16 +642,11 @@ void Tokenizer::Impl::load(const Json& root) {
   const Json& v = r.member(model, "vocab", "model");
   if (!v.is_object()) r.fail("model.vocab is not an object");
   vocab.reserve(v.size());
-  int64_t max_id = -1;
   for (const auto& [token, idj] : v.items()) {
-    if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() > INT32_MAX)
-      r.fail(fmt::format("model.vocab[\"{}\"] is not a valid id", token));
-    const auto id = idj.get<int32_t>();
-    vocab.emplace(token, id);
-    max_id = std::max<int64_t>(max_id, id);
+    const auto id = token_id(idj);
+    if (!id) r.fail(fmt::format("model.vocab['{}'] has id {}, not an integer in 0..2^31-1", abbrev(token), abbrev(idj.dump())));
+    vocab.emplace(token, static_cast<int32_t>(*id));
   }
-  vocab_r.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [token, id] : vocab) vocab_r[static_cast<size_t>(id)] = token;
 
   ignore_merges = r.bool_of(model, "ignore_merges", false);
   byte_fallback = r.bool_of(model, "byte_fallback", false);
@@ -647,12 +699,14 @@ void Tokenizer::Impl::load(const Json& root) {
     if (!list.is_array()) r.fail("added_tokens is not an array");
     for (const auto& t : list) {
       AddedToken a;
-      if (!t.is_object() || !t.contains("id") || !t.at("id").is_number_integer() || !t.contains("content") ||
-          !t.at("content").is_string())
-        r.fail("an added_tokens entry lacks an integer \"id\" or a string \"content\"");
-      a.id = t.at("id").get<int64_t>();
-      if (a.id < 0) r.fail(fmt::format("added token '{}' has a negative id", t.at("content").get<std::string>()));
+      if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t.at("content").is_string())
+        r.fail("an added_tokens entry lacks an \"id\" or a string \"content\"");
       a.content = t.at("content").get<std::string>();
+      const auto id = token_id(t.at("id"));
+      if (!id)
+        r.fail(fmt::format("added token '{}' has id {}, not an integer in 0..2^31-1", abbrev(a.content),
+                           abbrev(t.at("id").dump())));
+      a.id = *id;
       a.single_word = r.bool_of(t, "single_word", false);
       a.lstrip = r.bool_of(t, "lstrip", false);
       a.rstrip = r.bool_of(t, "rstrip", false);
@@ -661,11 +715,10 @@ void Tokenizer::Impl::load(const Json& root) {
       if (first_invalid_utf8(a.content) != std::string_view::npos) r.fail("an added token is not valid UTF-8");
       added_by_id[a.id] = added.size();
       added_by_content[a.content] = added.size();
-      max_id = std::max(max_id, a.id);
       added.push_back(std::move(a));
     }
   }
-  size = max_id + 1;
+  bound_ids(r);
 
   read_normalizer(r, root.contains("normalizer") ? root.at("normalizer") : Json(), normalizers);
 
