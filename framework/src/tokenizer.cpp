@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -61,10 +62,8 @@ std::optional<int64_t> token_id(const Json& j) {
 
 // ---- PCRE2 -------------------------------------------------------------------------------------
 
-// A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
-// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here.
-// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E. Spell \s and
-// \S out as White_Space so both engines split alike (\S inside a class is left as is).
+// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E: \s and \S
+// spelled out as White_Space, so both engines split alike (\S inside a class is left as is).
 std::string onig_compatible(const std::string& pattern) {
   static constexpr const char* kWhite = R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
   std::string out;
@@ -92,18 +91,55 @@ std::string onig_compatible(const std::string& pattern) {
   return out;
 }
 
+// What one encode call may spend, and where in the caller's text it is, for messages.
+struct Work {
+  // Backtracking that a start position may spend beyond kCheapSteps, in PCRE2 match-limit units,
+  // for the whole call: kBaseSteps + kStepsPerByte per byte of the text. A fixed per-call limit
+  // (PCRE2's own) bounds one start position only; a pattern like a*a*b|. on a run of a's stays
+  // under it at every position and takes time cubic in the run.
+  static constexpr uint64_t kBaseSteps = 1 << 20, kStepsPerByte = 32;
+  uint64_t steps_left = kBaseSteps, steps_total = kBaseSteps;
+  size_t text_bytes = 0;
+  // Pieces that are views into `text` are placed exactly; others (normalized copies) at `origin`,
+  // the start of the raw stretch they came from. `label` replaces the position when not encoding.
+  std::string_view text;
+  size_t origin = 0;
+  std::string label;
+
+  explicit Work(std::string_view t) : text_bytes(t.size()), text(t) {
+    steps_left = steps_total = kBaseSteps + kStepsPerByte * t.size();
+  }
+  std::string where(const char* p) const {
+    if (!label.empty()) return label;
+    const std::less_equal<const char*> le;
+    if (p && le(text.data(), p) && le(p, text.data() + text.size()))
+      return fmt::format("at byte {} of the text", p - text.data());
+    return fmt::format("in the text from byte {} (after normalization)", origin);
+  }
+};
+
+// A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
+// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here.
+// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E. Spell \s and
+// \S out as White_Space so both engines split alike (\S inside a class is left as is).
 class Regex {
  public:
-  Regex(const std::string& source, const std::string& where) {
+  Regex(const std::string& source, const std::string& where) : where_(where), shown_(abbrev(source)) {
     const std::string pattern = onig_compatible(source);
     int err = 0;
     PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
-                          &offset, nullptr);
+    // NEVER_BACKSLASH_C: \C matches one byte and could leave a match inside a UTF-8 sequence,
+    // which the next NO_UTF_CHECK match would trust. NO_AUTO_POSSESS: auto-possessified repeats
+    // rescan without counting toward the match limit, so the limit stops measuring the work;
+    // without it every give-back counts. USE_OFFSET_LIMIT: lets a match try one start position.
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C | PCRE2_NO_AUTO_POSSESS |
+                              PCRE2_USE_OFFSET_LIMIT,
+                          &err, &offset, nullptr);
     if (!code_) {
       std::array<PCRE2_UCHAR, 256> msg{};
       pcre2_get_error_message(err, msg.data(), msg.size());
-      throw InputError(fmt::format("{}: regex /{}/ does not compile at offset {}: {}", where, source, offset,
+      throw InputError(fmt::format("{}: regex /{}/ does not compile at offset {}: {}", where, shown_, offset,
                                    reinterpret_cast<const char*>(msg.data())));
     }
     jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
@@ -114,25 +150,17 @@ class Regex {
 
   // Calls f(start, end) for every match in s, left to right, the way the onig crate's find_iter
   // steps (an empty match right after the previous match is skipped by advancing one character).
-  // s must be valid UTF-8.
+  // s must be valid UTF-8. Spends work's budget; InputError (naming the file, the pattern and the
+  // position) when a start position needs more than is left.
   template <class F>
-  void for_each_match(std::string_view s, F&& f) const {
-    MatchData md;
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+  void for_each_match(std::string_view s, Work& work, F&& f) const {
+    Matcher m(*this, s, work);
     size_t search_from = 0;
     std::optional<size_t> last_match_end;
     while (search_from <= s.size()) {
-      int rc = jit_ ? pcre2_jit_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK, md.get(), nullptr)
-                    : pcre2_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
-      if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter keeps its frames on the heap
-        rc = pcre2_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md.get(), nullptr);
+      const int rc = m.first_match(search_from);
       if (rc == PCRE2_ERROR_NOMATCH) return;
-      if (rc < 0) {
-        std::array<PCRE2_UCHAR, 256> msg{};
-        pcre2_get_error_message(rc, msg.data(), msg.size());
-        throw std::runtime_error(fmt::format("tokenizer regex match failed: {}", reinterpret_cast<const char*>(msg.data())));
-      }
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(m.md);
       const size_t start = ov[0], end = ov[1];
       if (start == end && last_match_end && *last_match_end == end) {
         if (search_from >= s.size()) return;
@@ -146,15 +174,80 @@ class Regex {
   }
 
  private:
-  // One match data per call (a pattern is shared between threads); one ovector pair is all we read.
-  struct MatchData {
+  // Every start position gets kCheapSteps for free: the ones tried number at most a few per byte,
+  // so that part is linear by construction. A position that needs more is retried alone with
+  // doubling limits, each drawn from the call's budget (so it pays at most 4x what it used).
+  static constexpr uint32_t kCheapSteps = 1000;
+  // The interpreter (the JIT's fallback on deep recursion) keeps its frames on the heap; PCRE2's
+  // default cap is 20 GB.
+  static constexpr uint32_t kHeapLimitKiB = 256 * 1024;
+
+  // One match data and context per call (a pattern is shared between threads); one ovector pair
+  // is all we read.
+  struct Matcher {
+    const Regex& re;
+    std::string_view s;
+    Work& work;
     pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-    ~MatchData() { pcre2_match_data_free(md); }
-    pcre2_match_data* get() const {
-      if (!md) throw std::bad_alloc();
-      return md;
+    pcre2_match_context* mc = pcre2_match_context_create(nullptr);
+
+    Matcher(const Regex& r, std::string_view subject, Work& w) : re(r), s(subject), work(w) {
+      if (!md || !mc) {
+        free();
+        throw std::bad_alloc();
+      }
+      pcre2_set_heap_limit(mc, kHeapLimitKiB);
+    }
+    ~Matcher() { free(); }
+    Matcher(const Matcher&) = delete;
+    Matcher& operator=(const Matcher&) = delete;
+    void free() {
+      pcre2_match_data_free(md);
+      pcre2_match_context_free(mc);
+    }
+
+    // from: the first start position; only_there: try no other.
+    int run(size_t from, bool only_there, uint32_t limit) {
+      pcre2_set_match_limit(mc, limit);
+      pcre2_set_offset_limit(mc, only_there ? from : PCRE2_UNSET);
+      const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+      int rc = re.jit_ ? pcre2_jit_match(re.code_, subject, s.size(), from, PCRE2_NO_UTF_CHECK, md, mc)
+                       : pcre2_match(re.code_, subject, s.size(), from, PCRE2_NO_UTF_CHECK, md, mc);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter keeps its frames on the heap
+        rc = pcre2_match(re.code_, subject, s.size(), from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
+      return rc;
+    }
+
+    // The first match starting at or after `from` (rc > 0, in md) or PCRE2_ERROR_NOMATCH.
+    int first_match(size_t from) {
+      int rc = run(from, false, kCheapSteps);
+      if (rc == PCRE2_ERROR_MATCHLIMIT) {
+        // Some position from `from` on needs more: find it one position at a time.
+        for (size_t p = from;; p += tokenizer_detail::utf8_length(static_cast<unsigned char>(s[p]))) {
+          uint32_t limit = kCheapSteps;
+          while ((rc = run(p, true, limit)) == PCRE2_ERROR_MATCHLIMIT) {
+            const uint64_t want = 2 * static_cast<uint64_t>(limit);
+            if (want > work.steps_left || want > UINT32_MAX)
+              throw InputError(fmt::format("{}: regex /{}/ backtracks past this text's budget ({} steps for {} bytes) {}",
+                                           re.where_, re.shown_, work.steps_total, work.text_bytes,
+                                           work.where(s.data() + p)));
+            work.steps_left -= want;
+            limit = static_cast<uint32_t>(want);
+          }
+          if (rc != PCRE2_ERROR_NOMATCH || p >= s.size()) break;
+        }
+      }
+      if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        std::array<PCRE2_UCHAR, 256> msg{};
+        pcre2_get_error_message(rc, msg.data(), msg.size());
+        throw InputError(fmt::format("{}: regex /{}/ failed {}: {}", re.where_, re.shown_, work.where(s.data() + from),
+                                     reinterpret_cast<const char*>(msg.data())));
+      }
+      return rc;
     }
   };
+
+  std::string where_, shown_;
   pcre2_code* code_ = nullptr;
   bool jit_ = false;
 };
@@ -165,8 +258,8 @@ struct Pattern {
   std::string literal;
 
   template <class F>
-  void for_each_match(std::string_view s, F&& f) const {
-    if (regex) return regex->for_each_match(s, f);
+  void for_each_match(std::string_view s, Work& work, F&& f) const {
+    if (regex) return regex->for_each_match(s, work, f);
     if (literal.empty()) return;
     for (size_t pos = s.find(literal); pos != std::string_view::npos; pos = s.find(literal, pos + literal.size()))
       f(pos, pos + literal.size());
@@ -261,7 +354,7 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
-void apply_normalizer(const NormStep& step, std::string& s) {
+void apply_normalizer(const NormStep& step, std::string& s, Work& work) {
   switch (step.kind) {
     case NormKind::NFC:
     case NormKind::NFD:
@@ -292,7 +385,7 @@ void apply_normalizer(const NormStep& step, std::string& s) {
     case NormKind::Replace: {
       std::string out;
       size_t prev = 0;
-      step.pattern.for_each_match(s, [&](size_t a, size_t b) {
+      step.pattern.for_each_match(s, work, [&](size_t a, size_t b) {
         out.append(s, prev, a - prev);
         out += step.content;
         prev = b;
@@ -359,10 +452,10 @@ struct Span {
 // HF's SplitDelimiterBehavior applied to a piece: the matches and the gaps between them, combined
 // as the behaviour says. Empty results are dropped (as PreTokenizedString::split does).
 void split_piece(const SplitStep& step, std::string_view piece, std::vector<std::string_view>& out,
-                 std::vector<Span>& spans) {
+                 std::vector<Span>& spans, Work& work) {
   spans.clear();
   size_t prev = 0;
-  step.pattern.for_each_match(piece, [&](size_t a, size_t b) {
+  step.pattern.for_each_match(piece, work, [&](size_t a, size_t b) {
     if (prev != a) spans.push_back({prev, a, false});
     spans.push_back({a, b, true});
     prev = b;
@@ -587,7 +680,7 @@ struct Tokenizer::Impl {
   void load(const Json& root);
   void bound_ids(const Reader& r);
   void encode_text(std::string_view text, std::vector<int64_t>& out) const;
-  void encode_normalized(std::string_view text, std::vector<int64_t>& out) const;
+  void encode_normalized(std::string_view text, std::vector<int64_t>& out, Work& work) const;
   void bpe_piece(std::string_view piece, std::vector<int64_t>& out) const;
   void bpe_symbols(std::vector<Symbol>& symbols) const;
   void symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const;
@@ -804,7 +897,9 @@ void Tokenizer::Impl::load(const Json& root) {
     AddedToken& a = added[i];
     a.shown = a.content;
     if (a.normalized) {
-      for (const auto& n : normalizers) apply_normalizer(n, a.shown);
+      Work work(a.content);
+      work.label = fmt::format("in added token '{}'", abbrev(a.content));
+      for (const auto& n : normalizers) apply_normalizer(n, a.shown, work);
       normalized_trie.add(a.shown, i);
     } else {
       raw_trie.add(a.content, i);
@@ -856,38 +951,40 @@ std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const Toke
 }
 
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& out) const {
+  Work work(text);
   for (const auto& seg : split_added(text, raw_trie)) {
     if (seg.id >= 0) {
       out.push_back(seg.id);
       continue;
     }
     const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
+    work.origin = seg.begin;
     // Then the normalizer, then the tokens matched in normalized text (normalized: true).
     std::string owned;
     std::string_view normalized = piece;
     if (!normalizers.empty()) {
       owned.assign(piece);
-      for (const auto& n : normalizers) apply_normalizer(n, owned);
+      for (const auto& n : normalizers) apply_normalizer(n, owned, work);
       normalized = owned;
     }
     if (normalized_trie.empty()) {
-      encode_normalized(normalized, out);
+      encode_normalized(normalized, out, work);
       continue;
     }
     for (const auto& s2 : split_added(normalized, normalized_trie)) {
       if (s2.id >= 0) out.push_back(s2.id);
-      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), out);
+      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), out, work);
     }
   }
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64_t>& out) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64_t>& out, Work& work) const {
   if (text.empty()) return;
   std::vector<std::string_view> pieces{text}, next;
   std::vector<Span> spans;
   for (const auto& step : splits) {
     next.clear();
-    for (const auto& p : pieces) split_piece(step, p, next, spans);
+    for (const auto& p : pieces) split_piece(step, p, next, spans, work);
     pieces.swap(next);
   }
   std::deque<std::string> prefixed;  // storage for pieces that got a prefix space
@@ -900,7 +997,7 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64
     if (byte_level_regex) {
       // Isolated: gaps between matches are pieces too (ByteLevel's pattern leaves none in practice).
       size_t prev = 0;
-      byte_level_regex->for_each_match(piece, [&](size_t a, size_t b) {
+      byte_level_regex->for_each_match(piece, work, [&](size_t a, size_t b) {
         if (prev != a) bpe_piece(piece.substr(prev, a - prev), out);
         if (b > a) bpe_piece(piece.substr(a, b - a), out);
         prev = b;

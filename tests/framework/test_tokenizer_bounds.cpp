@@ -49,6 +49,14 @@ std::string input_error(F&& f) {
   return "";
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Json split(const std::string& regex) {
+  return Json{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+}
+
 Json added(int64_t id, const std::string& content, Json extra = Json::object()) {
   Json t{{"id", id}, {"content", content}, {"special", true}, {"normalized", false}};
   t.update(extra);
@@ -103,5 +111,73 @@ TEST_CASE("tokenizer bounds: ids beyond the file's entries are refused, not allo
   CHECK(tok.vocab_size() == 10);
   CHECK(tok.encode("ab<x>") == Ids{0, 1, 9});
   CHECK(tok.id_to_token(5) == std::nullopt);
+  fs::remove(f);
+}
+
+TEST_CASE("tokenizer bounds: a backtracking Split regex fails fast, naming the file", "[tokenizer][bounds]") {
+  // a*a*b on a run of a's backtracks quadratically at every start position (cubic in all); the old
+  // per-call PCRE2 limit never tripped, 5,000 a's took ~20 s.
+  Json j = minimal({{"a", 0}, {"b", 1}});
+  j["pre_tokenizer"] = split("a*a*b|.");
+  const auto f = write_json("backtrack", j);
+  const auto tok = Tokenizer::from_file(f);
+  CHECK(tok.encode("aab") == Ids{0, 0, 1});
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto msg = input_error([&] { tok.encode(std::string(5000, 'a')); });
+  CHECK(seconds_since(t0) < 2.0);
+  CHECK_THAT(msg, Catch::Contains(f.string()) && Catch::Contains("a*a*b|.") && Catch::Contains("byte 0"));
+  fs::remove(f);
+}
+
+TEST_CASE("tokenizer bounds: a match-limit error is an InputError naming the file and the position",
+          "[tokenizer][bounds]") {
+  // Exponential backtracking at one start position (PCRE2's own per-call limit trips): this used to
+  // be a std::runtime_error naming neither the tokenizer file nor where in the text.
+  Json j = minimal({{"a", 0}, {"b", 1}, {"x", 2}});
+  j["pre_tokenizer"] = split("(?:a+)+b|.");
+  const auto f = write_json("matchlimit", j);
+  const auto tok = Tokenizer::from_file(f);
+  std::string text = "xx";
+  text.append(40, 'a');
+  const auto msg = input_error([&] { tok.encode(text); });
+  CHECK_THAT(msg, Catch::Contains(f.string()) && Catch::Contains("byte 2"));
+  fs::remove(f);
+}
+
+TEST_CASE("tokenizer bounds: long legitimate backtracking still encodes (Qwen regex, 200 KB of spaces)",
+          "[tokenizer][bounds]") {
+  // \s*[\r\n]+ gives back a whole whitespace run before \s+(?!\S) takes it: work linear in the run,
+  // which the budget must allow however long the run is.
+  const auto tok = Tokenizer::from_file(zoo::test::tokenizer_fixture_dir() / "qwen/tokenizer.json");
+  const std::string text = std::string(200000, ' ') + "x" + std::string(100000, '\t') + "\ny";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Ids ids = tok.encode(text);
+  CHECK(seconds_since(t0) < 2.0);
+  CHECK(tok.decode(ids) == text);
+}
+
+TEST_CASE("tokenizer bounds: a pattern with backslash-C is refused at load (it splits UTF-8 the matcher trusts)", "[tokenizer][bounds]") {
+  Json j = minimal({{"a", 0}});
+  j["pre_tokenizer"] = split("\\C|.");
+  const auto f = write_json("backslash-c", j);
+  CHECK_THAT(input_error([&] { Tokenizer::from_file(f); }), Catch::Contains(f.string()) && Catch::Contains("\\C"));
+  Json n = minimal({{"a", 0}});
+  n["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", "a\\C"}}}, {"content", "b"}};
+  const auto g = write_json("backslash-c-replace", n);
+  CHECK_THAT(input_error([&] { Tokenizer::from_file(g); }), Catch::Contains(g.string()) && Catch::Contains("\\C"));
+  fs::remove(f);
+  fs::remove(g);
+}
+
+TEST_CASE("tokenizer bounds: messages quote at most a prefix of a huge pattern", "[tokenizer][bounds]") {
+  Json j = minimal({{"a", 0}});
+  std::string pattern(1000001, 'a');
+  pattern[0] = '(';  // unclosed
+  j["pre_tokenizer"] = split(pattern);
+  const auto f = write_json("huge-pattern", j);
+  const auto msg = input_error([&] { Tokenizer::from_file(f); });
+  CHECK(msg.size() < 400);
+  CHECK_THAT(msg, Catch::Contains(f.string()) && Catch::Contains("(aaaa") && Catch::Contains("...") &&
+                      Catch::Contains("1000001"));
   fs::remove(f);
 }
