@@ -537,59 +537,94 @@ struct AddedToken {
 };
 
 // Leftmost-longest matching of a set of strings (what HF does with a LeftmostLongest
-// Aho-Corasick); added-token sets are small, a byte trie is enough.
+// Aho-Corasick), linear in the text whatever the tokens: an Aho-Corasick automaton over the
+// reversed strings, run right to left, gives at every position the longest string starting there
+// (its state is the longest suffix of the text read so far, i.e. the longest string prefix at that
+// position, and the deepest terminal on its failure chain the longest match). Walking a forward
+// trie from every position costs the length of the longest partial match, per position.
 class TokenTrie {
  public:
+  struct Match {
+    size_t start, length, token;
+  };
+
   void add(std::string_view key, size_t token) {
     if (key.empty()) return;
     int32_t node = 0;
-    for (unsigned char c : key) {
+    for (auto it = key.rbegin(); it != key.rend(); ++it) {
+      const auto c = static_cast<unsigned char>(*it);
       int32_t next = child(node, c);
       if (next < 0) {
         next = static_cast<int32_t>(nodes_.size());
-        nodes_[static_cast<size_t>(node)].children.push_back({c, next});
-        nodes_.emplace_back();
+        auto& ch = nodes_[static_cast<size_t>(node)].children;
+        ch.insert(std::lower_bound(ch.begin(), ch.end(), std::make_pair(c, int32_t{0})), {c, next});
+        nodes_.push_back({});
+        nodes_.back().depth = nodes_[static_cast<size_t>(node)].depth + 1;
       }
       node = next;
     }
-    nodes_[static_cast<size_t>(node)].token = static_cast<int64_t>(token);
-    first_[static_cast<unsigned char>(key[0])] = true;
-    empty_ = false;
+    nodes_[static_cast<size_t>(node)].token = static_cast<int64_t>(token);  // a repeated string: the last wins
+    built_ = false;
   }
-  bool empty() const { return empty_; }
-  // The leftmost match at or after `from`: {start, length, token index}; nullopt if none.
-  std::optional<std::array<size_t, 3>> find(std::string_view s, size_t from) const {
-    for (size_t i = from; i < s.size(); ++i) {
-      if (!first_[static_cast<unsigned char>(s[i])]) continue;
-      int32_t node = 0;
-      size_t best_len = 0;
-      int64_t best = -1;
-      for (size_t j = i; j < s.size(); ++j) {
-        node = child(node, static_cast<unsigned char>(s[j]));
-        if (node < 0) break;
-        if (nodes_[static_cast<size_t>(node)].token >= 0) {
-          best = nodes_[static_cast<size_t>(node)].token;
-          best_len = j + 1 - i;
-        }
-      }
-      if (best >= 0) return std::array<size_t, 3>{i, best_len, static_cast<size_t>(best)};
+  bool empty() const { return nodes_.size() == 1; }
+
+  // Failure links and, per node, the deepest terminal on its failure chain (breadth first).
+  void build() {
+    std::deque<int32_t> queue;
+    for (const auto& [c, v] : nodes_[0].children) {
+      nodes_[static_cast<size_t>(v)].fail = 0;
+      queue.push_back(v);
     }
-    return std::nullopt;
+    nodes_[0].out = -1;
+    while (!queue.empty()) {
+      const int32_t u = queue.front();
+      queue.pop_front();
+      Node& nu = nodes_[static_cast<size_t>(u)];
+      nu.out = nu.token >= 0 ? u : nodes_[static_cast<size_t>(nu.fail)].out;
+      for (const auto& [c, v] : nu.children) {
+        int32_t f = nu.fail;
+        while (f > 0 && child(f, c) < 0) f = nodes_[static_cast<size_t>(f)].fail;
+        const int32_t g = child(f, c);
+        nodes_[static_cast<size_t>(v)].fail = u != 0 && g >= 0 ? g : 0;
+        queue.push_back(v);
+      }
+    }
+    built_ = true;
+  }
+
+  // Every position of s where some string starts, ascending, with the longest one there.
+  std::vector<Match> starts(std::string_view s) const {
+    if (!built_) throw std::logic_error("TokenTrie::starts before build");
+    std::vector<Match> out;
+    int32_t state = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      int32_t next;
+      while ((next = child(state, c)) < 0 && state != 0) state = nodes_[static_cast<size_t>(state)].fail;
+      state = next < 0 ? 0 : next;
+      const int32_t o = nodes_[static_cast<size_t>(state)].out;
+      if (o >= 0) {
+        const Node& m = nodes_[static_cast<size_t>(o)];
+        out.push_back({i, static_cast<size_t>(m.depth), static_cast<size_t>(m.token)});
+      }
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
   }
 
  private:
   struct Node {
-    std::vector<std::pair<unsigned char, int32_t>> children;
+    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
     int64_t token = -1;
+    int32_t depth = 0, fail = 0, out = -1;
   };
   int32_t child(int32_t node, unsigned char c) const {
-    for (const auto& [k, v] : nodes_[static_cast<size_t>(node)].children)
-      if (k == c) return v;
-    return -1;
+    const auto& ch = nodes_[static_cast<size_t>(node)].children;
+    const auto it = std::lower_bound(ch.begin(), ch.end(), std::make_pair(c, int32_t{0}));
+    return it != ch.end() && it->first == c ? it->second : -1;
   }
   std::vector<Node> nodes_ = std::vector<Node>(1);
-  std::array<bool, 256> first_{};
-  bool empty_ = true;
+  bool built_ = true;
 };
 
 // One piece of the input after splitting on added tokens: text (id < 0) or an added token.
@@ -906,27 +941,39 @@ void Tokenizer::Impl::load(const Json& root) {
     }
     if (decoder == Decoder::ByteLevel) id_bytes[static_cast<size_t>(a.id)] = unmap(a.shown).value_or(a.shown);
   }
+  raw_trie.build();
+  normalized_trie.build();
   cache.reserve(4096);
 }
 
-// HF AddedVocabulary::find_matches: leftmost-longest, then single_word / lstrip / rstrip.
+// HF AddedVocabulary::find_matches: leftmost-longest, then single_word / lstrip / rstrip. Matches
+// do not overlap: the next is searched after the previous match (before its rstrip), as HF's
+// find_iter does; a rejected single_word match still spends its bytes.
 std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const TokenTrie& trie) const {
   std::vector<Segment> out;
+  if (trie.empty()) {
+    if (!s.empty()) out.push_back({0, s.size(), -1});
+    return out;
+  }
   size_t start_offset = 0, from = 0;
-  while (!trie.empty()) {
-    const auto m = trie.find(s, from);
-    if (!m) break;
-    size_t start = (*m)[0], stop = (*m)[0] + (*m)[1];
+  // The White_Space run last measured for rstrip: a later match inside it ends at the same place,
+  // so a run is walked once however many matches fall in it.
+  size_t run_begin = 0, run_end = 0;
+  for (const auto& m : trie.starts(s)) {
+    if (m.start < from) continue;
+    size_t start = m.start, stop = m.start + m.length;
     from = stop;
-    const AddedToken& tok = added[(*m)[2]];
+    const AddedToken& tok = added[m.token];
     if (tok.single_word) {
       const bool start_space = start == 0 || !ends_with_word(s.substr(0, start));
       const bool stop_space = stop == s.size() || !starts_with_word(s.substr(stop));
       if (!start_space || !stop_space) continue;
     }
     if (tok.lstrip) {
+      // HF strips back to the previous segment at most; walking further would be wasted (and
+      // quadratic over a run of matches inside White_Space).
       size_t newstart = start;
-      while (newstart > 0) {
+      while (newstart > start_offset) {
         size_t p = newstart - 1;
         while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
         size_t len = 0;
@@ -936,10 +983,16 @@ std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const Toke
       start = std::max(newstart, start_offset);
     }
     if (tok.rstrip) {
-      while (stop < s.size()) {
-        size_t len = 0;
-        if (!is_white_space(decode_codepoint(s, stop, len))) break;
-        stop += len;
+      if (stop >= run_begin && stop <= run_end) {
+        stop = run_end;
+      } else {
+        run_begin = stop;
+        while (stop < s.size()) {
+          size_t len = 0;
+          if (!is_white_space(decode_codepoint(s, stop, len))) break;
+          stop += len;
+        }
+        run_end = stop;
       }
     }
     if (start_offset < start) out.push_back({start_offset, start, -1});

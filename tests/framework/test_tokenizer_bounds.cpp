@@ -181,3 +181,51 @@ TEST_CASE("tokenizer bounds: messages quote at most a prefix of a huge pattern",
                       Catch::Contains("1000001"));
   fs::remove(f);
 }
+
+TEST_CASE("tokenizer bounds: added-token matching is linear in the text", "[tokenizer][bounds]") {
+  // A long token whose prefix matches everywhere: the byte trie walked 30,000 bytes from each of
+  // 270,000 start positions.
+  const std::string token = std::string(30000, 'a') + "b";
+  Json j = minimal({{"a", 0}, {"b", 1}});
+  j["added_tokens"] = Json::array({added(2, token)});
+  const auto f = write_json("long-added", j);
+  const auto tok = Tokenizer::from_file(f);
+  auto t0 = std::chrono::steady_clock::now();
+  const Ids ids = tok.encode(std::string(300000, 'a') + "b");
+  CHECK(seconds_since(t0) < 2.0);
+  REQUIRE(ids.size() == 270001);
+  CHECK(ids.back() == 2);
+  CHECK(ids[269999] == 0);
+  fs::remove(f);
+
+  // lstrip / rstrip over a whitespace run between many matches: each walk used to cover the run.
+  for (const char* flag : {"lstrip", "rstrip"}) {
+    INFO(flag);
+    Json k = minimal({{"a", 0}});
+    k["added_tokens"] = Json::array({added(1, " ", {{flag, true}})});
+    const auto g = write_json(std::string("strip-") + flag, k);
+    const auto t = Tokenizer::from_file(g);
+    t0 = std::chrono::steady_clock::now();
+    const Ids spaces = t.encode(std::string(100000, ' '));
+    CHECK(seconds_since(t0) < 2.0);
+    CHECK(spaces == Ids(100000, 1));
+    fs::remove(g);
+  }
+}
+
+TEST_CASE("tokenizer bounds: added tokens keep leftmost-longest and the HF flags", "[tokenizer][bounds]") {
+  Json j = minimal({{"a", 0}, {"b", 1}, {"c", 2}, {"d", 3}, {"x", 4}, {" ", 5}});
+  j["added_tokens"] = Json::array({added(10, "ab"), added(11, "abc"), added(12, "bcd"), added(13, "cd"),
+                                   added(14, "xd", {{"single_word", true}}), added(15, "d", {{"lstrip", true}}),
+                                   added(16, "c x", {{"rstrip", true}})});
+  const auto f = write_json("semantics", j);
+  const auto tok = Tokenizer::from_file(f);
+  CHECK(tok.encode("xabcd") == Ids{4, 11, 15});      // leftmost start wins, then the longest there
+  CHECK(tok.encode("abab") == Ids{10, 10});
+  CHECK(tok.encode("bcdx") == Ids{12, 4});
+  CHECK(tok.encode("axd") == Ids{0, 4, 3});  // xd is no single word here, and its bytes are spent (HF's find_iter)
+  CHECK(tok.encode("a xd") == Ids{0, 5, 14});
+  CHECK(tok.encode("a   d") == Ids{0, 15});          // lstrip takes the spaces before
+  CHECK(tok.encode("c x   a") == Ids{16, 0});        // rstrip takes the spaces after
+  fs::remove(f);
+}
