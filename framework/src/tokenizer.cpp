@@ -105,6 +105,15 @@ struct Work {
   std::string_view text;
   size_t origin = 0;
   std::string label;
+  // The most bytes normalization may make of the piece at hand: kGrowth x its bytes + kGrowthSlack.
+  // Real normalizers grow text a little (Replace " " -> U+2581 3x; NFKD of U+FDFA, the worst
+  // single character, 11x); 40 chained Replace a -> aa would make 2^40 bytes of one "a".
+  static constexpr size_t kGrowth = 32, kGrowthSlack = 4096;
+  size_t piece_bytes = 0, grow_limit = kGrowthSlack;
+  void normalizing(size_t bytes) {
+    piece_bytes = bytes;
+    grow_limit = kGrowth * bytes + kGrowthSlack;
+  }
 
   explicit Work(std::string_view t) : text_bytes(t.size()), text(t) {
     steps_left = steps_total = kBaseSteps + kStepsPerByte * t.size();
@@ -114,7 +123,7 @@ struct Work {
     const std::less_equal<const char*> le;
     if (p && le(text.data(), p) && le(p, text.data() + text.size()))
       return fmt::format("at byte {} of the text", p - text.data());
-    return fmt::format("in the text from byte {} (after normalization)", origin);
+    return fmt::format("in the text from byte {}", origin);
   }
 };
 
@@ -308,7 +317,14 @@ struct NormStep {
   bool strip_left = false, strip_right = false;
   Pattern pattern;
   std::string content;  // Replace's content, Prepend's prepend
+  std::string where;    // the file and which normalizer, for messages
 };
+
+[[noreturn]] void grew_too_much(const NormStep& step, const Work& work) {
+  throw InputError(fmt::format("{} grows the text past {} bytes ({} x its {} bytes + {}) {}", step.where,
+                               work.grow_limit, Work::kGrowth, work.piece_bytes, Work::kGrowthSlack,
+                               work.where(nullptr)));
+}
 
 std::string utf8proc_normalize(std::string_view s, NormKind kind) {
   // Pure ASCII is invariant under every normalization form; below U+0300 nothing composes, so NFC
@@ -354,7 +370,7 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
-void apply_normalizer(const NormStep& step, std::string& s, Work& work) {
+void apply_step(const NormStep& step, std::string& s, Work& work) {
   switch (step.kind) {
     case NormKind::NFC:
     case NormKind::NFD:
@@ -389,6 +405,7 @@ void apply_normalizer(const NormStep& step, std::string& s, Work& work) {
         out.append(s, prev, a - prev);
         out += step.content;
         prev = b;
+        if (out.size() > work.grow_limit) grew_too_much(step, work);  // before it grows any further
       });
       out.append(s, prev, std::string::npos);
       s = std::move(out);
@@ -398,6 +415,12 @@ void apply_normalizer(const NormStep& step, std::string& s, Work& work) {
       if (!s.empty()) s = step.content + s;
       return;
   }
+}
+
+// One normalizer step, its output held to work.grow_limit.
+void apply_normalizer(const NormStep& step, std::string& s, Work& work) {
+  apply_step(step, s, work);
+  if (s.size() > work.grow_limit) grew_too_much(step, work);
 }
 
 void read_normalizer(const Reader& r, const Json& j, std::vector<NormStep>& out) {
@@ -431,6 +454,7 @@ void read_normalizer(const Reader& r, const Json& j, std::vector<NormStep>& out)
                        "Replace, Prepend, Sequence)",
                        type));
   }
+  step.where = fmt::format("{}: normalizer {} (step {} of the chain)", r.file, type, out.size() + 1);
   out.push_back(std::move(step));
 }
 
@@ -934,6 +958,7 @@ void Tokenizer::Impl::load(const Json& root) {
     if (a.normalized) {
       Work work(a.content);
       work.label = fmt::format("in added token '{}'", abbrev(a.content));
+      work.normalizing(a.content.size());
       for (const auto& n : normalizers) apply_normalizer(n, a.shown, work);
       normalized_trie.add(a.shown, i);
     } else {
@@ -1016,6 +1041,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& o
     std::string owned;
     std::string_view normalized = piece;
     if (!normalizers.empty()) {
+      work.normalizing(piece.size());
       owned.assign(piece);
       for (const auto& n : normalizers) apply_normalizer(n, owned, work);
       normalized = owned;

@@ -229,3 +229,31 @@ TEST_CASE("tokenizer bounds: added tokens keep leftmost-longest and the HF flags
   CHECK(tok.encode("c x   a") == Ids{16, 0});        // rstrip takes the spaces after
   fs::remove(f);
 }
+
+TEST_CASE("tokenizer bounds: normalizers cannot grow text without bound", "[tokenizer][bounds]") {
+  // 40 chained Replace a -> aa would make 2^40 bytes of one "a".
+  Json seq = Json::array();
+  for (int i = 0; i < 40; ++i) seq.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+  Json j = minimal({{"a", 0}});
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", seq}};
+  const auto f = write_json("replace-growth", j);
+  const auto tok = Tokenizer::from_file(f);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto msg = input_error([&] { tok.encode("a"); });
+  CHECK(seconds_since(t0) < 2.0);
+  CHECK_THAT(msg, Catch::Contains(f.string()) && Catch::Contains("Replace"));
+
+  // One Replace with a huge content on many matches: refused while it grows, not after.
+  Json big = minimal({{"a", 0}});
+  big["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", std::string(1 << 20, 'a')}};
+  const auto g = write_json("replace-big", big);
+  const auto t = Tokenizer::from_file(g);
+  CHECK_THAT(input_error([&] { t.encode(std::string(100000, 'a')); }), Catch::Contains(g.string()));
+
+  // Ordinary growth (one byte to three, as SentencePiece-style files do) is fine.
+  Json ok = minimal({{"a", 0}, {"\xE2\x96\x81", 1}});
+  ok["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}};
+  const auto h = write_json("replace-ok", ok);
+  CHECK(Tokenizer::from_file(h).encode("a  a") == Ids{0, 1, 1, 0});
+  for (const auto& p : {f, g, h}) fs::remove(p);
+}
