@@ -128,9 +128,8 @@ struct Work {
 };
 
 // A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
-// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here.
-// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E. Spell \s and
-// \S out as White_Space so both engines split alike (\S inside a class is left as is).
+// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here
+// (\s and \S after onig_compatible).
 class Regex {
  public:
   Regex(const std::string& source, const std::string& where) : where_(where), shown_(abbrev(source)) {
