@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
@@ -35,12 +36,34 @@ using tokenizer_detail::first_invalid_utf8;
 using tokenizer_detail::is_white_space;
 using tokenizer_detail::is_word_char;
 
+// Text from tokenizer.json (a token, a pattern) as messages quote it: a megabyte-long pattern would
+// drown the message, so at most 80 bytes (cut on a character boundary), then "..." and the length.
+std::string abbrev(std::string_view s) {
+  constexpr size_t kMax = 80;
+  if (s.size() <= kMax) return std::string(s);
+  size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}... ({} bytes)", s.substr(0, cut), s.size());
+}
+
+// A token id as tokenizer.json spells it: an integer in 0..INT32_MAX (BPE ids are int32 here, as
+// in HF), or nullopt. nlohmann keeps positive integers unsigned, so both kinds are read as such
+// (no narrowing of 2^64-1 to -1, no overflow later).
+std::optional<int64_t> token_id(const Json& j) {
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT32_MAX)) return static_cast<int64_t>(u);
+  } else if (j.is_number_integer()) {
+    const auto v = j.get<int64_t>();
+    if (v >= 0 && v <= INT32_MAX) return v;
+  }
+  return std::nullopt;
+}
+
 // ---- PCRE2 -------------------------------------------------------------------------------------
 
-// A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
-// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here.
-// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E. Spell \s and
-// \S out as White_Space so both engines split alike (\S inside a class is left as is).
+// Oniguruma's \s is Unicode White_Space; PCRE2 10.42's (with UCP) also takes U+180E: \s and \S
+// spelled out as White_Space, so both engines split alike (\S inside a class is left as is).
 std::string onig_compatible(const std::string& pattern) {
   static constexpr const char* kWhite = R"(\t\n\x0B\f\r\x20\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
   std::string out;
@@ -68,18 +91,63 @@ std::string onig_compatible(const std::string& pattern) {
   return out;
 }
 
+// What one encode call may spend, and where in the caller's text it is, for messages.
+struct Work {
+  // Backtracking that a start position may spend beyond kCheapSteps, in PCRE2 match-limit units,
+  // for the whole call: kBaseSteps + kStepsPerByte per byte of the text. A fixed per-call limit
+  // (PCRE2's own) bounds one start position only; a pattern like a*a*b|. on a run of a's stays
+  // under it at every position and takes time cubic in the run.
+  static constexpr uint64_t kBaseSteps = 1 << 20, kStepsPerByte = 32;
+  uint64_t steps_left = kBaseSteps, steps_total = kBaseSteps;
+  size_t text_bytes = 0;
+  // Pieces that are views into `text` are placed exactly; others (normalized copies) at `origin`,
+  // the start of the raw stretch they came from. `label` replaces the position when not encoding.
+  std::string_view text;
+  size_t origin = 0;
+  std::string label;
+  // The most bytes normalization may make of the piece at hand: kGrowth x its bytes + kGrowthSlack.
+  // Real normalizers grow text a little (Replace " " -> U+2581 3x; NFKD of U+FDFA, the worst
+  // single character, 11x); 40 chained Replace a -> aa would make 2^40 bytes of one "a".
+  static constexpr size_t kGrowth = 32, kGrowthSlack = 4096;
+  size_t piece_bytes = 0, grow_limit = kGrowthSlack;
+  void normalizing(size_t bytes) {
+    piece_bytes = bytes;
+    grow_limit = kGrowth * bytes + kGrowthSlack;
+  }
+
+  explicit Work(std::string_view t) : text_bytes(t.size()), text(t) {
+    steps_left = steps_total = kBaseSteps + kStepsPerByte * t.size();
+  }
+  std::string where(const char* p) const {
+    if (!label.empty()) return label;
+    const std::less_equal<const char*> le;
+    if (p && le(text.data(), p) && le(p, text.data() + text.size()))
+      return fmt::format("at byte {} of the text", p - text.data());
+    return fmt::format("in the text from byte {}", origin);
+  }
+};
+
+// A compiled pattern (UTF + UCP, JIT when the platform has it). Patterns come from tokenizer.json,
+// written for Oniguruma; the ones that family uses (\p{..}, (?i:..), look-ahead) mean the same here
+// (\s and \S after onig_compatible).
 class Regex {
  public:
-  Regex(const std::string& source, const std::string& where) {
+  Regex(const std::string& source, const std::string& where) : where_(where), shown_(abbrev(source)) {
     const std::string pattern = onig_compatible(source);
     int err = 0;
     PCRE2_SIZE offset = 0;
-    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
-                          &offset, nullptr);
+    // NEVER_BACKSLASH_C: \C matches one byte and could leave a match inside a UTF-8 sequence,
+    // which the next NO_UTF_CHECK match would trust. NO_AUTO_POSSESS: auto-possessified repeats
+    // rescan without counting toward the match limit, so the limit stops measuring the work;
+    // without it every give-back counts. USE_OFFSET_LIMIT: lets a match try one start position.
+    code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C | PCRE2_NO_AUTO_POSSESS |
+                              PCRE2_USE_OFFSET_LIMIT,
+                          &err, &offset, nullptr);
     if (!code_) {
       std::array<PCRE2_UCHAR, 256> msg{};
       pcre2_get_error_message(err, msg.data(), msg.size());
-      throw InputError(fmt::format("{}: regex /{}/ does not compile at offset {}: {}", where, source, offset,
+      throw InputError(fmt::format("{}: regex /{}/ does not compile at offset {}: {}", where, shown_, offset,
                                    reinterpret_cast<const char*>(msg.data())));
     }
     jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
@@ -90,25 +158,17 @@ class Regex {
 
   // Calls f(start, end) for every match in s, left to right, the way the onig crate's find_iter
   // steps (an empty match right after the previous match is skipped by advancing one character).
-  // s must be valid UTF-8.
+  // s must be valid UTF-8. Spends work's budget; InputError (naming the file, the pattern and the
+  // position) when a start position needs more than is left.
   template <class F>
-  void for_each_match(std::string_view s, F&& f) const {
-    MatchData md;
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+  void for_each_match(std::string_view s, Work& work, F&& f) const {
+    Matcher m(*this, s, work);
     size_t search_from = 0;
     std::optional<size_t> last_match_end;
     while (search_from <= s.size()) {
-      int rc = jit_ ? pcre2_jit_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK, md.get(), nullptr)
-                    : pcre2_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK, md.get(), nullptr);
-      if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter keeps its frames on the heap
-        rc = pcre2_match(code_, subject, s.size(), search_from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md.get(), nullptr);
+      const int rc = m.first_match(search_from);
       if (rc == PCRE2_ERROR_NOMATCH) return;
-      if (rc < 0) {
-        std::array<PCRE2_UCHAR, 256> msg{};
-        pcre2_get_error_message(rc, msg.data(), msg.size());
-        throw std::runtime_error(fmt::format("tokenizer regex match failed: {}", reinterpret_cast<const char*>(msg.data())));
-      }
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(m.md);
       const size_t start = ov[0], end = ov[1];
       if (start == end && last_match_end && *last_match_end == end) {
         if (search_from >= s.size()) return;
@@ -122,15 +182,80 @@ class Regex {
   }
 
  private:
-  // One match data per call (a pattern is shared between threads); one ovector pair is all we read.
-  struct MatchData {
+  // Every start position gets kCheapSteps for free: the ones tried number at most a few per byte,
+  // so that part is linear by construction. A position that needs more is retried alone with
+  // doubling limits, each drawn from the call's budget (so it pays at most 4x what it used).
+  static constexpr uint32_t kCheapSteps = 1000;
+  // The interpreter (the JIT's fallback on deep recursion) keeps its frames on the heap; PCRE2's
+  // default cap is 20 GB.
+  static constexpr uint32_t kHeapLimitKiB = 256 * 1024;
+
+  // One match data and context per call (a pattern is shared between threads); one ovector pair
+  // is all we read.
+  struct Matcher {
+    const Regex& re;
+    std::string_view s;
+    Work& work;
     pcre2_match_data* md = pcre2_match_data_create(1, nullptr);
-    ~MatchData() { pcre2_match_data_free(md); }
-    pcre2_match_data* get() const {
-      if (!md) throw std::bad_alloc();
-      return md;
+    pcre2_match_context* mc = pcre2_match_context_create(nullptr);
+
+    Matcher(const Regex& r, std::string_view subject, Work& w) : re(r), s(subject), work(w) {
+      if (!md || !mc) {
+        free();
+        throw std::bad_alloc();
+      }
+      pcre2_set_heap_limit(mc, kHeapLimitKiB);
+    }
+    ~Matcher() { free(); }
+    Matcher(const Matcher&) = delete;
+    Matcher& operator=(const Matcher&) = delete;
+    void free() {
+      pcre2_match_data_free(md);
+      pcre2_match_context_free(mc);
+    }
+
+    // from: the first start position; only_there: try no other.
+    int run(size_t from, bool only_there, uint32_t limit) {
+      pcre2_set_match_limit(mc, limit);
+      pcre2_set_offset_limit(mc, only_there ? from : PCRE2_UNSET);
+      const auto* subject = reinterpret_cast<PCRE2_SPTR>(s.data());
+      int rc = re.jit_ ? pcre2_jit_match(re.code_, subject, s.size(), from, PCRE2_NO_UTF_CHECK, md, mc)
+                       : pcre2_match(re.code_, subject, s.size(), from, PCRE2_NO_UTF_CHECK, md, mc);
+      if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter keeps its frames on the heap
+        rc = pcre2_match(re.code_, subject, s.size(), from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, mc);
+      return rc;
+    }
+
+    // The first match starting at or after `from` (rc > 0, in md) or PCRE2_ERROR_NOMATCH.
+    int first_match(size_t from) {
+      int rc = run(from, false, kCheapSteps);
+      if (rc == PCRE2_ERROR_MATCHLIMIT) {
+        // Some position from `from` on needs more: find it one position at a time.
+        for (size_t p = from;; p += tokenizer_detail::utf8_length(static_cast<unsigned char>(s[p]))) {
+          uint32_t limit = kCheapSteps;
+          while ((rc = run(p, true, limit)) == PCRE2_ERROR_MATCHLIMIT) {
+            const uint64_t want = 2 * static_cast<uint64_t>(limit);
+            if (want > work.steps_left || want > UINT32_MAX)
+              throw InputError(fmt::format("{}: regex /{}/ backtracks past this text's budget ({} steps for {} bytes) {}",
+                                           re.where_, re.shown_, work.steps_total, work.text_bytes,
+                                           work.where(s.data() + p)));
+            work.steps_left -= want;
+            limit = static_cast<uint32_t>(want);
+          }
+          if (rc != PCRE2_ERROR_NOMATCH || p >= s.size()) break;
+        }
+      }
+      if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+        std::array<PCRE2_UCHAR, 256> msg{};
+        pcre2_get_error_message(rc, msg.data(), msg.size());
+        throw InputError(fmt::format("{}: regex /{}/ failed {}: {}", re.where_, re.shown_, work.where(s.data() + from),
+                                     reinterpret_cast<const char*>(msg.data())));
+      }
+      return rc;
     }
   };
+
+  std::string where_, shown_;
   pcre2_code* code_ = nullptr;
   bool jit_ = false;
 };
@@ -141,8 +266,8 @@ struct Pattern {
   std::string literal;
 
   template <class F>
-  void for_each_match(std::string_view s, F&& f) const {
-    if (regex) return regex->for_each_match(s, f);
+  void for_each_match(std::string_view s, Work& work, F&& f) const {
+    if (regex) return regex->for_each_match(s, work, f);
     if (literal.empty()) return;
     for (size_t pos = s.find(literal); pos != std::string_view::npos; pos = s.find(literal, pos + literal.size()))
       f(pos, pos + literal.size());
@@ -191,7 +316,14 @@ struct NormStep {
   bool strip_left = false, strip_right = false;
   Pattern pattern;
   std::string content;  // Replace's content, Prepend's prepend
+  std::string where;    // the file and which normalizer, for messages
 };
+
+[[noreturn]] void grew_too_much(const NormStep& step, const Work& work) {
+  throw InputError(fmt::format("{} grows the text past {} bytes ({} x its {} bytes + {}) {}", step.where,
+                               work.grow_limit, Work::kGrowth, work.piece_bytes, Work::kGrowthSlack,
+                               work.where(nullptr)));
+}
 
 std::string utf8proc_normalize(std::string_view s, NormKind kind) {
   // Pure ASCII is invariant under every normalization form; below U+0300 nothing composes, so NFC
@@ -237,7 +369,7 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
-void apply_normalizer(const NormStep& step, std::string& s) {
+void apply_step(const NormStep& step, std::string& s, Work& work) {
   switch (step.kind) {
     case NormKind::NFC:
     case NormKind::NFD:
@@ -268,10 +400,11 @@ void apply_normalizer(const NormStep& step, std::string& s) {
     case NormKind::Replace: {
       std::string out;
       size_t prev = 0;
-      step.pattern.for_each_match(s, [&](size_t a, size_t b) {
+      step.pattern.for_each_match(s, work, [&](size_t a, size_t b) {
         out.append(s, prev, a - prev);
         out += step.content;
         prev = b;
+        if (out.size() > work.grow_limit) grew_too_much(step, work);  // before it grows any further
       });
       out.append(s, prev, std::string::npos);
       s = std::move(out);
@@ -281,6 +414,12 @@ void apply_normalizer(const NormStep& step, std::string& s) {
       if (!s.empty()) s = step.content + s;
       return;
   }
+}
+
+// One normalizer step, its output held to work.grow_limit.
+void apply_normalizer(const NormStep& step, std::string& s, Work& work) {
+  apply_step(step, s, work);
+  if (s.size() > work.grow_limit) grew_too_much(step, work);
 }
 
 void read_normalizer(const Reader& r, const Json& j, std::vector<NormStep>& out) {
@@ -314,6 +453,7 @@ void read_normalizer(const Reader& r, const Json& j, std::vector<NormStep>& out)
                        "Replace, Prepend, Sequence)",
                        type));
   }
+  step.where = fmt::format("{}: normalizer {} (step {} of the chain)", r.file, type, out.size() + 1);
   out.push_back(std::move(step));
 }
 
@@ -335,10 +475,10 @@ struct Span {
 // HF's SplitDelimiterBehavior applied to a piece: the matches and the gaps between them, combined
 // as the behaviour says. Empty results are dropped (as PreTokenizedString::split does).
 void split_piece(const SplitStep& step, std::string_view piece, std::vector<std::string_view>& out,
-                 std::vector<Span>& spans) {
+                 std::vector<Span>& spans, Work& work) {
   spans.clear();
   size_t prev = 0;
-  step.pattern.for_each_match(piece, [&](size_t a, size_t b) {
+  step.pattern.for_each_match(piece, work, [&](size_t a, size_t b) {
     if (prev != a) spans.push_back({prev, a, false});
     spans.push_back({a, b, true});
     prev = b;
@@ -420,59 +560,94 @@ struct AddedToken {
 };
 
 // Leftmost-longest matching of a set of strings (what HF does with a LeftmostLongest
-// Aho-Corasick); added-token sets are small, a byte trie is enough.
+// Aho-Corasick), linear in the text whatever the tokens: an Aho-Corasick automaton over the
+// reversed strings, run right to left, gives at every position the longest string starting there
+// (its state is the longest suffix of the text read so far, i.e. the longest string prefix at that
+// position, and the deepest terminal on its failure chain the longest match). Walking a forward
+// trie from every position costs the length of the longest partial match, per position.
 class TokenTrie {
  public:
+  struct Match {
+    size_t start, length, token;
+  };
+
   void add(std::string_view key, size_t token) {
     if (key.empty()) return;
     int32_t node = 0;
-    for (unsigned char c : key) {
+    for (auto it = key.rbegin(); it != key.rend(); ++it) {
+      const auto c = static_cast<unsigned char>(*it);
       int32_t next = child(node, c);
       if (next < 0) {
         next = static_cast<int32_t>(nodes_.size());
-        nodes_[static_cast<size_t>(node)].children.push_back({c, next});
-        nodes_.emplace_back();
+        auto& ch = nodes_[static_cast<size_t>(node)].children;
+        ch.insert(std::lower_bound(ch.begin(), ch.end(), std::make_pair(c, int32_t{0})), {c, next});
+        nodes_.push_back({});
+        nodes_.back().depth = nodes_[static_cast<size_t>(node)].depth + 1;
       }
       node = next;
     }
-    nodes_[static_cast<size_t>(node)].token = static_cast<int64_t>(token);
-    first_[static_cast<unsigned char>(key[0])] = true;
-    empty_ = false;
+    nodes_[static_cast<size_t>(node)].token = static_cast<int64_t>(token);  // a repeated string: the last wins
+    built_ = false;
   }
-  bool empty() const { return empty_; }
-  // The leftmost match at or after `from`: {start, length, token index}; nullopt if none.
-  std::optional<std::array<size_t, 3>> find(std::string_view s, size_t from) const {
-    for (size_t i = from; i < s.size(); ++i) {
-      if (!first_[static_cast<unsigned char>(s[i])]) continue;
-      int32_t node = 0;
-      size_t best_len = 0;
-      int64_t best = -1;
-      for (size_t j = i; j < s.size(); ++j) {
-        node = child(node, static_cast<unsigned char>(s[j]));
-        if (node < 0) break;
-        if (nodes_[static_cast<size_t>(node)].token >= 0) {
-          best = nodes_[static_cast<size_t>(node)].token;
-          best_len = j + 1 - i;
-        }
-      }
-      if (best >= 0) return std::array<size_t, 3>{i, best_len, static_cast<size_t>(best)};
+  bool empty() const { return nodes_.size() == 1; }
+
+  // Failure links and, per node, the deepest terminal on its failure chain (breadth first).
+  void build() {
+    std::deque<int32_t> queue;
+    for (const auto& [c, v] : nodes_[0].children) {
+      nodes_[static_cast<size_t>(v)].fail = 0;
+      queue.push_back(v);
     }
-    return std::nullopt;
+    nodes_[0].out = -1;
+    while (!queue.empty()) {
+      const int32_t u = queue.front();
+      queue.pop_front();
+      Node& nu = nodes_[static_cast<size_t>(u)];
+      nu.out = nu.token >= 0 ? u : nodes_[static_cast<size_t>(nu.fail)].out;
+      for (const auto& [c, v] : nu.children) {
+        int32_t f = nu.fail;
+        while (f > 0 && child(f, c) < 0) f = nodes_[static_cast<size_t>(f)].fail;
+        const int32_t g = child(f, c);
+        nodes_[static_cast<size_t>(v)].fail = u != 0 && g >= 0 ? g : 0;
+        queue.push_back(v);
+      }
+    }
+    built_ = true;
+  }
+
+  // Every position of s where some string starts, ascending, with the longest one there.
+  std::vector<Match> starts(std::string_view s) const {
+    if (!built_) throw std::logic_error("TokenTrie::starts before build");
+    std::vector<Match> out;
+    int32_t state = 0;
+    for (size_t i = s.size(); i-- > 0;) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      int32_t next;
+      while ((next = child(state, c)) < 0 && state != 0) state = nodes_[static_cast<size_t>(state)].fail;
+      state = next < 0 ? 0 : next;
+      const int32_t o = nodes_[static_cast<size_t>(state)].out;
+      if (o >= 0) {
+        const Node& m = nodes_[static_cast<size_t>(o)];
+        out.push_back({i, static_cast<size_t>(m.depth), static_cast<size_t>(m.token)});
+      }
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
   }
 
  private:
   struct Node {
-    std::vector<std::pair<unsigned char, int32_t>> children;
+    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
     int64_t token = -1;
+    int32_t depth = 0, fail = 0, out = -1;
   };
   int32_t child(int32_t node, unsigned char c) const {
-    for (const auto& [k, v] : nodes_[static_cast<size_t>(node)].children)
-      if (k == c) return v;
-    return -1;
+    const auto& ch = nodes_[static_cast<size_t>(node)].children;
+    const auto it = std::lower_bound(ch.begin(), ch.end(), std::make_pair(c, int32_t{0}));
+    return it != ch.end() && it->first == c ? it->second : -1;
   }
   std::vector<Node> nodes_ = std::vector<Node>(1);
-  std::array<bool, 256> first_{};
-  bool empty_ = true;
+  bool built_ = true;
 };
 
 // One piece of the input after splitting on added tokens: text (id < 0) or an added token.
@@ -561,13 +736,46 @@ struct Tokenizer::Impl {
   static constexpr size_t kCacheCapacity = 1 << 17, kCacheMaxPiece = 256;
 
   void load(const Json& root);
+  void bound_ids(const Reader& r);
   void encode_text(std::string_view text, std::vector<int64_t>& out) const;
-  void encode_normalized(std::string_view text, std::vector<int64_t>& out) const;
+  void encode_normalized(std::string_view text, std::vector<int64_t>& out, Work& work) const;
   void bpe_piece(std::string_view piece, std::vector<int64_t>& out) const;
   void bpe_symbols(std::vector<Symbol>& symbols) const;
   void symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const;
   std::vector<Segment> split_added(std::string_view s, const TokenTrie& trie) const;
 };
+
+// Tables indexed by id (vocab_r, id_bytes) are sized by the highest id, so a lone id of 2^28 would
+// cost gigabytes. Real files are dense or nearly (Qwen's and Llama's added tokens follow the vocab
+// directly; a few files leave small holes), so the id space may be at most twice the distinct ids
+// plus 1024: tables stay within a small multiple of what the file itself spells out.
+void Tokenizer::Impl::bound_ids(const Reader& r) {
+  std::vector<int32_t> ids;
+  ids.reserve(vocab.size() + added.size());
+  for (const auto& [token, id] : vocab) ids.push_back(id);
+  for (const auto& a : added) ids.push_back(static_cast<int32_t>(a.id));
+  std::sort(ids.begin(), ids.end());
+  const auto distinct = static_cast<int64_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+  const int64_t limit = 2 * distinct + 1024;
+  auto refuse = [&](const std::string& what, int64_t id) {
+    r.fail(fmt::format("{} has id {}, beyond this file's id space: ids must be below {} (twice its {} distinct ids "
+                       "plus 1024)",
+                       what, id, limit, distinct));
+  };
+  for (const auto& a : added)
+    if (a.id >= limit) refuse(fmt::format("added token '{}'", abbrev(a.content)), a.id);
+  if (!ids.empty() && ids[static_cast<size_t>(distinct) - 1] >= limit) {
+    // The vocab map has no file order; name the offender with the highest id.
+    const auto it = std::max_element(vocab.begin(), vocab.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    refuse(fmt::format("model.vocab['{}']", abbrev(it->first)), it->second);
+  }
+  int64_t max_id = -1;
+  for (const auto& [token, id] : vocab) max_id = std::max<int64_t>(max_id, id);
+  vocab_r.assign(static_cast<size_t>(max_id + 1), std::string());
+  for (const auto& [token, id] : vocab) vocab_r[static_cast<size_t>(id)] = token;
+  for (const auto& a : added) max_id = std::max(max_id, a.id);
+  size = max_id + 1;
+}
 
 void Tokenizer::Impl::load(const Json& root) {
   const Reader r{file.string()};
@@ -585,16 +793,11 @@ void Tokenizer::Impl::load(const Json& root) {
   const Json& v = r.member(model, "vocab", "model");
   if (!v.is_object()) r.fail("model.vocab is not an object");
   vocab.reserve(v.size());
-  int64_t max_id = -1;
   for (const auto& [token, idj] : v.items()) {
-    if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() > INT32_MAX)
-      r.fail(fmt::format("model.vocab[\"{}\"] is not a valid id", token));
-    const auto id = idj.get<int32_t>();
-    vocab.emplace(token, id);
-    max_id = std::max<int64_t>(max_id, id);
+    const auto id = token_id(idj);
+    if (!id) r.fail(fmt::format("model.vocab['{}'] has id {}, not an integer in 0..2^31-1", abbrev(token), abbrev(idj.dump())));
+    vocab.emplace(token, static_cast<int32_t>(*id));
   }
-  vocab_r.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [token, id] : vocab) vocab_r[static_cast<size_t>(id)] = token;
 
   ignore_merges = r.bool_of(model, "ignore_merges", false);
   byte_fallback = r.bool_of(model, "byte_fallback", false);
@@ -647,12 +850,14 @@ void Tokenizer::Impl::load(const Json& root) {
     if (!list.is_array()) r.fail("added_tokens is not an array");
     for (const auto& t : list) {
       AddedToken a;
-      if (!t.is_object() || !t.contains("id") || !t.at("id").is_number_integer() || !t.contains("content") ||
-          !t.at("content").is_string())
-        r.fail("an added_tokens entry lacks an integer \"id\" or a string \"content\"");
-      a.id = t.at("id").get<int64_t>();
-      if (a.id < 0) r.fail(fmt::format("added token '{}' has a negative id", t.at("content").get<std::string>()));
+      if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t.at("content").is_string())
+        r.fail("an added_tokens entry lacks an \"id\" or a string \"content\"");
       a.content = t.at("content").get<std::string>();
+      const auto id = token_id(t.at("id"));
+      if (!id)
+        r.fail(fmt::format("added token '{}' has id {}, not an integer in 0..2^31-1", abbrev(a.content),
+                           abbrev(t.at("id").dump())));
+      a.id = *id;
       a.single_word = r.bool_of(t, "single_word", false);
       a.lstrip = r.bool_of(t, "lstrip", false);
       a.rstrip = r.bool_of(t, "rstrip", false);
@@ -661,11 +866,10 @@ void Tokenizer::Impl::load(const Json& root) {
       if (first_invalid_utf8(a.content) != std::string_view::npos) r.fail("an added token is not valid UTF-8");
       added_by_id[a.id] = added.size();
       added_by_content[a.content] = added.size();
-      max_id = std::max(max_id, a.id);
       added.push_back(std::move(a));
     }
   }
-  size = max_id + 1;
+  bound_ids(r);
 
   read_normalizer(r, root.contains("normalizer") ? root.at("normalizer") : Json(), normalizers);
 
@@ -751,34 +955,49 @@ void Tokenizer::Impl::load(const Json& root) {
     AddedToken& a = added[i];
     a.shown = a.content;
     if (a.normalized) {
-      for (const auto& n : normalizers) apply_normalizer(n, a.shown);
+      Work work(a.content);
+      work.label = fmt::format("in added token '{}'", abbrev(a.content));
+      work.normalizing(a.content.size());
+      for (const auto& n : normalizers) apply_normalizer(n, a.shown, work);
       normalized_trie.add(a.shown, i);
     } else {
       raw_trie.add(a.content, i);
     }
     if (decoder == Decoder::ByteLevel) id_bytes[static_cast<size_t>(a.id)] = unmap(a.shown).value_or(a.shown);
   }
+  raw_trie.build();
+  normalized_trie.build();
   cache.reserve(4096);
 }
 
-// HF AddedVocabulary::find_matches: leftmost-longest, then single_word / lstrip / rstrip.
+// HF AddedVocabulary::find_matches: leftmost-longest, then single_word / lstrip / rstrip. Matches
+// do not overlap: the next is searched after the previous match (before its rstrip), as HF's
+// find_iter does; a rejected single_word match still spends its bytes.
 std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const TokenTrie& trie) const {
   std::vector<Segment> out;
+  if (trie.empty()) {
+    if (!s.empty()) out.push_back({0, s.size(), -1});
+    return out;
+  }
   size_t start_offset = 0, from = 0;
-  while (!trie.empty()) {
-    const auto m = trie.find(s, from);
-    if (!m) break;
-    size_t start = (*m)[0], stop = (*m)[0] + (*m)[1];
+  // The White_Space run last measured for rstrip: a later match inside it ends at the same place,
+  // so a run is walked once however many matches fall in it.
+  size_t run_begin = 0, run_end = 0;
+  for (const auto& m : trie.starts(s)) {
+    if (m.start < from) continue;
+    size_t start = m.start, stop = m.start + m.length;
     from = stop;
-    const AddedToken& tok = added[(*m)[2]];
+    const AddedToken& tok = added[m.token];
     if (tok.single_word) {
       const bool start_space = start == 0 || !ends_with_word(s.substr(0, start));
       const bool stop_space = stop == s.size() || !starts_with_word(s.substr(stop));
       if (!start_space || !stop_space) continue;
     }
     if (tok.lstrip) {
+      // HF strips back to the previous segment at most; walking further would be wasted (and
+      // quadratic over a run of matches inside White_Space).
       size_t newstart = start;
-      while (newstart > 0) {
+      while (newstart > start_offset) {
         size_t p = newstart - 1;
         while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
         size_t len = 0;
@@ -788,10 +1007,16 @@ std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const Toke
       start = std::max(newstart, start_offset);
     }
     if (tok.rstrip) {
-      while (stop < s.size()) {
-        size_t len = 0;
-        if (!is_white_space(decode_codepoint(s, stop, len))) break;
-        stop += len;
+      if (stop >= run_begin && stop <= run_end) {
+        stop = run_end;
+      } else {
+        run_begin = stop;
+        while (stop < s.size()) {
+          size_t len = 0;
+          if (!is_white_space(decode_codepoint(s, stop, len))) break;
+          stop += len;
+        }
+        run_end = stop;
       }
     }
     if (start_offset < start) out.push_back({start_offset, start, -1});
@@ -803,38 +1028,41 @@ std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const Toke
 }
 
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& out) const {
+  Work work(text);
   for (const auto& seg : split_added(text, raw_trie)) {
     if (seg.id >= 0) {
       out.push_back(seg.id);
       continue;
     }
     const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
+    work.origin = seg.begin;
     // Then the normalizer, then the tokens matched in normalized text (normalized: true).
     std::string owned;
     std::string_view normalized = piece;
     if (!normalizers.empty()) {
+      work.normalizing(piece.size());
       owned.assign(piece);
-      for (const auto& n : normalizers) apply_normalizer(n, owned);
+      for (const auto& n : normalizers) apply_normalizer(n, owned, work);
       normalized = owned;
     }
     if (normalized_trie.empty()) {
-      encode_normalized(normalized, out);
+      encode_normalized(normalized, out, work);
       continue;
     }
     for (const auto& s2 : split_added(normalized, normalized_trie)) {
       if (s2.id >= 0) out.push_back(s2.id);
-      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), out);
+      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), out, work);
     }
   }
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64_t>& out) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64_t>& out, Work& work) const {
   if (text.empty()) return;
   std::vector<std::string_view> pieces{text}, next;
   std::vector<Span> spans;
   for (const auto& step : splits) {
     next.clear();
-    for (const auto& p : pieces) split_piece(step, p, next, spans);
+    for (const auto& p : pieces) split_piece(step, p, next, spans, work);
     pieces.swap(next);
   }
   std::deque<std::string> prefixed;  // storage for pieces that got a prefix space
@@ -847,7 +1075,7 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64
     if (byte_level_regex) {
       // Isolated: gaps between matches are pieces too (ByteLevel's pattern leaves none in practice).
       size_t prev = 0;
-      byte_level_regex->for_each_match(piece, [&](size_t a, size_t b) {
+      byte_level_regex->for_each_match(piece, work, [&](size_t a, size_t b) {
         if (prev != a) bpe_piece(piece.substr(prev, a - prev), out);
         if (b > a) bpe_piece(piece.substr(a, b - a), out);
         prev = b;

@@ -54,5 +54,10 @@ expect_error "bad3.jsonl:1" model --input bad3.jsonl --decode
 expect_error "nope.jsonl" model --input nope.jsonl
 printf '{"model": {"type": "Unigram", "vocab": []}}' > unigram.json
 expect_error "Unigram" unigram.json --input in.jsonl
+# A regex that backtracks past the text's budget: the error names the input line and the tokenizer.
+printf '%s' '{"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(?:a+)+b|."}, "behavior": "Isolated",
+  "invert": false}, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}}' > backtrack.json
+printf '"ab"\n"%s"\n' "$(printf 'a%.0s' {1..40})" > backtrack.jsonl
+expect_error "backtrack.jsonl:2: backtrack.json: pre_tokenizer Split: regex /(?:a+)+b|./" backtrack.json --input backtrack.jsonl
 
 [[ $failures -eq 0 ]] && echo "tokenize_cli: all passed" || { echo "$failures failure(s)"; exit 1; }

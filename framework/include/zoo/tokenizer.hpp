@@ -24,7 +24,9 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
 
-  // Like HF encode(text, add_special_tokens=False). InputError if text is not valid UTF-8.
+  // Like HF encode(text, add_special_tokens=False). InputError if text is not valid UTF-8, or if the
+  // file's regexes or normalizers would exceed the bounds in docs/tokenizer.md on this text (the
+  // message names the tokenizer file and the byte; callers add their input's name and line).
   std::vector<int64_t> encode(std::string_view text) const;
   // Like HF decode(ids, skip_special_tokens): invalid UTF-8 from split characters becomes U+FFFD;
   // unknown ids are skipped.
