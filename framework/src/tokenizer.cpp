@@ -746,7 +746,7 @@ struct Tokenizer::Impl {
 };
 
 // Tables indexed by id (vocab_r, id_bytes) are sized by the highest id, so a lone id of 2^28 would
-// cost gigabytes. Real files are dense or nearly (Qwen's and Llama's added tokens follow the vocab
+// cost gigabytes. Real files are dense or nearly (released BPE files' added tokens follow the vocab
 // directly; a few files leave small holes), so the id space may be at most twice the distinct ids
 // plus 1024: tables stay within a small multiple of what the file itself spells out.
 void Tokenizer::Impl::bound_ids(const Reader& r) {
