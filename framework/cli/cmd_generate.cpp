@@ -3,12 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "commands.hpp"
 #include "run_helpers.hpp"
@@ -17,6 +14,7 @@
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/generation_config.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/request.hpp"
 #include "zoo/safetensors.hpp"
 #include "zoo/tokenizer.hpp"
@@ -87,19 +85,11 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
 
 using Clock = std::chrono::steady_clock;
 
-// All of a file, or of stdin for "-". InputError naming the file.
-std::string read_all(const std::string& file) {
-  std::ostringstream text;
-  if (file == "-") {
-    text << std::cin.rdbuf();
-    return text.str();
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory, expected a file", file));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: {}", file, std::filesystem::exists(file, ec) ? "cannot be read" : "no such file"));
-  text << in.rdbuf();
-  return text.str();
+// All of a file, or of stdin for "-", through the input layer: a FIFO, device or directory is an
+// error naming it, and either is capped in size. InputError naming the file.
+std::string read_all(const std::string& file, std::string_view what, std::size_t max_bytes) {
+  if (file == "-") return read_stdin_text(what, max_bytes);
+  return read_text_file(file, what, max_bytes);
 }
 
 // The model's tokenizer: --tokenizer, else tokenizer.json in the checkpoint directory; nullopt when
@@ -124,10 +114,10 @@ Request make_request(const GenerateOptions& o, const OpenedModel& opened, const 
   if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file and --request");
   if (o.request_flag->count()) {
     if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
-    return o.request == "-" ? parse_request(read_all("-"), "<stdin>") : load_request(o.request);
+    return o.request == "-" ? parse_request(read_all("-", "a request JSON", kMaxJsonFileBytes), "<stdin>") : load_request(o.request);
   }
   const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
-  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file);
+  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file, "a prompt text file", kMaxTextFileBytes);
   if (o.chat) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
