@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "run_helpers.hpp"
 #include "seed.hpp"
 #include "zoo/chat_template.hpp"
@@ -240,17 +241,20 @@ void add_generate_command(CLI::App& app, Action& run) {
       "samples or a sampling flag is given; unset sampling flags take generation_config.json's values, else "
       "transformers' GenerationConfig defaults (temperature 1, top_k 50, top_p 1)");
   add_model_options(*cmd, options->model);
-  auto* prompt = options->prompt_flag = cmd->add_option("--prompt", options->prompt, "Prompt text");
+  auto* prompt = options->prompt_flag = not_a_file(cmd->add_option("--prompt", options->prompt, "Prompt text"));
   auto* prompt_file = options->prompt_file_flag =
-      cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
+      input_file(cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)"),
+                 "a prompt text file", {.stdin_ok = true});
   auto* request = options->request_flag =
-      cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
+      input_file(cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)"),
+                 "a request JSON file", {.stdin_ok = true});
   prompt->excludes(prompt_file)->excludes(request);
   prompt_file->excludes(request);
   cmd->add_flag("--chat", options->chat,
                 "Wrap the prompt in the model's chat template (tokenizer_config.json) as a user message");
-  cmd->add_option("--system", options->system, "System message for --chat");
-  cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)");
+  not_a_file(cmd->add_option("--system", options->system, "System message for --chat"));
+  input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
+             "a tokenizer.json");
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");
   // -n / --n-predict and --temp as llama-cli spells them, so its users are not told "did you mean".
   cmd->add_option("-n,--max-new-tokens,--n-predict", options->max_new_tokens, "Tokens to generate")
@@ -280,7 +284,8 @@ void add_generate_command(CLI::App& app, Action& run) {
                           ->check(CLI::NonNegativeNumber)
                           ->default_str("");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Generate --max-new-tokens tokens whatever the model emits");
-  cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file");
+  output_file(cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file"),
+              "a safetensors file");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });
 }

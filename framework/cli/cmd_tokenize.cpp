@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/model_spec.hpp"
@@ -45,8 +46,12 @@ void add_tokenize_command(CLI::App& app, Action& run) {
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("tokenize", "Text to token ids (or ids to text) with the model's tokenizer.json");
-  cmd->add_option("model", options->model, "Model YAML, model directory, or tokenizer.json")->required();
-  cmd->add_option("--input", options->input, "JSONL: one JSON string per line (--decode: one array of ids per line); - for stdin")
+  input_file(cmd->add_option("model", options->model, "Model YAML, model directory, or tokenizer.json"),
+             "a model YAML, model directory or tokenizer.json", {.directory_ok = true})
+      ->required();
+  input_file(cmd->add_option("--input", options->input,
+                             "JSONL: one JSON string per line (--decode: one array of ids per line); - for stdin"),
+             "a JSONL file", {.stdin_ok = true})
       ->required();
   cmd->add_flag("--decode", options->decode, "Ids to text");
   cmd->add_flag("--skip-special", options->skip_special, "With --decode: leave special tokens out");

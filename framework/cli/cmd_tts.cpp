@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "run_helpers.hpp"
 #include "tts_text.hpp"
 #include "zoo/code_frames.hpp"
@@ -122,13 +123,15 @@ void add_tts_command(CLI::App& app, Action& run) {
   auto* cmd = app.add_subcommand("tts", "Text to speech (--text), or code frames to a sound file (--codes)");
   add_model_options(*cmd, options->model);
   auto* text = add_tts_text_options(*cmd, options->text);
-  auto* codes = cmd->add_option("--codes", options->codes,
+  auto* codes = input_file(cmd->add_option("--codes", options->codes,
                   "Code frames [T, codebooks] to decode without running the language model: JSON "
-                  "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")");
+                  "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")"),
+                           "a code frames file");
   text->excludes(codes);
-  cmd->add_option("--out", options->out,
-                  "Output sound file, in the format its extension names: .wav (16-bit PCM; also without an "
-                  "extension), .flac, .ogg (Vorbis), .opus, .mp3");
+  output_file(cmd->add_option("--out", options->out,
+                              "Output sound file, in the format its extension names: .wav (16-bit PCM; also "
+                              "without an extension), .flac, .ogg (Vorbis), .opus, .mp3"),
+              "a sound file");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] {
     run = [options] {

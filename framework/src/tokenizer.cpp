@@ -12,7 +12,6 @@
 #include <array>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>

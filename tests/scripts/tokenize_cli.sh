@@ -63,7 +63,7 @@ for bad in fifo.jsonl dir.jsonl /dev/zero; do
   timeout -k 5 30 "$ZOO" tokenize model --input "$bad" > out 2> err < /dev/null
   rc=$?
   [[ $rc -eq 2 ]] || fail "--input $bad: exit $rc, expected 2 (124: hung)"
-  [[ $(wc -l < err) -eq 1 ]] && grep -qF -- "$bad: " err || fail "--input $bad: $(head -c 300 err)"
+  [[ $(wc -l < err) -eq 1 ]] && grep -qF -- "$bad: " err && grep -qF -- "(--input)" err || fail "--input $bad: $(head -c 300 err)"
 done
 head -n 3 in.jsonl | "$ZOO" tokenize model --input - > out 2> err || fail "--input -: exit $? $(cat err)"
 [[ $(wc -l < out) -eq 3 ]] || fail "--input -: $(wc -l < out) lines, expected 3"

@@ -88,6 +88,9 @@ cp "$TMP/ref.json" "$TMP/saved"
 expect2 "is the same file as the code frames (--ref-codes)" "$TMP/ck.yaml" --text hi --ref-codes "$TMP/ref.json" --max-frames 8 --out "$TMP/ref.json"
 expect2 "is the same file as the code frames (--ref-codes)" "$TMP/ck.yaml" --text hi --ref-codes "$TMP/ref.json" --max-frames 8 --codes-out "$TMP/ref.json"
 cmp -s "$TMP/ref.json" "$TMP/saved" || fail "--ref-codes: the input was modified"
+# Both outputs onto one file (before: exit 0, the codes overwritten by the sound).
+expect2 "one file cannot hold both" "$TMP/ck.yaml" --text hi --max-frames 8 --codes-out "$TMP/o.wav" --out "$TMP/o.wav"
+[[ -e $TMP/o.wav ]] && fail "refused run left o.wav"
 
 # The format the extension names (before: x.mp3 and x.ogg held RIFF bytes); an unknown one is an
 # error naming the file, and writes nothing.
