@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "zoo/compare.hpp"
 
 namespace zoo::cli {
@@ -15,9 +16,9 @@ void add_compare_command(CLI::App& app, Action& run) {
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("compare", "Compare a trace against a golden trace; exit 1 when a gate fails");
-  cmd->add_option("golden", options->golden, "Golden trace (.safetensors)")->required();
-  cmd->add_option("actual", options->actual, "Trace to check (.safetensors)")->required();
-  cmd->add_option("--gates", options->gates, "Gates YAML (a `gates:` section)");
+  input_file(cmd->add_option("golden", options->golden, "Golden trace (.safetensors)"), "a golden trace")->required();
+  input_file(cmd->add_option("actual", options->actual, "Trace to check (.safetensors)"), "a trace")->required();
+  input_file(cmd->add_option("--gates", options->gates, "Gates YAML (a `gates:` section)"), "a gates YAML");
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->callback([&run, options] {
     run = [options] {

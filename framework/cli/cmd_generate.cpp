@@ -3,20 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "run_helpers.hpp"
 #include "seed.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/generation_config.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/request.hpp"
 #include "zoo/safetensors.hpp"
 #include "zoo/tokenizer.hpp"
@@ -87,19 +86,11 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
 
 using Clock = std::chrono::steady_clock;
 
-// All of a file, or of stdin for "-". InputError naming the file.
-std::string read_all(const std::string& file) {
-  std::ostringstream text;
-  if (file == "-") {
-    text << std::cin.rdbuf();
-    return text.str();
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw InputError(fmt::format("{}: is a directory, expected a file", file));
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: {}", file, std::filesystem::exists(file, ec) ? "cannot be read" : "no such file"));
-  text << in.rdbuf();
-  return text.str();
+// All of a file, or of stdin for "-", through the input layer: a FIFO, device or directory is an
+// error naming it, and either is capped in size. InputError naming the file.
+std::string read_all(const std::string& file, std::string_view what, std::size_t max_bytes) {
+  if (file == "-") return read_stdin_text(what, max_bytes);
+  return read_text_file(file, what, max_bytes);
 }
 
 // The model's tokenizer: --tokenizer, else tokenizer.json in the checkpoint directory; nullopt when
@@ -124,10 +115,10 @@ Request make_request(const GenerateOptions& o, const OpenedModel& opened, const 
   if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file and --request");
   if (o.request_flag->count()) {
     if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
-    return o.request == "-" ? parse_request(read_all("-"), "<stdin>") : load_request(o.request);
+    return o.request == "-" ? parse_request(read_all("-", "a request JSON", kMaxJsonFileBytes), "<stdin>") : load_request(o.request);
   }
   const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
-  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file);
+  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file, "a prompt text file", kMaxTextFileBytes);
   if (o.chat) {
     std::vector<ChatMessage> messages;
     if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -250,17 +241,20 @@ void add_generate_command(CLI::App& app, Action& run) {
       "samples or a sampling flag is given; unset sampling flags take generation_config.json's values, else "
       "transformers' GenerationConfig defaults (temperature 1, top_k 50, top_p 1)");
   add_model_options(*cmd, options->model);
-  auto* prompt = options->prompt_flag = cmd->add_option("--prompt", options->prompt, "Prompt text");
+  auto* prompt = options->prompt_flag = not_a_file(cmd->add_option("--prompt", options->prompt, "Prompt text"));
   auto* prompt_file = options->prompt_file_flag =
-      cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)");
+      input_file(cmd->add_option("--prompt-file", options->prompt_file, "Prompt text from a file (- for stdin)"),
+                 "a prompt text file", {.stdin_ok = true});
   auto* request = options->request_flag =
-      cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)");
+      input_file(cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)"),
+                 "a request JSON file", {.stdin_ok = true});
   prompt->excludes(prompt_file)->excludes(request);
   prompt_file->excludes(request);
   cmd->add_flag("--chat", options->chat,
                 "Wrap the prompt in the model's chat template (tokenizer_config.json) as a user message");
-  cmd->add_option("--system", options->system, "System message for --chat");
-  cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)");
+  not_a_file(cmd->add_option("--system", options->system, "System message for --chat"));
+  input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
+             "a tokenizer.json");
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");
   // -n / --n-predict and --temp as llama-cli spells them, so its users are not told "did you mean".
   cmd->add_option("-n,--max-new-tokens,--n-predict", options->max_new_tokens, "Tokens to generate")
@@ -290,7 +284,8 @@ void add_generate_command(CLI::App& app, Action& run) {
                           ->check(CLI::NonNegativeNumber)
                           ->default_str("");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Generate --max-new-tokens tokens whatever the model emits");
-  cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file");
+  output_file(cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file"),
+              "a safetensors file");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });
 }

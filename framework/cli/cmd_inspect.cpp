@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "zoo/format.hpp"
 #include "zoo/weight_source.hpp"
 
@@ -80,7 +81,9 @@ void add_inspect_command(CLI::App& app, Action& run) {
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("inspect", "Validate and describe a checkpoint (dir, .safetensors or index)");
-  cmd->add_option("path", options->path, "Checkpoint directory, .safetensors file or index .json")->required();
+  input_file(cmd->add_option("path", options->path, "Checkpoint directory, .safetensors file or index .json"),
+             "a checkpoint", {.directory_ok = true})
+      ->required();
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->add_flag("--summary", options->summary, "Omit the per-tensor table");
   cmd->callback([&run, options] { run = [options] { return inspect(options->path, options->json, options->summary); }; });

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 
 namespace zoo::cli {
 
@@ -14,9 +15,9 @@ void add_plugins_command(CLI::App& app, Action& run) {
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("plugins", "List the plugins found and the model types they serve");
-  cmd->add_option("model", options->model,
-                  "Model YAML: also search its plugins.paths, as commands running that model do");
-  cmd->add_option("--plugin-dir", options->dirs, "Extra plugin directory (repeatable)");
+  input_file(cmd->add_option("model", options->model,
+                  "Model YAML: also search its plugins.paths, as commands running that model do"), "a model YAML");
+  search_path(cmd->add_option("--plugin-dir", options->dirs, "Extra plugin directory (repeatable)"), "a plugin directory or plugin");
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->callback([&run, options] {
     run = [options] {

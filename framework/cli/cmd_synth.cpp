@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "zoo/error.hpp"
 #include "zoo/output_file.hpp"
 #include "zoo/format.hpp"
@@ -264,16 +265,17 @@ int synth(const SynthOptions& options) {
 void add_synth_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<SynthOptions>();
   auto* cmd = app.add_subcommand("synth", "Write a random checkpoint at a config.json's real shapes");
-  cmd->add_option("--config", options->config, "HF config.json")->required();
-  cmd->add_option("--out", options->out, "Output directory")->required();
-  cmd->add_option("--dtype", options->dtype, "bf16 (default), f16 or f32");
+  input_file(cmd->add_option("--config", options->config, "HF config.json"), "a config.json")->required();
+  output_directory(cmd->add_option("--out", options->out, "Output directory"), "a checkpoint directory")->required();
+  not_a_file(cmd->add_option("--dtype", options->dtype, "bf16 (default), f16 or f32"));
   cmd->add_option("--seed", options->seed, "Random seed");
   cmd->add_option("--shard-gb", options->shard_gb, "Shard size in GB (default 5)")->check(CLI::Range(0.001, 1000.0));
   cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)");
-  cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)");
-  cmd->add_option("--extra-tensors", options->extra,
-                  "JSON listing tensors to add beyond the plugin's requirements (name, shape, mean, std)");
-  cmd->add_option("--plugin-dir", options->plugin_dirs, "Extra plugin directory (repeatable)");
+  not_a_file(cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)"));
+  input_file(cmd->add_option("--extra-tensors", options->extra,
+                             "JSON listing tensors to add beyond the plugin's requirements (name, shape, mean, std)"),
+             "a tensor list JSON");
+  search_path(cmd->add_option("--plugin-dir", options->plugin_dirs, "Extra plugin directory (repeatable)"), "a plugin directory or plugin");
   cmd->add_flag("--force", options->force, "Write into a non-empty directory, replacing its model files");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return synth(*options); }; });

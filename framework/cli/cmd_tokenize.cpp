@@ -4,13 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/tokenizer.hpp"
 
@@ -46,8 +46,12 @@ void add_tokenize_command(CLI::App& app, Action& run) {
   };
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("tokenize", "Text to token ids (or ids to text) with the model's tokenizer.json");
-  cmd->add_option("model", options->model, "Model YAML, model directory, or tokenizer.json")->required();
-  cmd->add_option("--input", options->input, "JSONL: one JSON string per line (--decode: one array of ids per line); - for stdin")
+  input_file(cmd->add_option("model", options->model, "Model YAML, model directory, or tokenizer.json"),
+             "a model YAML, model directory or tokenizer.json", {.directory_ok = true})
+      ->required();
+  input_file(cmd->add_option("--input", options->input,
+                             "JSONL: one JSON string per line (--decode: one array of ids per line); - for stdin"),
+             "a JSONL file", {.stdin_ok = true})
       ->required();
   cmd->add_flag("--decode", options->decode, "Ids to text");
   cmd->add_flag("--skip-special", options->skip_special, "With --decode: leave special tokens out");
@@ -63,15 +67,18 @@ void add_tokenize_command(CLI::App& app, Action& run) {
       // Time only the tokenizer calls (not JSON reading or printing), per pass over the lines.
       std::vector<double> pass_s(static_cast<size_t>(options->repeat), 0.0);
       size_t lines = 0, bytes = 0, tokens = 0;
-      std::ifstream file;
-      if (options->input != "-") {
-        file.open(options->input, std::ios::binary);
-        if (!file) throw InputError(fmt::format("{}: cannot open", options->input));
-      }
-      std::istream& in = options->input == "-" ? std::cin : file;
+      // Read whole through the input layer (a FIFO, device or directory is refused, and the size
+      // is capped), stdin included: its lines are then handled as a file's.
+      const std::string text = options->input == "-"
+                                   ? read_stdin_text("a JSONL input", kMaxTextFileBytes)
+                                   : read_text_file(options->input, "a JSONL file", kMaxTextFileBytes);
       const std::string name = options->input == "-" ? "<stdin>" : options->input;
       std::string line, out;
-      for (size_t n = 1; std::getline(in, line); ++n) {
+      std::size_t at = 0;
+      for (size_t n = 1; at < text.size(); ++n) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        line.assign(text, at, end - at);
+        at = end + 1;
         if (line.empty() || line == "\r") continue;
         nlohmann::json value;
         try {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "run_helpers.hpp"
 #include "zoo/error.hpp"
 
@@ -17,9 +18,9 @@ void add_trace_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<Options>();
   auto* cmd = app.add_subcommand("trace", "Run a request and write the selected tap points to a safetensors trace");
   add_model_options(*cmd, options->model);
-  cmd->add_option("--request", options->request, "Request JSON")->required();
-  cmd->add_option("--out", options->out, "Output trace (.safetensors)")->required();
-  cmd->add_option("--points", options->points, "Comma-separated globs of tap points (default: the standard set)");
+  input_file(cmd->add_option("--request", options->request, "Request JSON"), "a request JSON file")->required();
+  output_file(cmd->add_option("--out", options->out, "Output trace (.safetensors)"), "a trace")->required();
+  not_a_file(cmd->add_option("--points", options->points, "Comma-separated globs of tap points (default: the standard set)"));
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] {
     run = [options] {

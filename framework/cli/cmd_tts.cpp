@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "commands.hpp"
+#include "file_options.hpp"
+#include "run_helpers.hpp"
 #include "tts_text.hpp"
 #include "zoo/code_frames.hpp"
 #include "zoo/error.hpp"
@@ -41,6 +43,13 @@ void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
   decoder.load();
 }
 
+// Called before the model is loaded: a long synthesis must not end in a name it cannot write.
+void check_sound_name(const std::string& out) {
+  if (!out.empty() && !sound_format_for(out))
+    throw InputError(fmt::format("--out {}: unknown sound file extension '{}' (use .wav, .flac, .ogg, .opus or .mp3)",
+                                 out, std::filesystem::path(out).extension().string()));
+}
+
 // Decodes `codes` and writes the sound file; returns its duration in seconds. Reports the decode time.
 // The decoder's input errors (codes it cannot take, a decode too long for the memory) name `source`.
 double decode_to_file(const CodeDecoder& decoder, const HostTensor& codes, const std::string& source,
@@ -67,6 +76,8 @@ double decode_to_file(const CodeDecoder& decoder, const HostTensor& codes, const
 int run_codes(const TtsOptions& options) {
   PluginRegistry registry;
   OpenedModel opened = open_from_options(options.model, registry);
+  check_output("--out", options.out, opened, {{"code frames (--codes)", options.codes}});
+  check_sound_name(options.out);
   CodeDecoder& decoder = code_decoder_of(opened);
   const HostTensor codes = load_code_frames(options.codes, decoder.num_codebooks());  // input errors first
   load_code_decoder(opened, decoder);
@@ -80,6 +91,12 @@ int run_text(const TtsOptions& options) {
     throw InputError("tts: give --out (a sound file) and/or --codes-out (the generated code frames)");
   PluginRegistry registry;
   OpenedModel opened = open_from_options(options.model, registry);
+  // The checkpoint's files (weights, config.json, tokenizer.json) are known only now.
+  const std::vector<NamedPath> inputs = {{"code frames (--ref-codes)", options.text.ref_codes},
+                                         {"tokenizer", tokenizer_file(opened)}};
+  if (!options.out.empty()) check_output("--out", options.out, opened, inputs);
+  if (!options.text.codes_out.empty()) check_output("--codes-out", options.text.codes_out, opened, inputs);
+  check_sound_name(options.out);
   CodeDecoder* decoder = options.out.empty() ? nullptr : &code_decoder_of(opened);  // before the long part
   load_model(opened, !options.quiet);
   if (decoder) load_code_decoder(opened, *decoder);
@@ -106,11 +123,15 @@ void add_tts_command(CLI::App& app, Action& run) {
   auto* cmd = app.add_subcommand("tts", "Text to speech (--text), or code frames to a sound file (--codes)");
   add_model_options(*cmd, options->model);
   auto* text = add_tts_text_options(*cmd, options->text);
-  auto* codes = cmd->add_option("--codes", options->codes,
+  auto* codes = input_file(cmd->add_option("--codes", options->codes,
                   "Code frames [T, codebooks] to decode without running the language model: JSON "
-                  "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")");
+                  "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")"),
+                           "a code frames file");
   text->excludes(codes);
-  cmd->add_option("--out", options->out, "Output sound file: 16-bit PCM WAV, or FLAC when the name ends in .flac");
+  output_file(cmd->add_option("--out", options->out,
+                              "Output sound file, in the format its extension names: .wav (16-bit PCM; also "
+                              "without an extension), .flac, .ogg (Vorbis), .opus, .mp3"),
+              "a sound file");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] {
     run = [options] {

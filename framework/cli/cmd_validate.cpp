@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "run_helpers.hpp"
 #include "zoo/compare.hpp"
 #include "zoo/error.hpp"
@@ -106,12 +107,15 @@ void add_validate_command(CLI::App& app, Action& run) {
       "Trace a request and gate it against its golden: the YAML's validation section, or --request, --golden and "
       "--gates (which also override the section's fields)");
   add_model_options(*cmd, options->model);
-  cmd->add_option("--request", options->request, "Request JSON to trace (default: validation.request)");
-  cmd->add_option("--golden", options->golden, "Golden trace .safetensors (default: validation.golden)");
-  cmd->add_option("--gates", options->gates,
+  input_file(cmd->add_option("--request", options->request, "Request JSON to trace (default: validation.request)"),
+             "a request JSON file");
+  input_file(cmd->add_option("--golden", options->golden, "Golden trace .safetensors (default: validation.golden)"),
+             "a golden trace");
+  input_file(cmd->add_option("--gates", options->gates,
                   "Gates YAML: the gates alone, under `gates:`, or a model YAML's validation.gates "
-                  "(default: validation.gates)");
-  cmd->add_option("--out", options->out, "Also keep the trace here");
+                  "(default: validation.gates)"),
+             "a gates YAML");
+  output_file(cmd->add_option("--out", options->out, "Also keep the trace here"), "a trace");
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return run_validate(*options); }; });

@@ -12,6 +12,7 @@
 
 #include "build_info.hpp"
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "suggest.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
@@ -33,16 +34,18 @@ SpecOverrides ModelOptions::overrides() const {
 
 void add_model_options(CLI::App& command, ModelOptions& options) {
   // -m / --model as llama-cli takes it; the positional stays the usual form.
-  command
-      .add_option("model,-m,--model", options.config,
-                  "Model YAML, or a Hugging Face model directory (config.json + safetensors)")
+  input_file(command.add_option("model,-m,--model", options.config,
+                                "Model YAML, or a Hugging Face model directory (config.json + safetensors)"),
+             "a model YAML or model directory", {.directory_ok = true})
       ->required();
   // Defaults that depend on the model are written in the help text, not shown as "=0".
-  command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)")->default_str("");
-  command.add_option("--device", options.device, "cpu, cuda or cuda:N (default: the YAML's, else cpu)");
-  command.add_option("--dtype", options.dtype,
+  search_path(command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)"),
+              "a plugin directory or plugin")
+      ->default_str("");
+  not_a_file(command.add_option("--device", options.device, "cpu, cuda or cuda:N (default: the YAML's, else cpu)"));
+  not_a_file(command.add_option("--dtype", options.dtype,
                      "Compute dtype: float32, bfloat16, float16 (default: the YAML's, else float32 on cpu, "
-                     "bfloat16 on cuda)");
+                     "bfloat16 on cuda)"));
   command.add_option("--max-context", options.max_context,
                      "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
       ->default_str("")
@@ -145,6 +148,11 @@ int main(int argc, char** argv) {
   add_synth_command(app, run);
   add_tokenize_command(app, run);
   add_tts_command(app, run);
+  // Hidden: what tests/scripts/cli_file_options.sh enumerates (every option's file class).
+  if (argc == 2 && std::string_view(argv[1]) == "--list-file-options") {
+    fmt::print("{}", list_file_options(app));
+    return 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -153,6 +161,9 @@ int main(int argc, char** argv) {
     return error(2, "usage", describe_parse_error(app, e), true);
   }
   try {
+    // Every input of the chosen command opened and checked, every output compared with them,
+    // before the command does anything.
+    for (const auto* command : app.get_subcommands()) check_file_options(*command);
     return run ? run() : 2;
   } catch (const zoo::ValidationError& e) {
     return error(1, "validation", e.what());

@@ -1,5 +1,7 @@
 #include "tts_text.hpp"
 
+#include "file_options.hpp"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -12,10 +14,11 @@
 namespace zoo::cli {
 
 CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
-  auto* text = cmd.add_option("--text", o.text, "Text to speak");
-  auto* ref_codes = cmd.add_option("--ref-codes", o.ref_codes,
-                                   "Voice to clone: its codec frames [T, codebooks] (JSON, or .safetensors)");
-  cmd.add_option("--ref-text", o.ref_text, "Transcript of the --ref-codes voice")->needs(ref_codes);
+  auto* text = not_a_file(cmd.add_option("--text", o.text, "Text to speak"));
+  auto* ref_codes = input_file(cmd.add_option("--ref-codes", o.ref_codes,
+                                              "Voice to clone: its codec frames [T, codebooks] (JSON, or .safetensors)"),
+                               "a code frames file");
+  not_a_file(cmd.add_option("--ref-text", o.ref_text, "Transcript of the --ref-codes voice"))->needs(ref_codes);
   ref_codes->needs(text);
   // Defaults: the first-party recommended settings (sglang-omni cookbook).
   cmd.add_option("--temperature,--temp", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
@@ -28,7 +31,8 @@ CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
   cmd.add_option("--max-frames", o.max_frames,
                  "Most decode steps (delayed frames; the speech has up to this minus (codebooks - 1) frames) (default 1024)")
       ->check(CLI::Range(1LL, 1LL << 20));
-  cmd.add_option("--codes-out", o.codes_out, "Also write the generated codes [T, codebooks] (JSON, or .safetensors)")
+  output_file(cmd.add_option("--codes-out", o.codes_out, "Also write the generated codes [T, codebooks] (JSON, or .safetensors)"),
+              "a code frames file")
       ->needs(text);
   return text;
 }

@@ -85,6 +85,22 @@ std::string read_text_file(const std::filesystem::path& path, std::string_view w
   return text;
 }
 
+std::string read_stdin_text(std::string_view what, std::size_t max_bytes) {
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw InputError(fmt::format("<stdin>: read failed: {}", std::strerror(errno)));
+    }
+    if (n == 0) return text;
+    if (text.size() + static_cast<std::size_t>(n) > max_bytes)
+      throw InputError(fmt::format("<stdin>: more than the {} MiB limit for {}", max_bytes >> 20, what));
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
 std::string json_error_text(const nlohmann::json::exception& e) {
   std::string what = e.what();
   if (what.starts_with("[json.exception.")) {

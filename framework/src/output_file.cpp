@@ -1,6 +1,7 @@
 #include "zoo/output_file.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,17 +25,29 @@ namespace fs = std::filesystem;
   throw InputError(fmt::format("{}: {}: {}", escape_text(target.string()), what, std::strerror(err)));
 }
 
-// Unique within this process (counter) and across processes (pid, clock); O_EXCL catches the rest.
+// Random, so another user of a shared directory cannot plant a file or link at the name in advance
+// (O_EXCL|O_NOFOLLOW would refuse it, but a predictable name would make every run fail). The
+// counter and clock only matter where getrandom is unavailable.
 std::string temp_suffix() {
   static std::atomic<unsigned> counter{0};
-  const auto ticks = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
-  return fmt::format(".zoo-tmp-{}-{}-{:x}", ::getpid(), counter.fetch_add(1), ticks & 0xffffffull);
+  unsigned long long bits = 0;
+  if (::getrandom(&bits, sizeof bits, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof bits))
+    bits = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+           (static_cast<unsigned long long>(::getpid()) << 32);
+  return fmt::format(".zoo-tmp-{:016x}-{}", bits, counter.fetch_add(1));
 }
 
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(fs::path target) : target_(std::move(target)) {
   if (target_.empty()) throw InputError("output path is empty");
+  // A device or FIFO is written directly, by the name given: /dev/stdout on a pipe resolves to
+  // "pipe:[N]", which no path search can find again.
+  if (struct stat given {}; ::stat(target_.c_str(), &given) == 0 && !S_ISREG(given.st_mode) && !S_ISDIR(given.st_mode)) {
+    fd_ = ::open(target_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd_ < 0) fail(target_, "cannot write", errno);
+    return;
+  }
   // Follow a symlink so the rename replaces the file it points to, not the link itself; a loop or
   // an unreadable component is reported here, before anything is written.
   std::error_code ec;
@@ -45,7 +58,7 @@ AtomicFileWriter::AtomicFileWriter(fs::path target) : target_(std::move(target))
   if (exists && S_ISDIR(st.st_mode))
     throw InputError(fmt::format("{}: is a directory, expected a file name", escape_text(target_.string())));
   if (exists && !S_ISREG(st.st_mode)) {
-    fd_ = ::open(final_.c_str(), O_WRONLY | O_CLOEXEC);
+    fd_ = ::open(final_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
     if (fd_ < 0) fail(target_, "cannot write", errno);
     return;
   }
@@ -53,7 +66,7 @@ AtomicFileWriter::AtomicFileWriter(fs::path target) : target_(std::move(target))
   const fs::path dir = final_.parent_path();
   for (int attempt = 0; fd_ < 0; ++attempt) {
     temp_ = dir / ("." + final_.filename().string() + temp_suffix());
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);  // umask applies
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);  // umask applies
     if (fd_ < 0 && (errno != EEXIST || attempt > 100)) {
       const int err = errno;
       temp_.clear();
@@ -93,6 +106,13 @@ void AtomicFileWriter::commit() {
   if (temp_.empty()) return;  // written directly (a device or FIFO)
   if (::rename(temp_.c_str(), final_.c_str()) != 0) fail(target_, "cannot replace", errno);
   temp_.clear();
+  // The rename is durable only once the directory is on disk too; failing that is not an error of
+  // this write (some file systems cannot fsync a directory).
+  const fs::path dir = final_.parent_path().empty() ? fs::path(".") : final_.parent_path();
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 void write_file_atomic(const fs::path& path, std::string_view contents) {

@@ -2,15 +2,17 @@
 
 #include <fmt/format.h>
 #include <sndfile.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <memory>
 #include <string>
-#include <system_error>
 
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
+#include "zoo/input_file.hpp"
+#include "zoo/output_file.hpp"
 
 namespace zoo {
 namespace {
@@ -20,77 +22,139 @@ struct CloseSndfile {
 };
 using SndfilePtr = std::unique_ptr<SNDFILE, CloseSndfile>;
 
-// Removes the temporary file unless the write went through.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(std::filesystem::path path) : path_(std::move(path)) {}
-  ~TempFileGuard() {
-    if (!committed_) {
-      std::error_code ec;
-      std::filesystem::remove(path_, ec);
-    }
-  }
-  void commit() { committed_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool committed_ = false;
+// The encoded file is built in memory through libsndfile's virtual I/O and then handed to an
+// AtomicFileWriter: libsndfile never opens a path itself, so the output rules (temporary file,
+// no symlink followed for it, the target's mode kept, devices and FIFOs written directly) are
+// the writer's. WAV and FLAC seek back to patch their headers, which a FIFO could not take.
+struct MemoryFile {
+  std::string bytes;
+  std::size_t pos = 0;
 };
+
+sf_count_t mem_length(void* user) { return static_cast<sf_count_t>(static_cast<MemoryFile*>(user)->bytes.size()); }
+
+sf_count_t mem_seek(sf_count_t offset, int whence, void* user) {
+  auto& f = *static_cast<MemoryFile*>(user);
+  const sf_count_t base = whence == SEEK_CUR   ? static_cast<sf_count_t>(f.pos)
+                          : whence == SEEK_END ? static_cast<sf_count_t>(f.bytes.size())
+                                               : 0;
+  if (base + offset < 0) return -1;
+  f.pos = static_cast<std::size_t>(base + offset);
+  return static_cast<sf_count_t>(f.pos);
+}
+
+sf_count_t mem_read(void* out, sf_count_t count, void* user) {
+  auto& f = *static_cast<MemoryFile*>(user);
+  if (f.pos >= f.bytes.size() || count <= 0) return 0;
+  const auto n = std::min(static_cast<std::size_t>(count), f.bytes.size() - f.pos);
+  std::memcpy(out, f.bytes.data() + f.pos, n);
+  f.pos += n;
+  return static_cast<sf_count_t>(n);
+}
+
+sf_count_t mem_write(const void* in, sf_count_t count, void* user) {
+  auto& f = *static_cast<MemoryFile*>(user);
+  if (count <= 0) return 0;
+  const auto n = static_cast<std::size_t>(count);
+  if (f.pos + n > f.bytes.size()) f.bytes.resize(f.pos + n);
+  std::memcpy(f.bytes.data() + f.pos, in, n);
+  f.pos += n;
+  return count;
+}
+
+sf_count_t mem_tell(void* user) { return static_cast<sf_count_t>(static_cast<MemoryFile*>(user)->pos); }
+
+std::string lower_extension(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+int libsndfile_format(SoundFormat format) {
+  switch (format) {
+    case SoundFormat::Wav: return SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+    case SoundFormat::Flac: return SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
+    case SoundFormat::OggVorbis: return SF_FORMAT_OGG | SF_FORMAT_VORBIS;
+    case SoundFormat::OggOpus: return SF_FORMAT_OGG | SF_FORMAT_OPUS;
+    case SoundFormat::Mp3: return SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III;
+  }
+  return 0;
+}
 
 }  // namespace
 
-SoundFormat sound_format_for(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".flac" ? SoundFormat::Flac : SoundFormat::Wav;
+std::optional<SoundFormat> sound_format_for(const std::filesystem::path& path) {
+  const std::string ext = lower_extension(path);
+  // No extension: WAV, so /dev/stdout and a FIFO can be written.
+  if (ext.empty() || ext == ".wav") return SoundFormat::Wav;
+  if (ext == ".flac") return SoundFormat::Flac;
+  if (ext == ".ogg" || ext == ".oga") return SoundFormat::OggVorbis;
+  if (ext == ".opus") return SoundFormat::OggOpus;
+  if (ext == ".mp3") return SoundFormat::Mp3;
+  return std::nullopt;
 }
 
 void write_sound_file(const std::filesystem::path& path, std::span<const float> samples, int sample_rate) {
-  const std::string name = path.string();
+  const std::string name = escape_text(path.string());
   if (sample_rate <= 0) throw InputError(fmt::format("{}: invalid sample rate {}", name, sample_rate));
   if (path.filename().empty()) throw InputError(fmt::format("{}: not a file name", name));
-  const SoundFormat format = sound_format_for(path);
-  if (format == SoundFormat::Flac && sample_rate > 655350)
+  const auto format = sound_format_for(path);
+  if (!format)
+    throw InputError(fmt::format("{}: unknown sound file extension '{}' (use .wav, .flac, .ogg, .opus or .mp3)", name,
+                                 escape_text(path.extension().string())));
+  if (*format == SoundFormat::Flac && sample_rate > 655350)
     throw InputError(fmt::format("{}: FLAC cannot store a sample rate of {}", name, sample_rate));
+  if (*format == SoundFormat::OggOpus && sample_rate != 8000 && sample_rate != 12000 && sample_rate != 16000 &&
+      sample_rate != 24000 && sample_rate != 48000)
+    throw InputError(fmt::format("{}: Opus cannot store a sample rate of {} (8, 12, 16, 24 or 48 kHz)", name, sample_rate));
 
   SF_INFO info{};
   info.samplerate = sample_rate;
   info.channels = 1;
-  info.format = (format == SoundFormat::Flac ? SF_FORMAT_FLAC : SF_FORMAT_WAV) | SF_FORMAT_PCM_16;
+  info.format = libsndfile_format(*format);
   if (!sf_format_check(&info)) throw InputError(fmt::format("{}: libsndfile rejects this format", name));
 
-  // Same directory, so the rename is atomic; the pid keeps concurrent writers apart.
-  const std::filesystem::path temp =
-      path.parent_path() / fmt::format(".{}.{}.tmp", path.filename().string(), static_cast<long>(::getpid()));
-  TempFileGuard guard(temp);
+  MemoryFile memory;
+  SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
   {
-    SndfilePtr file(sf_open(temp.c_str(), SFM_WRITE, &info));
-    if (!file) throw InputError(fmt::format("{}: cannot write: {}", name, sf_strerror(nullptr)));
+    SndfilePtr file(sf_open_virtual(&io, SFM_WRITE, &info, &memory));
+    if (!file) throw InputError(fmt::format("{}: cannot encode: {}", name, sf_strerror(nullptr)));
     // Full scale is 1.0; past it, saturate rather than wrap around.
     sf_command(file.get(), SFC_SET_CLIPPING, nullptr, SF_TRUE);
     sf_command(file.get(), SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
     const auto n = static_cast<sf_count_t>(samples.size());
     if (n > 0 && sf_writef_float(file.get(), samples.data(), n) != n)
-      throw InputError(fmt::format("{}: write failed: {}", name, sf_strerror(file.get())));
-    // sf_close flushes (FLAC encodes its last block there); check it rather than the destructor.
-    if (sf_close(file.release()) != 0) throw InputError(fmt::format("{}: write failed while closing", name));
+      throw InputError(fmt::format("{}: encoding failed: {}", name, sf_strerror(file.get())));
+    // sf_close flushes (FLAC and the lossy encoders emit their last block there).
+    if (sf_close(file.release()) != 0) throw InputError(fmt::format("{}: encoding failed while closing", name));
   }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot move the finished file into place: {}", name, ec.message()));
-  guard.commit();
+  AtomicFileWriter out(path);
+  out.write(memory.bytes);
+  out.commit();
 }
 
 SoundFileContents read_sound_file(const std::filesystem::path& path) {
-  const std::string name = path.string();
+  const std::string name = escape_text(path.string());
+  const InputFile input(path, "a sound file");
   SF_INFO info{};
-  SndfilePtr file(sf_open(path.c_str(), SFM_READ, &info));
+  // The descriptor stays the InputFile's (closed by it), so libsndfile opens nothing itself.
+  SndfilePtr file(sf_open_fd(input.fd(), SFM_READ, &info, SF_FALSE));
   if (!file) throw InputError(fmt::format("{}: cannot read as a sound file: {}", name, sf_strerror(nullptr)));
+  // A header may claim any length; a billion samples is over an hour at 192 kHz.
+  constexpr sf_count_t kMaxSamples = sf_count_t{1} << 30;
+  if (info.channels < 1 || info.channels > 1024 || info.frames < 0 || info.frames > kMaxSamples / info.channels)
+    throw InputError(fmt::format("{}: implausible sound file header ({} channels, {} frames)", name, info.channels,
+                                 info.frames));
   SoundFileContents out;
   out.sample_rate = info.samplerate;
   out.channels = info.channels;
-  out.format = (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_FLAC ? SoundFormat::Flac : SoundFormat::Wav;
-  std::vector<float> interleaved(static_cast<std::size_t>(info.frames * std::max(info.channels, 1)));
+  const int major = info.format & SF_FORMAT_TYPEMASK, sub = info.format & SF_FORMAT_SUBMASK;
+  out.format = major == SF_FORMAT_FLAC                         ? SoundFormat::Flac
+               : major == SF_FORMAT_OGG && sub == SF_FORMAT_OPUS ? SoundFormat::OggOpus
+               : major == SF_FORMAT_OGG                          ? SoundFormat::OggVorbis
+               : major == SF_FORMAT_MPEG                         ? SoundFormat::Mp3
+                                                                 : SoundFormat::Wav;
+  std::vector<float> interleaved(static_cast<std::size_t>(info.frames * info.channels));
   const sf_count_t got = sf_readf_float(file.get(), interleaved.data(), info.frames);
   if (got != info.frames) throw InputError(fmt::format("{}: truncated ({} of {} frames)", name, got, info.frames));
   out.samples.resize(static_cast<std::size_t>(got));

@@ -12,7 +12,6 @@
 #include <array>
 #include <cstdlib>
 #include <deque>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>

@@ -48,11 +48,11 @@ class Prescan final : public YAML::EventHandler {
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
-    open(mark, anchor);
+    begin_node(mark, anchor);
   }
   void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
-    open(mark, anchor);
+    begin_node(mark, anchor);
   }
   void OnMapEnd() override { close(); }
 
@@ -73,7 +73,7 @@ class Prescan final : public YAML::EventHandler {
     add(mark, size);
     if (anchor != YAML::NullAnchor) sizes_[anchor] = size;
   }
-  void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+  void begin_node(const YAML::Mark& mark, YAML::anchor_t anchor) {
     if (stack_.size() >= static_cast<std::size_t>(kMaxYamlDepth))
       fail(label_, mark, fmt::format("YAML is nested more than {} levels deep", kMaxYamlDepth));
     add(mark, 1);

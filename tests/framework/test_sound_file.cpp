@@ -1,7 +1,14 @@
-// write_sound_file: WAV (16-bit PCM) by default, FLAC by name, clipping, atomic replacement.
+// write_sound_file: the format the extension names (WAV by default), clipping, and the output rules
+// of AtomicFileWriter (mode kept, no planted temporary followed, FIFOs written directly).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include <cmath>
+#include <thread>
 #include <fstream>
 
 #include "weights_test_util.hpp"
@@ -37,6 +44,10 @@ TEST_CASE("sound files: WAV by default, FLAC when the name says so", "[framework
   CHECK(sound_format_for("x.wav") == SoundFormat::Wav);
   CHECK(sound_format_for("x") == SoundFormat::Wav);
   CHECK(sound_format_for("x.FLAC") == SoundFormat::Flac);
+  CHECK(sound_format_for("x.ogg") == SoundFormat::OggVorbis);
+  CHECK(sound_format_for("x.opus") == SoundFormat::OggOpus);
+  CHECK(sound_format_for("x.Mp3") == SoundFormat::Mp3);
+  CHECK_FALSE(sound_format_for("x.aiff").has_value());
   check_round_trip(dir / "a.wav", SoundFormat::Wav);
   check_round_trip(dir / "a.flac", SoundFormat::Flac);
   check_round_trip(dir / "noext", SoundFormat::Wav);
@@ -78,6 +89,65 @@ TEST_CASE("sound files: atomic replacement, nothing left behind on failure", "[f
   CHECK_FALSE(std::filesystem::exists(missing));
   CHECK_THROWS_AS(write_sound_file(dir / "bad.wav", tone(10), 0), InputError);
   CHECK_THROWS_WITH(read_sound_file(dir / "nothing.wav"), Contains("nothing.wav"));
+}
+
+std::string head(const std::filesystem::path& path, std::size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes(n, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  return bytes.substr(0, static_cast<std::size_t>(in.gcount()));
+}
+
+TEST_CASE("sound files: the bytes are the format the extension names", "[framework][sound]") {
+  // Before: everything but .flac was written as WAV, so x.mp3 held RIFF bytes.
+  TempDir dir;
+  write_sound_file(dir / "a.mp3", tone(4800), 24000);
+  const auto mp3 = head(dir / "a.mp3", 3);
+  CHECK((mp3 == "ID3" || (mp3.size() == 3 && static_cast<unsigned char>(mp3[0]) == 0xff)));
+  write_sound_file(dir / "a.ogg", tone(4800), 24000);
+  CHECK(head(dir / "a.ogg", 4) == "OggS");
+  CHECK(read_sound_file(dir / "a.ogg").format == SoundFormat::OggVorbis);
+  write_sound_file(dir / "a.opus", tone(4800), 24000);
+  CHECK(head(dir / "a.opus", 4) == "OggS");
+  CHECK(read_sound_file(dir / "a.opus").format == SoundFormat::OggOpus);
+  CHECK_THROWS_WITH(write_sound_file(dir / "a.xyz", tone(10), 24000),
+                    Contains("a.xyz") && Contains("unknown sound file extension"));
+  CHECK_FALSE(std::filesystem::exists(dir / "a.xyz"));
+  CHECK_THROWS_WITH(write_sound_file(dir / "a.opus", tone(10), 22050), Contains("Opus cannot store"));
+}
+
+TEST_CASE("sound files: a replaced file keeps its mode; a planted temporary name is not followed", "[framework][sound]") {
+  // Before: the writer created .NAME.PID.tmp with O_TRUNC, following a symlink planted there (the
+  // write went wherever it pointed), and the rename widened a 0600 file to 0644.
+  TempDir dir;
+  const auto path = dir / "out.wav";
+  write_sound_file(path, tone(10), 24000);
+  REQUIRE(::chmod(path.c_str(), 0600) == 0);
+  write_file(dir / "victim", "keep me");
+  std::filesystem::create_symlink(dir / "victim", dir / fmt::format(".out.wav.{}.tmp", static_cast<long>(::getpid())));
+  write_sound_file(path, tone(20), 24000);
+  CHECK(read_file(dir / "victim") == "keep me");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(read_sound_file(path).samples.size() == 20);
+}
+
+TEST_CASE("sound files: a FIFO target is written into, not replaced", "[framework][sound]") {
+  // Before: the temporary file was renamed over the FIFO (as root, --out /dev/null would have
+  // replaced /dev/null by a file).
+  TempDir dir;
+  const auto fifo = dir / "pipe.wav";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string got;
+  std::thread reader([&] { got = read_file(fifo); });
+  write_sound_file(fifo, tone(100), 24000);
+  reader.join();
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK(got.substr(0, 4) == "RIFF");
+  CHECK(got.size() == 44 + 200);
 }
 
 }  // namespace

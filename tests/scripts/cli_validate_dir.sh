@@ -49,7 +49,7 @@ has err "give --request FILE, --golden FILE and --gates FILE"
 [[ $(wc -l <"$TMP/err") == 1 ]] || fail "more than one line: $(cat "$TMP/err")"
 run "validate --golden missing" validate "$QDIR" --request "$REQ" --golden "$TMP/none.safetensors" --gates "$Q"
 rc 2
-has err "--golden $TMP/none.safetensors: no such file"
+has err "$TMP/none.safetensors: no such file (--golden)"
 # On a YAML the flags replace its fields: its own golden passes, another model's fails.
 run "validate YAML --golden override" validate "$Q" --golden "$FIX/qwen3-tiny-f32-untied/golden.safetensors"
 rc 1

@@ -60,4 +60,20 @@ printf '%s' '{"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(?:a+)+b|
 printf '"ab"\n"%s"\n' "$(printf 'a%.0s' {1..40})" > backtrack.jsonl
 expect_error "backtrack.jsonl:2: backtrack.json: pre_tokenizer Split: regex /(?:a+)+b|./" backtrack.json --input backtrack.jsonl
 
+# Not a regular file: one line naming it, never a hang (before: a FIFO blocked forever, /dev/zero
+# grew without bound, a directory exited 0 with no output). Standard input stays, capped.
+mkfifo fifo.jsonl
+mkdir dir.jsonl
+for bad in fifo.jsonl dir.jsonl /dev/zero; do
+  timeout -k 5 30 "$ZOO" tokenize model --input "$bad" > out 2> err < /dev/null
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "--input $bad: exit $rc, expected 2 (124: hung)"
+  [[ $(wc -l < err) -eq 1 ]] && grep -qF -- "$bad: " err && grep -qF -- "(--input)" err || fail "--input $bad: $(head -c 300 err)"
+done
+head -n 3 in.jsonl | "$ZOO" tokenize model --input - > out 2> err || fail "--input -: exit $? $(cat err)"
+[[ $(wc -l < out) -eq 3 ]] || fail "--input -: $(wc -l < out) lines, expected 3"
+yes '"a"' | timeout -k 5 60 "$ZOO" tokenize model --input - > /dev/null 2> err
+rc=$?
+[[ $rc -eq 2 ]] && grep -qF "<stdin>: more than the 256 MiB limit" err || fail "endless stdin: exit $rc: $(head -c 300 err)"
+
 [[ $failures -eq 0 ]] && echo "tokenize_cli: all passed" || { echo "$failures failure(s)"; exit 1; }

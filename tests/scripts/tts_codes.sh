@@ -69,4 +69,60 @@ expect2 "$TMP/empty.json: no code frames" "$CFG" --codes "$TMP/empty.json" --out
 expect2 "holds no codec decoder" "$SRC/configs/higgs-tiny.yaml" --codes "$FIX/codes.json" --out "$TMP/x.wav"
 expect2 "no-such-dir/x.wav" "$CFG" --codes "$FIX/codes.json" --out "$TMP/no-such-dir/x.wav"
 [[ -e $TMP/x.wav ]] && fail "a failed run left x.wav"
+# Outputs onto the run's own inputs are refused, and the input is left as it was. Before: exit 0
+# and the input replaced by a WAV file (--codes, and every file of the checkpoint).
+cp -r "$FIX" "$TMP/ck"
+sed "s#^\(  checkpoint:\).*#\1 ck#" "$CFG" >"$TMP/ck.yaml"
+cp "$FIX/codes.json" "$TMP/in.json"
+for target in "$TMP/in.json" "$TMP/ck/model.safetensors" "$TMP/ck/config.json" "$TMP/ck/tokenizer.json" "$TMP/ck.yaml"; do
+  cp "$target" "$TMP/saved"
+  expect2 "is the same file as the" "$TMP/ck.yaml" --codes "$TMP/in.json" --out "$target"
+  cmp -s "$target" "$TMP/saved" || { fail "--out $target: the input was modified"; cp "$TMP/saved" "$target"; }
+  if [[ $target != "$TMP/in.json" ]]; then
+    expect2 "is the same file as the" "$TMP/ck.yaml" --text hi --max-frames 8 --codes-out "$target"
+    cmp -s "$target" "$TMP/saved" || { fail "--codes-out $target: the input was modified"; cp "$TMP/saved" "$target"; }
+  fi
+done
+cp "$FIX/codes.json" "$TMP/ref.json"
+cp "$TMP/ref.json" "$TMP/saved"
+expect2 "is the same file as the code frames (--ref-codes)" "$TMP/ck.yaml" --text hi --ref-codes "$TMP/ref.json" --max-frames 8 --out "$TMP/ref.json"
+expect2 "is the same file as the code frames (--ref-codes)" "$TMP/ck.yaml" --text hi --ref-codes "$TMP/ref.json" --max-frames 8 --codes-out "$TMP/ref.json"
+cmp -s "$TMP/ref.json" "$TMP/saved" || fail "--ref-codes: the input was modified"
+# Both outputs onto one file (before: exit 0, the codes overwritten by the sound).
+expect2 "one file cannot hold both" "$TMP/ck.yaml" --text hi --max-frames 8 --codes-out "$TMP/o.wav" --out "$TMP/o.wav"
+[[ -e $TMP/o.wav ]] && fail "refused run left o.wav"
+
+# The format the extension names (before: x.mp3 and x.ogg held RIFF bytes); an unknown one is an
+# error naming the file, and writes nothing.
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/a.mp3" -q || fail "mp3: rc $?"
+[[ $(head -c 4 "$TMP/a.mp3") == RIFF ]] && fail "a.mp3 holds WAV bytes"
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/a.ogg" -q || fail "ogg: rc $?"
+[[ $(head -c 4 "$TMP/a.ogg") == OggS ]] || fail "a.ogg is not an Ogg file"
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/a.opus" -q || fail "opus: rc $?"
+[[ $(head -c 4 "$TMP/a.opus") == OggS ]] || fail "a.opus is not an Ogg file"
+expect2 "--out $TMP/a.aiff: unknown sound file extension '.aiff'" "$CFG" --codes "$FIX/codes.json" --out "$TMP/a.aiff"
+[[ -e $TMP/a.aiff ]] && fail "an unknown extension left a.aiff"
+
+# A replaced file keeps its mode (before: 0600 became 0644). A symlink planted at a temporary
+# name is covered by tests/framework/test_sound_file.cpp, which knows the writer's pid.
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/m.wav" -q
+chmod 600 "$TMP/m.wav"
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/m.wav" -q || fail "rewrite m.wav: rc $?"
+[[ $(stat -c %a "$TMP/m.wav") == 600 ]] || fail "m.wav mode $(stat -c %a "$TMP/m.wav"), expected 600"
+# A FIFO (and so /dev/null or /dev/stdout) is written into, never replaced.
+mkfifo "$TMP/pipe"
+timeout 30 cat "$TMP/pipe" >"$TMP/piped" &
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/pipe" -q || fail "FIFO out: rc $?"
+wait
+[[ -p $TMP/pipe ]] || fail "the FIFO was replaced"
+[[ $(stat -c %s "$TMP/piped") -eq 464 ]] || fail "the FIFO got $(stat -c %s "$TMP/piped") bytes, expected 464"
+# A device: a private node like /dev/null (as root a broken writer would replace the real one,
+# as the old one did), or /dev/null itself where mknod is not allowed, which a broken writer
+# cannot replace without root.
+if mknod "$TMP/null" c 1 3 2>/dev/null; then dev=$TMP/null; else dev=/dev/null; fi
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$dev" -q || fail "--out $dev: rc $?"
+[[ -c $dev ]] || fail "$dev is no longer a device"
+# Standard output as a pipe (/dev/stdout resolves to "pipe:[N]"; /proc/self/fd/1 is the same
+# link and cannot be renamed over, so a broken writer cannot damage /dev).
+[[ $("$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out /proc/self/fd/1 -q | head -c 4) == RIFF ]] || fail "--out /proc/self/fd/1 (a pipe)"
 exit $status

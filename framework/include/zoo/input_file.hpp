@@ -17,6 +17,8 @@ namespace zoo {
 // YAML files are hand-written and small.
 inline constexpr std::size_t kMaxJsonFileBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kMaxYamlFileBytes = std::size_t{4} << 20;
+// Plain text a command reads whole (a prompt file, a JSONL of lines to tokenize), file or stdin.
+inline constexpr std::size_t kMaxTextFileBytes = std::size_t{256} << 20;
 // Deeper than any real config (HF configs nest 3-4 levels), shallow enough for every recursive
 // walk of the parsed tree.
 inline constexpr int kMaxJsonDepth = 64;
@@ -47,6 +49,11 @@ std::string describe_open_error(int err);
 // The whole file as text. InputError naming the path when it is not a readable regular file or is
 // larger than `max_bytes`.
 std::string read_text_file(const std::filesystem::path& path, std::string_view what, std::size_t max_bytes);
+
+// All of standard input, up to `max_bytes` (InputError "<stdin>: more than N MiB" past it: `yes |
+// zoo ...` must not grow without bound). Standard input may be a pipe or a terminal: it is the
+// one non-regular input that is read, because the user chose it with "-".
+std::string read_stdin_text(std::string_view what, std::size_t max_bytes);
 
 // Parses JSON text, nested at most `max_depth` arrays/objects deep. InputError "LABEL: not valid
 // JSON: ..." (the message never quotes the input's bytes: the file may not be JSON at all) or

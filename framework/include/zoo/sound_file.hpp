@@ -1,21 +1,25 @@
 #pragma once
 // Sound files through libsndfile.
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace zoo {
 
-enum class SoundFormat { Wav, Flac };
+enum class SoundFormat { Wav, Flac, OggVorbis, OggOpus, Mp3 };
 
-// FLAC when the name ends in ".flac" (any case), else WAV.
-SoundFormat sound_format_for(const std::filesystem::path& path);
+// The format the name's extension (any case) asks for: .wav or none (so /dev/stdout works), .flac,
+// .ogg/.oga (Vorbis), .opus, .mp3. nullopt for any other extension: writing WAV bytes under a
+// name that says MP3 would mislead every player.
+std::optional<SoundFormat> sound_format_for(const std::filesystem::path& path);
 
-// Writes mono float samples as 16-bit PCM (WAV or FLAC, per sound_format_for). Samples are
-// clipped to [-1, 1] first (libsndfile's clipping mode: values past full scale saturate instead
-// of wrapping). The file appears atomically: written to a temporary file in the same directory,
-// then renamed over `path`. Throws InputError naming the path on failure; a failed write leaves
-// no file behind.
+// Writes mono float samples in the format sound_format_for names (WAV and FLAC as 16-bit PCM).
+// Samples are clipped to [-1, 1] first (libsndfile's clipping mode: values past full scale
+// saturate instead of wrapping). The file is encoded in memory and written through an
+// AtomicFileWriter (output_file.hpp): complete or absent, the target's mode kept, a device or
+// FIFO written directly. Throws InputError naming the path on failure (an unknown extension
+// included); a failed write leaves no file behind.
 void write_sound_file(const std::filesystem::path& path, std::span<const float> samples, int sample_rate);
 
 // What read_sound_file returns: the samples of the first channel as float in [-1, 1].

@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <mutex>
 #include <stdexcept>
 
 #include "higgs_config.hpp"
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/kernels/conv_cpu.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 
@@ -37,11 +37,18 @@ void tap(DiagnosticHook* hook, const std::string& name, const std::vector<float>
 // What the host can still give without swapping: MemAvailable of /proc/meminfo (Linux); when that
 // cannot be read, no limit (the allocation itself then reports a failure).
 std::uint64_t available_host_memory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
+  std::string text;
+  try {
+    // Through the input layer like every other read (a regular file to stat, though of size 0).
+    text = read_text_file("/proc/meminfo", "the kernel's memory statistics", std::size_t{1} << 20);
+  } catch (const InputError&) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  for (std::size_t start = 0; start < text.size();) {
+    const auto end = std::min(text.find('\n', start), text.size());
     unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
+    if (std::sscanf(text.substr(start, end - start).c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
+    start = end + 1;
   }
   return std::numeric_limits<std::uint64_t>::max();
 }
