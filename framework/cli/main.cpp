@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "suggest.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
+#include "zoo/kernels/env.hpp"
 
 namespace zoo::cli {
 
@@ -151,6 +153,14 @@ int main(int argc, char** argv) {
     return app.exit(e);  // --help, --help-all, --version
   } catch (const CLI::ParseError& e) {
     return error(2, "usage", describe_parse_error(app, e), true);
+  }
+  // Every ZOO_* switch is checked here, once, whatever the command and device: the kernels read
+  // them lazily (a CUDA switch never on a CPU run), so a typo would otherwise go unseen. A bad
+  // value is the user's input, not an internal error.
+  try {
+    zoo::kernels::check_env_switches();
+  } catch (const std::invalid_argument& e) {
+    return error(2, "input", e.what());
   }
   try {
     return run ? run() : 2;
