@@ -13,6 +13,7 @@
 
 #include "build_info.hpp"
 #include "commands.hpp"
+#include "numeric_option.hpp"
 #include "suggest.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
@@ -48,10 +49,10 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
   command.add_option("--max-context", options.max_context,
                      "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
       ->default_str("")
-      ->check(CLI::PositiveNumber);  // 0 and negative values were once silently ignored: refuse them
+      ->check(integer_in(1));  // 0 and negative values were once silently ignored: refuse them
   command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
       ->default_str("")
-      ->check(CLI::Range(1, 4096));
+      ->check(integer_in(1, 4096));
 }
 
 OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry) {
