@@ -13,6 +13,7 @@
 
 #include "build_info.hpp"
 #include "commands.hpp"
+#include "numeric_option.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
 #include "zoo/kernels/thread_pool.hpp"
@@ -231,14 +232,14 @@ void add_bench_command(CLI::App& app, Action& run) {
   // -p, -n and -r as llama-bench spells them.
   cmd->add_option("-p,--prompt-len,--n-prompt", options->prompt_lens, "Prefill lengths (comma-separated)")
       ->delimiter(',')
-      ->check(CLI::Range(1LL, 1LL << 20));
+      ->check(integer_in(1, 1LL << 20));
   cmd->add_option("--decode-context", options->decode_contexts, "Contexts to decode at (default: prompt lengths)")
       ->default_str("")
       ->delimiter(',')
-      ->check(CLI::Range(1LL, 1LL << 20));
-  cmd->add_option("-n,--new-tokens,--n-gen", options->new_tokens, "Decode steps timed per repeat")->check(CLI::Range(1, 100000));
+      ->check(integer_in(1, 1LL << 20));
+  cmd->add_option("-n,--new-tokens,--n-gen", options->new_tokens, "Decode steps timed per repeat")->check(integer_in(1, 100000));
   cmd->add_option("-r,--repeat,--repetitions", options->repeat, "Timed repeats (median reported, min and max kept)")
-      ->check(CLI::Range(1, 1000));
+      ->check(integer_in(1, 1000));
   cmd->add_flag("--full-logits", options->full_logits,
                 "Decode steps return the logits row and the host picks the token (the path before sampling on the "
                 "device; for A/B)");

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "file_options.hpp"
+#include "numeric_option.hpp"
 #include "run_helpers.hpp"
 #include "seed.hpp"
 #include "zoo/chat_template.hpp"
@@ -258,22 +259,22 @@ void add_generate_command(CLI::App& app, Action& run) {
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");
   // -n / --n-predict and --temp as llama-cli spells them, so its users are not told "did you mean".
   cmd->add_option("-n,--max-new-tokens,--n-predict", options->max_new_tokens, "Tokens to generate")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(integer_in(1, 1 << 20));
   options->temperature_flag =
       cmd->add_option("--temperature,--temp", options->temperature,
                       "Sampling temperature, 0: greedy (default: 0 unless generation_config.json samples or --top-k "
                       "or --top-p is given; then generation_config.json's, else 1)")
-          ->check(CLI::Range(0.0, 100.0))
+          ->check(number_in(0.0, 100.0))
           ->default_str("");
   options->top_k_flag = cmd->add_option("--top-k", options->top_k,
                                         "Keep the k most likely tokens, 0: off; giving it asks to sample "
                                         "(default: generation_config.json's, else 50)")
-                            ->check(CLI::NonNegativeNumber)
+                            ->check(integer_in(0))
                             ->default_str("");
   options->top_p_flag = cmd->add_option("--top-p", options->top_p,
                                         "Nucleus sampling mass, 1: off; giving it asks to sample "
                                         "(default: generation_config.json's, else 1)")
-                            ->check(CLI::Range(0.0, 1.0))
+                            ->check(number_in(0.0, 1.0))
                             ->default_str("");
   add_seed_option(*cmd, options->seed,
                   "Sampling seed; the same seed repeats a run (default, or -1: a random one, printed on stderr)");
@@ -281,7 +282,7 @@ void add_generate_command(CLI::App& app, Action& run) {
                                       "Stop after any of these token ids (comma-separated; default: eos_token_id of "
                                       "generation_config.json, else config.json)")
                           ->delimiter(',')
-                          ->check(CLI::NonNegativeNumber)
+                          ->check(integer_in(0))
                           ->default_str("");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Generate --max-new-tokens tokens whatever the model emits");
   output_file(cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file"),

@@ -12,6 +12,8 @@
 
 #include "commands.hpp"
 #include "file_options.hpp"
+#include "numeric_option.hpp"
+#include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 #include "zoo/output_file.hpp"
 #include "zoo/format.hpp"
@@ -119,6 +121,10 @@ void remove_stale_weights(const fs::path& out, const std::set<std::string>& writ
     if (fs::remove(path, ec); ec) throw InputError(fmt::format("{}: cannot remove: {}", path.string(), ec.message()));
 }
 
+// The largest mean or std of synthesized weights: far beyond any real model's (0.02), small enough
+// that f16 (largest value 65504) holds 65 standard deviations; 1e300 read into a float was inf.
+constexpr double kMaxWeightScale = 1000;
+
 struct Planned {
   std::string stored;
   Shape shape;
@@ -140,13 +146,24 @@ std::vector<Planned> load_extra_tensors(const std::string& file) {
       throw InputError(fmt::format("{}: needs a string \"name\" and a \"shape\" array", where));
     Planned p{t.at("name").get<std::string>(), {}, 0.0f, 0.02f};
     for (const auto& d : t.at("shape")) {
-      if (!d.is_number_integer() || d.get<std::int64_t>() < 0) throw InputError(fmt::format("{}: bad shape", where));
+      // An unsigned value past int64 would read as a negative one.
+      if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > INT64_MAX) ||
+          d.get<std::int64_t>() < 0)
+        throw InputError(fmt::format("{}: \"shape\" must hold integers >= 0", where));
       p.shape.push_back(d.get<std::int64_t>());
     }
+    // Sizes the tensor's buffer: the element count and its bytes (at most 8 a value) must fit.
+    std::int64_t bytes = 8;
+    for (const std::int64_t d : p.shape) bytes = checked_mul(bytes, d, fmt::format("{}: \"shape\" bytes", where));
     for (const auto& [key, field] : {std::pair<const char*, float*>{"mean", &p.mean}, {"std", &p.stddev}}) {
       if (!t.contains(key)) continue;
-      if (!t.at(key).is_number()) throw InputError(fmt::format("{}: \"{}\" must be a number", where, key));
-      *field = t.at(key).get<float>();
+      // Read as double first: 1e300 would turn into an infinite float unseen.
+      const double v = t.at(key).is_number() ? t.at(key).get<double>() : std::nan("");
+      const bool is_std = std::string_view(key) == "std";
+      if (!std::isfinite(v) || std::fabs(v) > kMaxWeightScale || (is_std && v < 0))
+        throw InputError(fmt::format("{}: \"{}\" must be a finite number{} (at most {:g} in size)", where, key,
+                                     is_std ? " >= 0" : "", kMaxWeightScale));
+      *field = static_cast<float>(v);
     }
     out.push_back(std::move(p));
   }
@@ -185,7 +202,11 @@ int synth(const SynthOptions& options) {
     }
   }
   std::size_t total = 0;
-  for (const auto& t : tensors) total += static_cast<std::size_t>(numel(t.shape)) * dtype_size(*dtype);
+  for (const auto& t : tensors)
+    total = static_cast<std::size_t>(checked_add(static_cast<std::int64_t>(total),
+                                                 checked_mul(numel(t.shape), static_cast<std::int64_t>(dtype_size(*dtype)),
+                                                             fmt::format("tensor '{}' bytes", t.stored)),
+                                                 "the checkpoint's bytes"));
   const std::filesystem::path out = options.out;
   prepare_output_dir(out, options.force, options.config);
   std::set<std::string> written;
@@ -268,9 +289,10 @@ void add_synth_command(CLI::App& app, Action& run) {
   input_file(cmd->add_option("--config", options->config, "HF config.json"), "a config.json")->required();
   output_directory(cmd->add_option("--out", options->out, "Output directory"), "a checkpoint directory")->required();
   not_a_file(cmd->add_option("--dtype", options->dtype, "bf16 (default), f16 or f32"));
-  cmd->add_option("--seed", options->seed, "Random seed");
-  cmd->add_option("--shard-gb", options->shard_gb, "Shard size in GB (default 5)")->check(CLI::Range(0.001, 1000.0));
-  cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)");
+  cmd->add_option("--seed", options->seed, "Random seed")->check(any_uint64());
+  cmd->add_option("--shard-gb", options->shard_gb, "Shard size in GB (default 5)")->check(number_in(0.001, 1000.0));
+  cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)")
+      ->check(number_in(0.0, kMaxWeightScale));
   not_a_file(cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)"));
   input_file(cmd->add_option("--extra-tensors", options->extra,
                              "JSON listing tensors to add beyond the plugin's requirements (name, shape, mean, std)"),

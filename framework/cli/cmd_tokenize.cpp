@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "file_options.hpp"
+#include "numeric_option.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/model_spec.hpp"
@@ -28,7 +30,11 @@ fs::path tokenizer_json_for(const std::string& model) {
     if (!fs::exists(t, ec)) throw InputError(fmt::format("{}: no tokenizer.json in the model directory", p.string()));
     return t;
   }
-  if (!fs::exists(p, ec)) throw InputError(fmt::format("{}: no such file or directory", p.string()));
+  // A symlink loop (or no permission) is not "no such file": say what stat said.
+  if (!fs::exists(fs::status(p, ec))) {
+    throw InputError(fmt::format("{}: {}", p.string(),
+                                 ec && ec.value() != ENOENT ? describe_open_error(ec.value()) : "no such file or directory"));
+  }
   if (p.extension() == ".json") return p;
   const ModelSpec spec = load_model_spec(p);
   const fs::path dir = fs::is_directory(spec.checkpoint, ec) ? spec.checkpoint : spec.checkpoint.parent_path();
@@ -57,7 +63,9 @@ void add_tokenize_command(CLI::App& app, Action& run) {
   cmd->add_flag("--skip-special", options->skip_special, "With --decode: leave special tokens out");
   cmd->add_flag("--stats", options->stats, "Print load time and encode/decode throughput to stderr");
   cmd->add_option("--repeat", options->repeat, "Encode/decode every line N times (a benchmark; --stats reports the first and the fastest pass)")
-      ->check(CLI::PositiveNumber);
+      // One timing slot per pass is kept (first and fastest are reported): bounded so that a typo
+      // of 2000000000 is an error, not 16 GB of timings.
+      ->check(integer_in(1, 1000000));
   cmd->callback([&run, options] {
     run = [options] {
       using Clock = std::chrono::steady_clock;
@@ -83,8 +91,12 @@ void add_tokenize_command(CLI::App& app, Action& run) {
         nlohmann::json value;
         try {
           value = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
-          throw InputError(fmt::format("{}:{}: not JSON: {}", name, n, e.what()));
+        } catch (const nlohmann::json::parse_error& e) {
+          // Where, never what: the parser's text quotes the bytes it read, and a line pasted by
+          // mistake may hold a secret.
+          throw InputError(fmt::format("{}:{}: not JSON (syntax error at byte {} of the line)", name, n, e.byte));
+        } catch (const nlohmann::json::exception&) {
+          throw InputError(fmt::format("{}:{}: not JSON", name, n));
         }
         if (options->decode) {
           if (!value.is_array())

@@ -4,7 +4,9 @@
 // decoder's tensors are planned and read.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "commands.hpp"
@@ -64,6 +66,14 @@ double decode_to_file(const CodeDecoder& decoder, const HostTensor& codes, const
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   write_sound_file(out, wave.samples, wave.sample_rate);
   const double duration = static_cast<double>(wave.samples.size()) / wave.sample_rate;
+  // The writer saturates past full scale, which is distortion nobody hears about otherwise; a NaN
+  // is counted too (it cannot be written as what it is). Said even with --quiet: it is a fault in
+  // the output, not progress.
+  const auto clipped = std::count_if(wave.samples.begin(), wave.samples.end(),
+                                     [](float x) { return !(std::fabs(x) <= 1.0f); });
+  if (clipped > 0)
+    fmt::print(stderr, "tts: warning: {} of {} samples were past full scale [-1, 1] and clipped -> {}\n", clipped,
+               wave.samples.size(), out);
   if (!quiet) {
     fmt::print(stderr, "tts: decoder: {}\n", decoder.summary());
     fmt::print(stderr, "tts: {} frames -> {} samples ({:.2f} s at {} Hz) in {:.3f} s ({:.0f}x real time) -> {}\n",

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "run_helpers.hpp"
 #include "zoo/compare.hpp"
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/safetensors.hpp"
 
 namespace zoo::cli {
@@ -53,9 +55,12 @@ ValidationRun resolve_validation(const ValidateOptions& o, const ModelSpec& spec
   }
   for (const auto& [flag, file] : {std::pair{"--request", &o.request}, {"--golden", &o.golden}}) {
     std::error_code ec;
-    if (!file->empty() && !std::filesystem::is_regular_file(*file, ec))
+    const auto status = std::filesystem::status(*file, ec);
+    if (!file->empty() && !std::filesystem::is_regular_file(status))
       throw InputError(fmt::format("{} {}: {}", flag, *file,
-                                   std::filesystem::exists(*file, ec) ? "is not a file" : "no such file"));
+                                   std::filesystem::exists(status)  ? "is not a file"
+                                   : ec && ec.value() != ENOENT     ? describe_open_error(ec.value())  // a symlink loop
+                                                                    : "no such file"));
   }
   v.gates = o.gates.empty() ? parse_gates(section->gates, spec.file.string()) : load_gates(o.gates);
   return v;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
@@ -13,9 +14,11 @@
 #include "build_info.hpp"
 #include "commands.hpp"
 #include "file_options.hpp"
+#include "numeric_option.hpp"
 #include "suggest.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
+#include "zoo/kernels/env.hpp"
 
 namespace zoo::cli {
 
@@ -49,10 +52,10 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
   command.add_option("--max-context", options.max_context,
                      "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
       ->default_str("")
-      ->check(CLI::PositiveNumber);  // 0 and negative values were once silently ignored: refuse them
+      ->check(integer_in(1));  // 0 and negative values were once silently ignored: refuse them
   command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
       ->default_str("")
-      ->check(CLI::Range(1, 4096));
+      ->check(integer_in(1, 4096));
 }
 
 OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry) {
@@ -159,6 +162,14 @@ int main(int argc, char** argv) {
     return app.exit(e);  // --help, --help-all, --version
   } catch (const CLI::ParseError& e) {
     return error(2, "usage", describe_parse_error(app, e), true);
+  }
+  // Every ZOO_* switch is checked here, once, whatever the command and device: the kernels read
+  // them lazily (a CUDA switch never on a CPU run), so a typo would otherwise go unseen. A bad
+  // value is the user's input, not an internal error.
+  try {
+    zoo::kernels::check_env_switches();
+  } catch (const std::invalid_argument& e) {
+    return error(2, "input", e.what());
   }
   try {
     // Every input of the chosen command opened and checked, every output compared with them,

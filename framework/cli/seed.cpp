@@ -1,5 +1,7 @@
 #include "seed.hpp"
 
+#include "numeric_option.hpp"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -23,8 +25,8 @@ CLI::Option* add_seed_option(CLI::App& command, std::optional<std::uint64_t>& se
             const auto [ptr, ec] = std::from_chars(text.data(), end, value);
             if (text.empty() || text.front() == '-' || text.front() == '+' || ec != std::errc() || ptr != end)
               throw CLI::ValidationError(
-                  "--seed", fmt::format("must be an integer from 0 to {} or -1 (a random seed), got '{}'",
-                                        UINT64_MAX, text));
+                  "--seed", fmt::format("must be an integer from 0 to {} or -1 (a random seed), got {}",
+                                        UINT64_MAX, quoted_value(text)));
             seed = value;
           },
           help)

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "numeric_option.hpp"
 #include "seed.hpp"
 #include "zoo/error.hpp"
 #include "zoo/tokenizer.hpp"
@@ -22,15 +23,15 @@ CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
   ref_codes->needs(text);
   // Defaults: the first-party recommended settings (sglang-omni cookbook).
   cmd.add_option("--temperature,--temp", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(number_in(0.0, 100.0));
   cmd.add_option("--top-k", o.top_k, "Keep the k most likely codes, ties included; 0: off (default 50)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in(0));
   cmd.add_option("--top-p", o.top_p, "Nucleus mass, the crossing code kept; 1: off (default 1)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_in(0.0, 1.0));
   add_seed_option(cmd, o.seed, "Sampling seed; same seed, same codes (default, or -1: a random one, printed on stderr)");
   cmd.add_option("--max-frames", o.max_frames,
                  "Most decode steps (delayed frames; the speech has up to this minus (codebooks - 1) frames) (default 1024)")
-      ->check(CLI::Range(1LL, 1LL << 20));
+      ->check(integer_in(1, 1LL << 20));
   output_file(cmd.add_option("--codes-out", o.codes_out, "Also write the generated codes [T, codebooks] (JSON, or .safetensors)"),
               "a code frames file")
       ->needs(text);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/output_file.hpp"
@@ -80,6 +81,14 @@ HostTensor load_safetensors_frames(const std::filesystem::path& path, std::int64
   if (entry->shape.size() != 2)
     throw InputError(fmt::format("{}: \"{}\" has shape {}; expected [frames, codebooks]", file, entry->name,
                                  shape_str(entry->shape)));
+  // Rows are built from the shape, not the data: [2^40, 0] holds no bytes at all but would ask for
+  // 2^40 rows. With at least one frame of at least one code, frames x width is the tensor's element
+  // count, which the file's own size bounds.
+  if (entry->shape[0] < 1) throw InputError(fmt::format("{}: \"{}\" has shape {}: no code frames", file, entry->name,
+                                                        shape_str(entry->shape)));
+  if (entry->shape[1] < 1) throw InputError(fmt::format("{}: \"{}\" has shape {}: frames of no codes", file,
+                                                        entry->name, shape_str(entry->shape)));
+  checked_mul(entry->shape[0], entry->shape[1], fmt::format("{}: \"{}\" frames x codes", file, entry->name));
   const HostTensor raw = HostTensor::copy_of(st->view(*entry));
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(entry->shape[0]));
   const std::int64_t width = entry->shape[1];

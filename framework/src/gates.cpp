@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "yaml_checks.hpp"
 #include "zoo/compare.hpp"
@@ -15,9 +16,13 @@ namespace {
 const std::vector<std::string_view> kGateKeys = {"tensor", "cosine", "max_abs", "mean_abs", "rmse",
                                                                "nmse",   "regret", "argmax",  "exact",    "topk"};
 
+// An upper bound on an error metric. A bound no value can exceed is a gate that passes whatever
+// is compared: refused like a malformed one, so a typo cannot turn a check into a rubber stamp.
 double non_negative(const std::string& label, const YAML::Node& node, std::string_view what) {
   const double value = yc::as_number(label, node, what);
   if (value < 0) yc::fail(label, node, fmt::format("gate {} must be >= 0, got {}", what, value));
+  if (!std::isfinite(value))
+    yc::fail(label, node, fmt::format("gate {} = {} can never fail; give a finite bound", what, value));
   return value;
 }
 
@@ -33,7 +38,8 @@ Gate parse_gate(const YAML::Node& node, const std::string& label, const std::str
       have_tensor = true;
     } else if (e.key == "cosine") {
       const double c = yc::as_number(label, v, "cosine");
-      if (c < -1 || c > 1) yc::fail(label, v, fmt::format("gate cosine must be within [-1, 1], got {}", c));
+      if (c < -1 || c > 1) yc::fail(label, v, fmt::format("gate cosine must be within (-1, 1], got {}", c));
+      if (c == -1) yc::fail(label, v, "gate cosine -1 can never fail (every cosine is >= -1); give a value above -1");
       gate.min_cosine = c;
     } else if (e.key == "max_abs") {
       gate.max_abs = non_negative(label, v, "max_abs");
@@ -62,7 +68,8 @@ Gate parse_gate(const YAML::Node& node, const std::string& label, const std::str
           have_k = true;
         } else {
           const auto m = yc::as_int(label, t.value, "topk.min_overlap");
-          if (m < 0 || m > 1'000'000) yc::fail(label, t.value, fmt::format("topk.min_overlap must be >= 0, got {}", m));
+          if (m < 0 || m > 1'000'000) yc::fail(label, t.value, fmt::format("topk.min_overlap must be >= 1, got {}", m));
+          if (m == 0) yc::fail(label, t.value, "topk.min_overlap 0 can never fail; give at least 1");
           topk.min_overlap = static_cast<int>(m);
           have_min = true;
         }

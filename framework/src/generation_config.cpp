@@ -85,7 +85,10 @@ GenerationDefaults load_generation_defaults(const std::filesystem::path& model_d
     }
     if (present(gen, "temperature")) {
       const double t = number_field(gen, "temperature", label);
-      if (t < 0) throw InputError(fmt::format("{}: temperature must be >= 0, got {}", label, t));
+      // The bound --temperature has: past it a float overflows (1e300 became inf) and the sampler
+      // blamed the flag, which was never given.
+      if (t < 0 || t > 100)
+        throw InputError(fmt::format("{}: temperature must be within [0, 100], got {}", label, quoted(gen["temperature"])));
       d.temperature = static_cast<float>(t);
     }
     if (present(gen, "top_k")) {

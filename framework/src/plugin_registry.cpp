@@ -1,6 +1,8 @@
 #include "zoo/plugin_registry.hpp"
 
+#include <dlfcn.h>
 #include <elf.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -124,6 +126,69 @@ void check_segments_inside_file(const fs::path& file, const std::string& label) 
   }
 }
 
+const char* symbol_type_name(unsigned type) {
+  switch (type) {
+    case STT_FUNC: return "a function";
+    case STT_GNU_IFUNC: return "an indirect function";
+    case STT_OBJECT: return "a data object";
+    case STT_TLS: return "a thread-local object";
+    case STT_NOTYPE: return "an untyped symbol";
+    default: return "a symbol of unknown type";
+  }
+}
+
+// Whether `target` lies in an executable segment of the loaded object that holds `anchor`.
+bool in_executable_segment_of_same_object(const void* anchor, const void* target) {
+  struct Query {
+    std::uintptr_t anchor, target;
+    bool found_object = false, executable = false;
+  } query{reinterpret_cast<std::uintptr_t>(anchor), reinterpret_cast<std::uintptr_t>(target)};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* object, std::size_t, void* data) {
+        auto& q = *static_cast<Query*>(data);
+        const auto inside = [&](const ElfW(Phdr) & segment, std::uintptr_t address) {
+          const std::uintptr_t start = object->dlpi_addr + segment.p_vaddr;
+          return segment.p_type == PT_LOAD && address >= start && address - start < segment.p_memsz;
+        };
+        for (ElfW(Half) i = 0; i < object->dlpi_phnum; ++i) q.found_object |= inside(object->dlpi_phdr[i], q.anchor);
+        if (!q.found_object) return 0;
+        for (ElfW(Half) i = 0; i < object->dlpi_phnum; ++i) {
+          if (inside(object->dlpi_phdr[i], q.target) && (object->dlpi_phdr[i].p_flags & PF_X) != 0) q.executable = true;
+        }
+        return 1;
+      },
+      &query);
+  return query.executable;
+}
+
+// The exports are constant pointers to functions (ZOO_DEFINE_PLUGIN). Boost.DLL hands back the
+// symbol's address whatever it names, so a function exported under the same name would be read as
+// a pointer made of its first code bytes and called: a SIGSEGV in every command that discovers
+// plugins. The dynamic symbol's ELF type and size say what it is; the pointer it holds must lead
+// into this library's code. Returns the pointer.
+void* exported_function_pointer(const boost::dll::shared_library& library, const char* name,
+                                const std::string& label) {
+  void* address = ::dlsym(library.native(), name);
+  Dl_info where{};
+  void* entry = nullptr;
+  if (address == nullptr || ::dladdr1(address, &where, &entry, RTLD_DL_SYMENT) == 0 || entry == nullptr) {
+    throw InputError(fmt::format("{}: cannot read the ELF symbol entry of '{}'", label, name));
+  }
+  const auto* symbol = static_cast<const ElfW(Sym)*>(entry);
+  const unsigned type = ELF64_ST_TYPE(symbol->st_info);
+  if (type != STT_OBJECT || symbol->st_size != sizeof(void*)) {
+    throw InputError(fmt::format("{}: '{}' is {} of {} bytes, not a constant pointer to a function (define it with "
+                                 "ZOO_DEFINE_PLUGIN)",
+                                 label, name, symbol_type_name(type), static_cast<std::uint64_t>(symbol->st_size)));
+  }
+  void* target = *static_cast<void* const*>(address);
+  if (target == nullptr || !in_executable_segment_of_same_object(address, target)) {
+    throw InputError(fmt::format("{}: '{}' does not point to code in the plugin (define it with ZOO_DEFINE_PLUGIN)",
+                                 label, name));
+  }
+  return target;
+}
+
 std::string plugin_count(std::size_t n) { return fmt::format("{} plugin{}", n, n == 1 ? "" : "s"); }
 
 }  // namespace
@@ -170,7 +235,13 @@ void PluginRegistry::discover(std::span<const PluginSearchEntry> extra_dirs) {
     std::error_code ec;
     const auto status = fs::status(dir, ec);
     if (!fs::exists(status)) {
-      log(LogLevel::Debug, fmt::format("plugin dir {} does not exist, skipped", dir.string()));
+      // Absent is fine (a search path may name what is not installed); a symlink loop or a
+      // directory that cannot be searched is a problem to show, not an absence.
+      if (ec && ec.value() != ENOENT && ec.value() != ENOTDIR) {
+        problems_.push_back(fmt::format("{}: {}", dir.string(), describe_open_error(ec.value())));
+      } else {
+        log(LogLevel::Debug, fmt::format("plugin dir {} does not exist, skipped", dir.string()));
+      }
       continue;
     }
     std::vector<fs::path> files;
@@ -211,7 +282,10 @@ const PluginInfo& PluginRegistry::load(const fs::path& file) {
   const std::string label = file.string();
   std::error_code ec;
   const auto status = fs::status(file, ec);
-  if (!fs::exists(status)) throw InputError(fmt::format("{}: no such plugin file", label));
+  if (!fs::exists(status)) {
+    throw InputError(fmt::format("{}: {}", label,
+                                 ec && ec.value() != ENOENT ? describe_open_error(ec.value()) : "no such plugin file"));
+  }
   if (fs::is_directory(status)) {
     throw InputError(fmt::format("{}: is a directory, not a plugin shared object", label));
   }
@@ -237,9 +311,11 @@ const PluginInfo& PluginRegistry::load(const fs::path& file) {
                                  label, kDescriptorSymbol));
   }
 
+  auto* const describe =
+      reinterpret_cast<PluginDescriptorFn*>(exported_function_pointer(loaded->library, kDescriptorSymbol, label));
   const ZooPluginDescriptor* descriptor = nullptr;
   try {
-    descriptor = loaded->library.get_alias<PluginDescriptorFn>(kDescriptorSymbol)();
+    descriptor = describe();
   } catch (const std::exception& e) {
     throw InputError(fmt::format("{}: {} failed: {}", label, kDescriptorSymbol, e.what()));
   }
@@ -286,7 +362,7 @@ const PluginInfo& PluginRegistry::load(const fs::path& file) {
     throw InputError(fmt::format("{}: plugin '{}' has no '{}' symbol (define it with ZOO_DEFINE_PLUGIN)", label,
                                  info.name, kCreateSymbol));
   }
-  loaded->create = &loaded->library.get_alias<PluginCreateFn>(kCreateSymbol);
+  loaded->create = reinterpret_cast<PluginCreateFn*>(exported_function_pointer(loaded->library, kCreateSymbol, label));
 
   loaded_.push_back(loaded);
   infos_.push_back(loaded->info);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace zoo::kernels {
 namespace {
@@ -19,17 +21,33 @@ int default_thread_count() {
 
 ThreadPool::ThreadPool(int threads) {
   const int n = threads > 0 ? threads : default_thread_count();
-  for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    workers_.reserve(static_cast<std::size_t>(n - 1));
+    for (int i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::exception& e) {
+    // No destructor runs for a constructor that throws: the workers already started must be
+    // stopped and joined here, or destroying them while joinable ends the process.
+    const std::size_t started = workers_.size();
+    stop_workers();
+    const std::string what = "cannot start CPU worker thread " + std::to_string(started + 2) + " of " +
+                             std::to_string(n) + " (ask for fewer: -t N or ZOO_NUM_THREADS=N)";
+    // system_error appends the reason ("Resource temporarily unavailable").
+    if (const auto* system = dynamic_cast<const std::system_error*>(&e)) throw std::system_error(system->code(), what);
+    throw std::runtime_error(what + ": " + e.what());
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 ThreadPool& ThreadPool::global() {
   static ThreadPool pool;

@@ -1,6 +1,7 @@
 // Codec frame files ([T, codebooks] codes, JSON or safetensors; zoo/code_frames.hpp): round trips
 // and the errors that name the file.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <sys/stat.h>
 
@@ -82,6 +83,19 @@ TEST_CASE("code frames: malformed files are InputErrors naming the file", "[code
   write_safetensors(dir / "two.safetensors", {{"a", TensorView{flat.data(), DType::I64, {1, 2}, Device{}}},
                                               {"b", TensorView{flat.data(), DType::I64, {1, 2}, Device{}}}});
   CHECK_THAT(error_at(dir / "two.safetensors"), Contains("no tensor named \"codes\" and 2 tensors"));
+  // Shapes that hold no bytes are checked before anything is sized from them: [2^40, 0] asked for
+  // 2^40 rows (bad_alloc, or the memory exhausted).
+  const auto empty_tensor = [&](const std::string& name, const std::string& shape) {
+    std::string header = fmt::format("{{\"codes\":{{\"dtype\":\"I64\",\"shape\":{},\"data_offsets\":[0,0]}}}}", shape);
+    header.resize((header.size() + 7) / 8 * 8, ' ');
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    write_file(dir / name, bytes + header);
+    return error_at(dir / name);
+  };
+  CHECK_THAT(empty_tensor("wide0.safetensors", "[1099511627776,0]"),
+             Contains("\"codes\" has shape [1099511627776, 0]: frames of no codes"));
+  CHECK_THAT(empty_tensor("none.safetensors", "[0,4]"), Contains("no code frames"));
 }
 
 }  // namespace zoo::test

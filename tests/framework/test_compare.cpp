@@ -203,6 +203,15 @@ TEST_CASE("parse_gates: errors carry label:line:col", "[compare][gates]") {
   CHECK_THAT(gate_error("- tensor: logits\n  topk: {k: 4}\n"), StartsWith("g.yaml:2:9: ") && Contains("min_overlap"));
   CHECK_THAT(gate_error("- tensor: logits\n  topk: {k: 4, min_overlap: 5}\n"), StartsWith("g.yaml:2:9: "));
   CHECK_THAT(gate_error("- tensor: logits\n  topk: {k: 0, min_overlap: 0}\n"), StartsWith("g.yaml:2:13: "));
+  // Thresholds no value can cross are gates that cannot fail: errors, not passes.
+  CHECK(gate_error("- tensor: logits\n  max_abs: .inf\n") == "g.yaml:2:12: gate max_abs = inf can never fail; give a finite bound");
+  CHECK_THAT(gate_error("- tensor: logits\n  rmse: .inf\n"), StartsWith("g.yaml:2:9: ") && Contains("can never fail"));
+  CHECK_THAT(gate_error("- tensor: logits\n  regret: .INF\n"), StartsWith("g.yaml:2:11: ") && Contains("can never fail"));
+  CHECK_THAT(gate_error("- tensor: logits\n  nmse: .nan\n"), StartsWith("g.yaml:2:9: ") && Contains("number"));
+  CHECK_THAT(gate_error("- tensor: logits\n  cosine: -1\n"), StartsWith("g.yaml:2:11: ") && Contains("can never fail"));
+  CHECK_THAT(gate_error("- tensor: logits\n  cosine: -1.0e300\n"), StartsWith("g.yaml:2:11: "));
+  CHECK_THAT(gate_error("- tensor: logits\n  topk: {k: 4, min_overlap: 0}\n"),
+             StartsWith("g.yaml:2:29: ") && Contains("can never fail"));
   CHECK_THAT(gate_error("- tensor: logits\n"), StartsWith("g.yaml:1:3: ") && Contains("checks nothing"));
   CHECK_THAT(gate_error("- {tensor: ids, exact: false}\n"), Contains("checks nothing"));
   CHECK_THAT(gate_error("- cosine: 0.9\n"), StartsWith("g.yaml:1:3: ") && Contains("tensor"));
@@ -412,7 +421,7 @@ TEST_CASE("compare: a non-finite value in either tensor fails every gate on it",
 - {tensor: logits, argmax: exact}
 - {tensor: logits, topk: {k: 2, min_overlap: 1}}
 - {tensor: logits, regret: 100}
-- {tensor: logits, cosine: -1}
+- {tensor: logits, cosine: -0.999}
 - {tensor: logits, max_abs: 1.0e30, nmse: 1.0e30, rmse: 1.0e30, mean_abs: 1.0e30}
 )"),
                                  "g.yaml");

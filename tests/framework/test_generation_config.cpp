@@ -133,6 +133,9 @@ TEST_CASE("generation defaults: malformed fields are InputErrors naming the file
   CHECK_THAT(error(R"({"eos_token_id": 1.5})"), StartsWith(file + ": ") && Contains("eos_token_id"));
   CHECK_THAT(error(R"({"do_sample": "yes"})"), StartsWith(file + ": ") && Contains("do_sample"));
   CHECK_THAT(error(R"({"temperature": -1})"), StartsWith(file + ": ") && Contains("temperature"));
+  // Past float's range a temperature became inf, and the sampler blamed --temperature.
+  CHECK(error(R"({"temperature": 1e300})") == file + ": temperature must be within [0, 100], got 1e+300");
+  CHECK_THAT(error(R"({"temperature": 101})"), StartsWith(file + ": temperature must be within [0, 100]"));
   CHECK_THAT(error(R"({"top_k": 2.5})"), StartsWith(file + ": ") && Contains("top_k"));
   CHECK_THAT(error(R"({"top_p": 2})"), StartsWith(file + ": ") && Contains("top_p"));
   CHECK_THAT(error("[1]"), StartsWith(file + ": "));

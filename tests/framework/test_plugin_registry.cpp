@@ -24,6 +24,7 @@
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 
 namespace {
@@ -33,6 +34,8 @@ const fs::path kEcho = ZOO_TEST_ECHO_PLUGIN;
 const fs::path kBroken = ZOO_TEST_BROKEN_PLUGIN;
 const fs::path kWrongAbi = ZOO_TEST_WRONG_ABI_PLUGIN;
 const fs::path kWrongToolchain = ZOO_TEST_WRONG_TOOLCHAIN_PLUGIN;
+const fs::path kFunctionDescriptor = ZOO_TEST_FUNCTION_DESCRIPTOR_PLUGIN;
+const fs::path kFunctionCreate = ZOO_TEST_FUNCTION_CREATE_PLUGIN;
 
 class TempDir {
  public:
@@ -191,6 +194,18 @@ TEST_CASE("plugins: load reports what is wrong with a file, naming it", "[plugin
                              kWrongToolchain.string(), zoo::kPluginToolchain));
     CHECK(registry.plugins().empty());
   }
+  SECTION("a descriptor exported as a function is refused by its symbol type, not called as a pointer") {
+    // Read as data, the symbol's first code bytes became a function pointer: SIGSEGV.
+    const std::string msg = message_of([&] { registry.load(kFunctionDescriptor); });
+    CHECK_THAT(msg, StartsWith(kFunctionDescriptor.string() + ": 'zoo_plugin_descriptor' is a function of ") &&
+                        EndsWith(" bytes, not a constant pointer to a function (define it with ZOO_DEFINE_PLUGIN)"));
+    CHECK(registry.plugins().empty());
+  }
+  SECTION("a create function exported as a function is refused when loaded, before any model is made") {
+    const std::string msg = message_of([&] { registry.load(kFunctionCreate); });
+    CHECK_THAT(msg, StartsWith(kFunctionCreate.string() + ": 'zoo_plugin_create' is a function of "));
+    CHECK(registry.plugins().empty());
+  }
   SECTION("a plugin built here carries this toolchain's fingerprint") {
     registry.load(kEcho);
     // The fingerprint names compiler, standard library and json release, e.g.
@@ -229,6 +244,8 @@ TEST_CASE("plugins: discover collects plugins and problems from every search dir
   CHECK(has_problem_for(registry, kBroken));
   CHECK(has_problem_for(registry, kWrongAbi));
   CHECK(has_problem_for(registry, kWrongToolchain));
+  CHECK(has_problem_for(registry, kFunctionDescriptor));
+  CHECK(has_problem_for(registry, kFunctionCreate));
   CHECK(has_problem_for(registry, text));
   CHECK(has_problem_for(registry, dir));
   CHECK_FALSE(has_problem_for(registry, tmp.path() / "README.txt"));

@@ -89,19 +89,23 @@ TEST_CASE("codec decode matches transformers' HiggsAudioV2TokenizerModel.decode,
   }
 }
 
-TEST_CASE("codec maps codes >= codebook_size (BOC, EOC) to 0 and rejects bad codes", "[higgs][codec]") {
+TEST_CASE("codec maps BOC and EOC to 0 and rejects bad codes", "[higgs][codec]") {
   OpenedModel opened = open_fixture(fixture_dir("higgs-tiny-codec"), false);
   CodeDecoder& decoder = loaded_decoder(opened);
   std::vector<std::int64_t> zeros(3 * 4, 0), specials = zeros;
-  specials[1] = 16;
-  specials[6] = 17;
-  specials[11] = 5000;
+  specials[1] = 16;  // BOC
+  specials[6] = 17;  // EOC
   const auto a = decoder.decode(HostTensor::from_i64({3, 4}, zeros).view()).samples;
   const auto b = decoder.decode(HostTensor::from_i64({3, 4}, specials).view()).samples;
   CHECK(a == b);
   specials[4] = -1;
   CHECK_THAT(input_error_of([&] { decoder.decode(HostTensor::from_i64({3, 4}, specials).view()); }),
              Contains("codes[1][0] = -1 is negative"));
+  // Past EOC is no code at all: an error, never silently code 0.
+  specials[4] = 0;
+  specials[11] = 18;
+  CHECK(input_error_of([&] { decoder.decode(HostTensor::from_i64({3, 4}, specials).view()); }) ==
+        "codes[2][3] = 18 is outside [0, 16) and not BOC (16) or EOC (17)");
   CHECK_THAT(input_error_of([&] { decoder.decode(HostTensor::from_i64({4, 3}, zeros).view()); }),
              Contains("[frames >= 1, 4]"));
   // I32 codes decode the same as I64.

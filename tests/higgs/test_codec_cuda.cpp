@@ -93,20 +93,24 @@ TEST_CASE("codec decode on CUDA matches transformers, every tap, and the CPU pat
   }
 }
 
-TEST_CASE("codec on CUDA maps codes >= codebook_size to 0, rejects negative codes, grows its buffers",
+TEST_CASE("codec on CUDA maps BOC and EOC to 0, rejects negative codes, grows its buffers",
           "[higgs][codec][codec_cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   const fs::path dir = fixture_dir("higgs-tiny-codec");
   auto gpu = loaded(dir, Device::parse("cuda"));
   std::vector<std::int64_t> zeros(3 * 4, 0), specials = zeros;
-  specials[1] = 16;
-  specials[6] = 17;
-  specials[11] = 5000;
+  specials[1] = 16;  // BOC
+  specials[6] = 17;  // EOC
   const auto a = gpu->decode(HostTensor::from_i64({3, 4}, zeros).view()).samples;
   CHECK(a == gpu->decode(HostTensor::from_i64({3, 4}, specials).view()).samples);
   specials[4] = -1;
   CHECK_THAT(input_error_of([&] { gpu->decode(HostTensor::from_i64({3, 4}, specials).view()); }),
              Contains("codes[1][0] = -1 is negative"));
+  // Past EOC is no code at all: an error, never silently code 0.
+  specials[4] = 0;
+  specials[11] = 18;
+  CHECK(input_error_of([&] { gpu->decode(HostTensor::from_i64({3, 4}, specials).view()); }) ==
+        "codes[2][3] = 18 is outside [0, 16) and not BOC (16) or EOC (17)");
   // A longer decode after a short one (buffers re-sized), then the short one again: same samples.
   std::mt19937 rng(3);
   std::uniform_int_distribution<std::int64_t> pick(0, 15);

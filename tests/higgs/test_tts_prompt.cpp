@@ -110,7 +110,7 @@ TEST_CASE("tts prompt: errors", "[higgs][tts]") {
   auto bad = ref(2, 8);
   bad[1][4] = 1024;  // BOC is not a code
   CHECK_THROWS_WITH(build_tts_prompt(mock(kAll), "a", "", bad, 8, 1024, "voice.json"),
-                    Catch::Matchers::Contains("voice.json: code [1][4] = 1024 is outside [0, 1024)"));
+                    Catch::Matchers::Contains("voice.json: codes[1][4] = 1024 is outside [0, 1024)"));
 }
 
 }  // namespace zoo::higgs

@@ -232,7 +232,7 @@ TEST_CASE("higgs tts: synthesize on the tiny fixture", "[higgs][tts]") {
 
   request.reference_codes = {{1, 2, 3, 64}};
   request.reference_label = "voice.json";
-  CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::StartsWith("voice.json: code [0][3]"));
+  CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::StartsWith("voice.json: codes[0][3]"));
   request.reference_codes.clear();
   request.max_steps = 5000;  // the fixture's context is 4096 positions
   CHECK_THAT(input_error_of([&] { model.synthesize(request); }), Catch::Matchers::Contains("exceed the context"));

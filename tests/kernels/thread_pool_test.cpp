@@ -1,5 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -128,4 +137,50 @@ TEST_CASE("ThreadPool serves several outside threads at once", "[kernels][thread
   }
   for (auto& t : callers) t.join();
   CHECK(failures == 0);
+}
+
+// Issue: a worker that could not be started (std::thread throwing) left the started ones joinable
+// in a half-built pool, which ends the process (or hung it). The failure is made real in a child
+// process: its address space is capped just above what it uses, so thread stacks cannot be mapped.
+// RLIMIT_NPROC would not do: it does not bind root.
+TEST_CASE("ThreadPool: a worker thread that cannot start is a clear error, and the others are joined",
+          "[kernels][thread_pool]") {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    ::alarm(30);  // a hang is a failure (SIGALRM), not a stuck test run
+    long vm_kb = 0;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stol(line.substr(7));
+    const rlimit cap{static_cast<rlim_t>(vm_kb + 48 * 1024) * 1024, static_cast<rlim_t>(vm_kb + 48 * 1024) * 1024};
+    if (vm_kb == 0 || ::setrlimit(RLIMIT_AS, &cap) != 0) ::_exit(3);
+    std::string message = "no error";
+    int code = 1;
+    try {
+      ThreadPool pool(256);  // 255 stacks of megabytes each: far past the cap
+    } catch (const std::system_error& e) {
+      message = e.what();
+      code = 0;
+    } catch (const std::exception& e) {
+      message = std::string("not a system_error: ") + e.what();
+    }
+    if (::write(pipe_fds[1], message.data(), message.size()) < 0) code = 4;
+    ::_exit(code);
+  }
+  ::close(pipe_fds[1]);
+  std::string message;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) message.append(buffer, static_cast<std::size_t>(n));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("child message: " << message);
+  REQUIRE(WIFEXITED(status));  // not killed: no std::terminate, no hang
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THAT(message, Catch::Matchers::StartsWith("cannot start CPU worker thread ") &&
+                          Catch::Matchers::Contains(" of 256 (ask for fewer: -t N or ZOO_NUM_THREADS=N): "));
 }

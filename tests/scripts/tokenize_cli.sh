@@ -76,4 +76,15 @@ yes '"a"' | timeout -k 5 60 "$ZOO" tokenize model --input - > /dev/null 2> err
 rc=$?
 [[ $rc -eq 2 ]] && grep -qF "<stdin>: more than the 256 MiB limit" err || fail "endless stdin: exit $rc: $(head -c 300 err)"
 
+# A syntax error says where, never what was read: a secret pasted into the input stays unprinted.
+printf '"ok"\n"password=hunter2-SECRET\n' > secret.jsonl
+expect_error "secret.jsonl:2: not JSON (syntax error at byte 25 of the line)" model --input secret.jsonl
+grep -q "SECRET\|hunter2\|password" err && fail "the syntax error echoes the input: $(cat err)"
+[[ $(wc -l < err) -eq 1 ]] || fail "syntax error: not one line: $(cat err)"
+# --repeat keeps one timing a pass: 2000000000 is refused by name (it allocated 16 GB; the address-space
+# cap keeps a regression from eating this machine's memory).
+(ulimit -v 4000000; "$ZOO" tokenize model --input in.jsonl --repeat 2000000000 > /dev/null 2> err)
+rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--repeat" err || fail "--repeat 2000000000: exit $rc: $(cat err)"
+
 [[ $failures -eq 0 ]] && echo "tokenize_cli: all passed" || { echo "$failures failure(s)"; exit 1; }

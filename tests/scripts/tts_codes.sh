@@ -22,6 +22,13 @@ grep -q "7 frames -> 210 samples" "$TMP/err" || fail "progress line: $(cat "$TMP
 size=$(stat -c %s "$TMP/a.wav")
 [[ $size -eq 464 ]] || fail "a.wav has $size bytes, expected 464 (44 + 210 x 2)"
 ls -A "$TMP" | grep -q '\.tmp$' && fail "temporary file left behind"
+# The tiny codec's random weights overshoot full scale: the saturated samples are counted, on
+# one line, with --quiet too (a fault of the output, not progress).
+grep -qE '^tts: warning: [1-9][0-9]* of 210 samples were past full scale \[-1, 1\] and clipped -> ' "$TMP/err" ||
+  fail "no clipping count: $(cat "$TMP/err")"
+"$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/q.wav" -q 2>"$TMP/err" || fail "-q: rc $?"
+[[ $(wc -l <"$TMP/err") -eq 1 ]] && grep -q 'samples were past full scale' "$TMP/err" ||
+  fail "-q: not just the clipping line: $(cat "$TMP/err")"
 
 # Same codes as a plain array: same file, byte for byte (decoding is deterministic).
 python_free_array=$(sed -e 's/^{"codes": //' -e 's/}$//' "$FIX/codes.json")
@@ -64,6 +71,9 @@ echo '{"codes": [[1, 2, 3]]}' >"$TMP/three.json"
 expect2 "$TMP/three.json: frames have 3 codes, expected 4" "$CFG" --codes "$TMP/three.json" --out "$TMP/x.wav"
 echo '{"codes": [[1, 2, 3, -4]]}' >"$TMP/neg.json"
 expect2 "$TMP/neg.json: codes[0][3] = -4 is negative" "$CFG" --codes "$TMP/neg.json" --out "$TMP/x.wav"
+# BOC (16) and EOC (17) decode as code 0; anything past them is no code, never silently 0.
+echo '{"codes": [[1, 2, 16, 18]]}' >"$TMP/past.json"
+expect2 "$TMP/past.json: codes[0][3] = 18 is outside [0, 16) and not BOC (16) or EOC (17)" "$CFG" --codes "$TMP/past.json" --out "$TMP/x.wav"
 echo '{"codes": []}' >"$TMP/empty.json"
 expect2 "$TMP/empty.json: no code frames" "$CFG" --codes "$TMP/empty.json" --out "$TMP/x.wav"
 expect2 "holds no codec decoder" "$SRC/configs/higgs-tiny.yaml" --codes "$FIX/codes.json" --out "$TMP/x.wav"

@@ -42,10 +42,18 @@ vals = struct.unpack(f"<{len(a) * 4}q", raw[8 + n:8 + n + len(a) * 32])
 assert [list(vals[i:i + 4]) for i in range(0, len(vals), 4)] == a
 PY
 # The frames just made decode to a sound file of samples-per-frame x frames (the codec fixture: 30
-# samples per frame, 16 codes per codebook: larger codes become 0), the same file twice.
+# samples per frame), the same file twice. The codec has 16 codes per codebook, this model 64: its
+# frames as they are hold codes the codec does not have, an error (they were decoded as code 0);
+# folded into 16 they decode.
 CODEC=$SRC/configs/higgs-tiny-codec.yaml
-"$ZOO" tts "$CODEC" -q --codes "$TMP/a.json" --out "$TMP/a.wav" || fail "decode a.json"
-"$ZOO" tts "$CODEC" -q --codes "$TMP/b.json" --out "$TMP/b.wav" || fail "decode b.json"
+"$ZOO" tts "$CODEC" -q --codes "$TMP/a.json" --out "$TMP/a.wav" 2>"$TMP/err" && fail "64-code frames decoded by a 16-code codec"
+grep -q "a.json: codes\[[0-9]*\]\[[0-9]*\] = [0-9]* is outside \[0, 16) and not BOC (16) or EOC (17)" "$TMP/err" ||
+  fail "64-code frames: $(cat "$TMP/err")"
+for f in a b; do
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["codes"] = [[c % 16 for c in r] for r in d["codes"]]; json.dump(d, open(sys.argv[1], "w"))' "$TMP/$f.json"
+done
+"$ZOO" tts "$CODEC" -q --codes "$TMP/a.json" --out "$TMP/a.wav" 2>/dev/null || fail "decode a.json"
+"$ZOO" tts "$CODEC" -q --codes "$TMP/b.json" --out "$TMP/b.wav" 2>/dev/null || fail "decode b.json"
 cmp -s "$TMP/a.wav" "$TMP/b.wav" || fail "same codes, different sound files"
 python3 - "$TMP" <<'PY' || status=1
 import json, sys, wave
@@ -73,7 +81,7 @@ expect_error() {
 echo '[[1, 2, 3]]' > "$TMP/short.json"
 echo '[[1, 2, 3, 64]]' > "$TMP/big.json"
 expect_error "short.json: frame 0 has 3 codes" --text hi --ref-codes "$TMP/short.json" --codes-out "$TMP/x.json"
-expect_error "big.json: code [0][3] = 64" --text hi --ref-codes "$TMP/big.json" --codes-out "$TMP/x.json"
+expect_error "big.json: codes[0][3] = 64" --text hi --ref-codes "$TMP/big.json" --codes-out "$TMP/x.json"
 expect_error "no.json: no such file" --text hi --ref-codes "$TMP/no.json" --codes-out "$TMP/x.json"
 expect_error "raise --max-frames" --text hi --max-frames 2 --codes-out "$TMP/x.json"
 expect_error "exceed the context" --text hi --max-frames 5000 --codes-out "$TMP/x.json"

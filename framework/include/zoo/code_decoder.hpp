@@ -21,7 +21,9 @@ class CodeDecoder {
  public:
   virtual ~CodeDecoder() = default;
   virtual std::int64_t num_codebooks() const = 0;      // columns of a code frame
-  virtual std::int64_t codebook_size() const = 0;      // codes >= this are mapped to 0 before decoding
+  // Codes are [0, codebook_size()); the next two values (BOC, EOC) decode as 0; anything else is
+  // an InputError from decode().
+  virtual std::int64_t codebook_size() const = 0;
   virtual std::int64_t samples_per_frame() const = 0;
   virtual int sample_rate() const = 0;
   virtual std::string summary() const = 0;  // one line for humans: geometry as derived

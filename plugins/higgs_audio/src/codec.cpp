@@ -55,10 +55,20 @@ std::uint64_t available_host_memory() {
 
 }  // namespace
 
-void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t K) {
+std::string code_problem(std::int64_t value, std::int64_t t, std::int64_t q, std::int64_t codebook_size,
+                         bool boc_eoc) {
+  if (value < 0) return fmt::format("codes[{}][{}] = {} is negative", t, q, value);
+  if (value < codebook_size + (boc_eoc ? 2 : 0)) return {};
+  if (!boc_eoc) return fmt::format("codes[{}][{}] = {} is outside [0, {})", t, q, value, codebook_size);
+  return fmt::format("codes[{}][{}] = {} is outside [0, {}) and not BOC ({}) or EOC ({})", t, q, value, codebook_size,
+                     codebook_size, codebook_size + 1);
+}
+
+void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t K, std::int64_t codebook_size) {
   if (frames < 1) throw InputError("codec: no code frames to decode");
   for (std::int64_t i = 0; i < frames * K; ++i)
-    if (codes[i] < 0) throw InputError(fmt::format("codes[{}][{}] = {} is negative", i / K, i % K, codes[i]));
+    if (std::string problem = code_problem(codes[i], i / K, i % K, codebook_size, true); !problem.empty())
+      throw InputError(problem);
 }
 
 std::int64_t CodecGeometry::samples_per_frame() const {
@@ -382,7 +392,7 @@ std::vector<float> Codec::decode(const std::int64_t* codes, std::int64_t frames,
   const CodecGeometry& g = geometry_;
   const std::int64_t K = g.num_quantizers;
 
-  // RVQ: sum over quantizers of project_out(embed[code]); codes >= codebook_size (BOC/EOC) -> 0.
+  // RVQ: sum over quantizers of project_out(embed[code]); BOC/EOC (checked, past the codes) -> 0.
   std::vector<float> x(static_cast<std::size_t>(frames * g.latent), 0.0f);
   for (std::int64_t t = 0; t < frames; ++t)
     for (std::int64_t q = 0; q < K; ++q) {
@@ -468,7 +478,7 @@ class HiggsCodeDecoder : public CodeDecoder {
       std::copy_n(codes.as<std::int32_t>(), values.size(), values.begin());
     }
     const std::int64_t frames = codes.shape[0];
-    check_codes(values.data(), frames, K);
+    check_codes(values.data(), frames, K, codebook_size());
     // Long sequences go in pieces (kDecodePieceFrames), so memory stays at one piece's; a run with
     // a hook decodes whole, as its taps are of the whole sequence.
     const std::int64_t piece = hook ? frames : kDecodePieceFrames;

@@ -83,8 +83,8 @@ class Codec {
   void load();
   bool loaded() const { return loaded_; }
   // codes [frames, num_quantizers], row-major, already checked by check_codes (the CodeDecoder
-  // checks a whole sequence once, before its pieces); codes >= codebook_size map to 0 (the
-  // reference's cleanup of BOC/EOC).
+  // checks a whole sequence once, before its pieces); BOC and EOC map to 0 (the reference's
+  // cleanup).
   std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook = nullptr) const;
   // The loaded float32 weights (what a device backend uploads), and a way to drop them after.
   const CodecWeights& weights() const { return w_; }
@@ -105,8 +105,16 @@ class Codec {
   CodecWeights w_;
 };
 
-// InputError for an empty code sequence or a negative code ("codes[t][q] = v is negative").
-void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t num_quantizers);
+// What is wrong with code `value` at [t][q] of a user's frames, empty when nothing: a code is in
+// [0, codebook_size); with `boc_eoc` also BOC (codebook_size) or EOC (codebook_size + 1), which
+// the decoder maps to 0 (what generated frames may hold). Anything past them is an error, never
+// silently code 0. The one rule for `zoo tts --codes` and `--ref-codes`.
+std::string code_problem(std::int64_t value, std::int64_t t, std::int64_t q, std::int64_t codebook_size,
+                         bool boc_eoc);
+
+// InputError for an empty code sequence or a code code_problem (with BOC/EOC) refuses.
+void check_codes(const std::int64_t* codes, std::int64_t frames, std::int64_t num_quantizers,
+                 std::int64_t codebook_size);
 
 // InputError when decoding `frames` at once would need more than `available_bytes` of working
 // memory (working_bytes_per_frame), rather than an allocation that fails or swaps half-way: names

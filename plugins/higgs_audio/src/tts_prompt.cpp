@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "codec.hpp"
 #include "delay_pattern.hpp"
 #include "zoo/error.hpp"
 
@@ -29,9 +30,12 @@ TtsPrompt build_tts_prompt(const TextTokens& tokens, std::string_view text, std:
     if (static_cast<std::int64_t>(ref_codes[t].size()) != num_codebooks)
       throw InputError(fmt::format("{}: frame {} has {} codes, the model has {} codebooks", ref_label, t,
                                    ref_codes[t].size(), num_codebooks));
-    for (std::size_t c = 0; c < ref_codes[t].size(); ++c)
-      if (ref_codes[t][c] < 0 || ref_codes[t][c] >= codes)
-        throw InputError(fmt::format("{}: code [{}][{}] = {} is outside [0, {})", ref_label, t, c, ref_codes[t][c], codes));
+    for (std::size_t c = 0; c < ref_codes[t].size(); ++c) {
+      // Reference frames are real codes: BOC/EOC are placed by the delay pattern, never given.
+      const std::string problem = code_problem(ref_codes[t][c], static_cast<std::int64_t>(t),
+                                               static_cast<std::int64_t>(c), codes, false);
+      if (!problem.empty()) throw InputError(fmt::format("{}: {}", ref_label, problem));
+    }
   }
   const std::int64_t tts = required_token(tokens, "<|tts|>", "it starts every TTS prompt");
   const std::int64_t text_tag = required_token(tokens, "<|text|>", "it opens the text to speak");

@@ -12,7 +12,10 @@ namespace zoo::kernels {
 // ran; the calling thread takes part. Nested calls run serially on the caller.
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads = 0);  // 0: ZOO_NUM_THREADS or the hardware concurrency
+  // 0: ZOO_NUM_THREADS or the hardware concurrency. A worker that cannot be started (no memory
+  // for its stack, a thread limit) is an error naming how many were asked for, after the ones
+  // already started are joined.
+  explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -25,6 +28,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void stop_workers();
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
