@@ -241,12 +241,18 @@ RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::
   // the scaling under rope_scaling. A null flat value means "see the nested one".
   const nlohmann::json* rope = nullptr;
   std::string where;
-  for (const char* key : {"rope_parameters", "rope_scaling"})
-    if (config.contains(key) && config.at(key).is_object()) {
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!present(config, key)) continue;
+    // Of another type it is a config we cannot read, not one without scaling.
+    if (!config.at(key).is_object())
+      throw InputError(fmt::format("{}: {} must be an object (or null), got {}", label, key, config.at(key).type_name()));
+    if (!rope) {
       rope = &config.at(key);
       where = key;
-      break;
+    } else if (*rope != config.at(key)) {  // which one transformers honours differs by version
+      throw InputError(fmt::format("{}: rope_parameters and rope_scaling disagree; keep one of them", label));
     }
+  }
   RopeParameters p;
   if (rope) p.type = rope_type(*rope);
   // Transformers 5 keeps the rotary fraction with the other RoPE settings, whatever the type.

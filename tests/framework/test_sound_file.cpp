@@ -116,7 +116,7 @@ TEST_CASE("sound files: the bytes are the format the extension names", "[framewo
   CHECK_THROWS_WITH(write_sound_file(dir / "a.opus", tone(10), 22050), Contains("Opus cannot store"));
 }
 
-TEST_CASE("sound files: a replaced file keeps its mode; a planted temporary name is not followed", "[framework][sound]") {
+TEST_CASE("sound files: a replaced file keeps its mode, a planted temporary name is not followed", "[framework][sound]") {
   // Before: the writer created .NAME.PID.tmp with O_TRUNC, following a symlink planted there (the
   // write went wherever it pointed), and the rename widened a 0600 file to 0644.
   TempDir dir;

@@ -96,6 +96,13 @@ const std::vector<Row>& rows() {
       {"rope_theta", {{"rope_theta", 10000.0}}, Expect::different},
       {"rope_scaling", {{"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}}, Expect::different},
       {"rope_scaling", {{"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}}}, Expect::refused, "dynamic"},
+      // Of another type, or disagreeing with rope_parameters, they were once silently skipped.
+      {"rope_scaling", {{"rope_scaling", 5}}, Expect::refused, "rope_scaling must be an object"},
+      {"rope_parameters", {{"rope_parameters", json::array({1})}}, Expect::refused, "rope_parameters must be an object"},
+      {"rope_parameters",
+       {{"rope_parameters", {{"rope_type", "default"}}}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}},
+       Expect::refused,
+       "rope_parameters and rope_scaling disagree"},
       {"rope_parameters",
        {{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}}}},
        Expect::different},
