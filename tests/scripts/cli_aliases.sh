@@ -8,9 +8,6 @@ Q=$SRC/configs/qwen3-tiny.yaml
 QDIR=$FIX/qwen3-tiny
 REQ=$QDIR/request.json
 
-has() { grep -qF -- "$2" "$TMP/$1" || fail "$1 lacks '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
-lacks() { grep -qF -- "$2" "$TMP/$1" && fail "$1 has '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
-rc() { ((RC == $1)) || fail "exit $RC, expected $1: $(head -c 1500 "$TMP/err")"; }
 H=$SRC/configs/higgs-tiny.yaml
 
 # --- llama-cli spellings (and llama-bench's for bench) ----------------------------------------

@@ -10,9 +10,6 @@ Q=$SRC/configs/qwen3-tiny.yaml
 QDIR=$FIX/qwen3-tiny
 REQ=$QDIR/request.json
 
-has() { grep -qF -- "$2" "$TMP/$1" || fail "$1 lacks '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
-lacks() { grep -qF -- "$2" "$TMP/$1" && fail "$1 has '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
-rc() { ((RC == $1)) || fail "exit $RC, expected $1: $(head -c 1500 "$TMP/err")"; }
 U64_MAX=18446744073709551615
 # The seed of the last run's "generate: temperature ..., seed N" (or "tts: ...") line.
 seed() { sed -nE 's/^(generate|tts): temperature .*, seed ([0-9]+).*/\2/p' "$TMP/err"; }

@@ -28,3 +28,9 @@ run() {
   "$ZOO" "$@" >"$TMP/out" 2>"$TMP/err"
   RC=$?
 }
+
+# After `run`: has/lacks STREAM TEXT (STREAM: out or err) check the captured output for a fixed
+# string; rc CODE checks the exit code. Each counts a failure naming the current case.
+has() { grep -qF -- "$2" "$TMP/$1" || fail "$1 lacks '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
+lacks() { grep -qF -- "$2" "$TMP/$1" && fail "$1 has '$2':"$'\n'"$(head -c 1500 "$TMP/$1")"; }
+rc() { ((RC == $1)) || fail "exit $RC, expected $1: $(head -c 1500 "$TMP/err")"; }
