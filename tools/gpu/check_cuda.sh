@@ -16,6 +16,12 @@ shift
 phases=" ${*:-build goldens ctest prehopper memcheck sm80} "
 want() { [[ $phases == *" $1 "* ]]; }
 mkdir -p "$out"
+# Every CUDA test of build tree $1 with the pre-Hopper paths forced: test_cuda whole, and the
+# [cuda] cases of the test binaries that hold some.
+pre_hopper_cuda_tests() {
+  ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_cuda && ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_higgs "[cuda]" &&
+    ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_llama "[cuda]"
+}
 log() { echo "[$(date +%T)] $*" | tee -a "$out/check.log"; }
 prefix=/opt/zoo-deps
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -50,10 +56,7 @@ fi
 
 if want prehopper; then
 log "CUDA tests with the pre-Hopper paths forced (ZOO_CUDA_PRE_HOPPER=1)"
-{
-  ZOO_CUDA_PRE_HOPPER=1 build-gpu/bin/test_cuda && ZOO_CUDA_PRE_HOPPER=1 build-gpu/bin/test_higgs "[cuda]" &&
-    ZOO_CUDA_PRE_HOPPER=1 build-gpu/bin/test_llama "[cuda]"
-} > "$out/pre-hopper.log" 2>&1
+pre_hopper_cuda_tests build-gpu > "$out/pre-hopper.log" 2>&1
 log "pre-hopper rc=$?"
 grep -E "^(All tests passed|test cases:)" "$out/pre-hopper.log" | tee -a "$out/check.log"
 fi
@@ -70,10 +73,7 @@ if want sm80; then
 log "CUDA tests of a compute_80 PTX build (build-sm80), pre-Hopper paths"
 bash .gpu/build.sh .gpu/debs build-sm80 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=80-virtual \
   > "$out/sm80-build.log" 2>&1 || { log "sm80 build failed"; exit 1; }
-{
-  ZOO_CUDA_PRE_HOPPER=1 build-sm80/bin/test_cuda && ZOO_CUDA_PRE_HOPPER=1 build-sm80/bin/test_higgs "[cuda]" &&
-    ZOO_CUDA_PRE_HOPPER=1 build-sm80/bin/test_llama "[cuda]"
-} > "$out/sm80.log" 2>&1
+pre_hopper_cuda_tests build-sm80 > "$out/sm80.log" 2>&1
 log "sm80 rc=$?"
 grep -E "^(All tests passed|test cases:)" "$out/sm80.log" | tee -a "$out/check.log"
 fi
