@@ -20,6 +20,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "regex_work.hpp"
 #include "tokenizer_unicode.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
@@ -148,6 +149,12 @@ class Regex {
       pcre2_get_error_message(err, msg.data(), msg.size());
       throw InputError(fmt::format("{}: regex /{}/ does not compile at offset {}: {}", where, shown_, offset,
                                    reinterpret_cast<const char*>(msg.data())));
+    }
+    if (const auto what = tokenizer_detail::uncounted_construct(pattern); !what.empty()) {
+      pcre2_code_free(code_);
+      throw InputError(fmt::format("{}: regex /{}/ uses {}, whose work PCRE2's match limit does not count (a long "
+                                   "line would take quadratic time); Zoo refuses it",
+                                   where, shown_, what));
     }
     jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
   }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -275,4 +276,49 @@ TEST_CASE("tokenizer bounds: normalizers cannot grow text without bound", "[toke
   const auto h = write_json("replace-ok", ok);
   CHECK(Tokenizer::from_file(h).encode("a  a") == Ids{0, 1, 1, 0});
   for (const auto& p : {f, g, h}) fs::remove(p);
+}
+
+TEST_CASE("tokenizer bounds: regex work the match limit does not count is refused or stays linear",
+          "[tokenizer][bounds]") {
+  // PCRE2's match limit counts backtracking points, not characters scanned. A scan that is thrown
+  // away without leaving one (a possessive repeat, an atomic group, a repeat inside a look-around)
+  // costs the length of the run at every start position and nothing on the budget: quadratic time
+  // on one long line. Each pattern here is either refused when the file loads (naming the file and
+  // the construct) or encodes a line of 80,000 a's well within a second.
+  const std::vector<std::string> patterns = {
+      "a*+b|.",        "a++b|.",        "(?>a*)b|.",       "(*atomic:a*)b|.", "(?=a*)a|.",
+      "(?=a*c)|.",     "(?!a*+b)a|.",   "(?=(?:a|b)+c)|.", "(?=a{0,}c)|.",    "(*pla:a*c)|.",
+      "(a*)(?=(?1)b)|.", "a{1,}+b|.",   "(?=a{1,65535}c)|."};
+  for (const auto& pattern : patterns) {
+    INFO(pattern);
+    Json j = minimal({{"a", 0}, {"b", 1}, {"c", 2}});
+    j["pre_tokenizer"] = split(pattern);
+    const auto f = write_json("uncounted", j);
+    std::optional<Tokenizer> tok;
+    try {
+      tok.emplace(Tokenizer::from_file(f));
+    } catch (const zoo::InputError& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains(f.string()) && Catch::Contains("not count"));
+    }
+    if (tok) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        tok->encode(std::string(80000, 'a'));
+      } catch (const zoo::InputError& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains(f.string()));
+      }
+      CHECK(seconds_since(t0) < 1.0);
+    }
+    fs::remove(f);
+  }
+  // What real tokenizers use stays accepted: bounded look-arounds, lazy and bounded repeats.
+  for (const std::string pattern : {R"(\s+(?!\S)|\s+)", R"((?<=\s)\p{L}+|(?=\p{N})\p{N}{1,3}|.)", "a*?b|.",
+                                    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}]*[\p{Ll}\p{Lm}]+(?i:'s|'t)?|.)", R"(\(\*\+|.)"}) {
+    INFO(pattern);
+    Json j = minimal({{"a", 0}});
+    j["pre_tokenizer"] = split(pattern);
+    const auto f = write_json("counted", j);
+    CHECK_NOTHROW(Tokenizer::from_file(f));
+    fs::remove(f);
+  }
 }
