@@ -334,8 +334,12 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
       throw InputError(fmt::format("{}: field 'tie_word_embeddings' must be true or false", label));
     c.tie_word_embeddings = config.at("tie_word_embeddings").get<bool>();
   }
-  if (config.contains("max_position_embeddings") && config.at("max_position_embeddings").is_number_integer())
-    c.max_position_embeddings = config.at("max_position_embeddings").get<std::int64_t>();
+  if (present(config, "max_position_embeddings"))
+    c.max_position_embeddings =
+        bounded_int(config.at("max_position_embeddings"), "max_position_embeddings", kMaxPositions, label);
+  // A window that is switched off is still a window size: a nonsense one is a broken config.
+  if (present(config, "sliding_window"))
+    (void)bounded_int(config.at("sliding_window"), "sliding_window", kMaxPositions, label);
   c.rope = make_rope_table(read_hf_rope_parameters(config, label), c.head_dim, label);
   c.check(label);
   return c;

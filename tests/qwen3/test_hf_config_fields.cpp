@@ -333,3 +333,39 @@ TEST_CASE("hf config fields: every field of the reader's table has rows here tha
 }
 
 }  // namespace zoo::ptest
+
+namespace zoo::ptest {
+
+TEST_CASE("hf config fields: every field tried with -1, 0, 1e300 and 2^64 is refused by name or documented",
+          "[qwen3][hf_config]") {
+  // By class, not by case: each field of the table with each hostile number. The answer is one
+  // line naming config.json and the field, or the field's documented meaning: an ignored field
+  // leaves the logits bit-identical. No such value of a field that changes the math runs
+  // (max_position_embeddings and a switched-off sliding_window once took any).
+  const json base = load_hf_config(fixture_dir("qwen3-tiny"));
+  const Outcome fixture = open_with("qwen3-tiny", base);
+  REQUIRE(fixture.logits);
+  const std::vector<json> values = {-1, 0, 1e300, json::parse("18446744073709551616")};
+  for (const layers::HfField& field : layers::hf_config_fields()) {
+    for (const json& value : values) {
+      json config = base;
+      config[field.name] = value;
+      INFO("field " << field.name << " (" << layers::hf_field_use_name(field.use) << ") = " << value.dump());
+      const Outcome got = open_with("qwen3-tiny", config);
+      INFO("error: " << got.error << "\nlog: " << got.log);
+      if (!got.error.empty()) {
+        CHECK_THAT(got.error, Contains("config.json") && Contains(field.name));
+        CHECK(got.error.find('\n') == std::string::npos);
+        continue;
+      }
+      if (field.use == layers::HfFieldUse::ignored) {
+        REQUIRE(got.logits);
+        CHECK(same_logits(*got.logits, *fixture.logits));
+        continue;
+      }
+      FAIL_CHECK("a hostile value of a field that changes the math ran");
+    }
+  }
+}
+
+}  // namespace zoo::ptest
