@@ -105,12 +105,4 @@ std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& c) {
   return reqs;
 }
 
-std::vector<std::string> layer_stages(const DecoderSpec& c) {
-  std::vector<std::string> stages{"input_norm", "q_proj", "k_proj", "v_proj"};
-  if (c.qk_norm) stages.insert(stages.end(), {"q_norm", "k_norm"});
-  stages.insert(stages.end(), {"q_rope", "k_rope", "attn", "o_proj", "attn_residual", "post_attn_norm", "gate_proj",
-                               "up_proj", "act", "down_proj", "output"});
-  return stages;
-}
-
 }  // namespace zoo::layers

@@ -1,0 +1,127 @@
+#include "decoder_graph.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+
+namespace zoo::layers {
+namespace {
+
+// The per-layer values in the order a layer computes them: its tap stages.
+constexpr std::array kLayerValues = {Value::input_norm, Value::q_proj,    Value::k_proj,        Value::v_proj,
+                                     Value::q_norm,     Value::k_norm,    Value::q_rope,        Value::k_rope,
+                                     Value::attn,       Value::o_proj,    Value::attn_residual, Value::post_attn_norm,
+                                     Value::gate_proj,  Value::up_proj,   Value::act,           Value::down_proj,
+                                     Value::output};
+
+bool has_value(const DecoderSpec& spec, Value value) {
+  return spec.qk_norm || (value != Value::q_norm && value != Value::k_norm);
+}
+
+// Taps of one step: free when there is no hook.
+class Taps {
+ public:
+  Taps(DecoderOps& ops, DiagnosticHook* hook) : ops_(ops), hook_(hook) {}
+  bool on() const { return hook_ != nullptr; }
+  bool wants(const char* name) const { return hook_ && hook_->wants(name); }
+  void put(Value value) {
+    if (hook_ && hook_->wants(value_name(value))) ops_.tap(*hook_, value_name(value), value, -1);
+  }
+  void layer(std::int64_t l, std::initializer_list<Value> values) {
+    if (!hook_) return;
+    for (Value value : values) {
+      const std::string name = fmt::format("layer.{}.{}", l, value_name(value));
+      if (hook_->wants(name)) ops_.tap(*hook_, name, value, l);
+    }
+  }
+
+ private:
+  DecoderOps& ops_;
+  DiagnosticHook* hook_;
+};
+
+}  // namespace
+
+const char* value_name(Value value) {
+  switch (value) {
+    case Value::embed: return "embed";
+    case Value::input_norm: return "input_norm";
+    case Value::q_proj: return "q_proj";
+    case Value::k_proj: return "k_proj";
+    case Value::v_proj: return "v_proj";
+    case Value::q_norm: return "q_norm";
+    case Value::k_norm: return "k_norm";
+    case Value::q_rope: return "q_rope";
+    case Value::k_rope: return "k_rope";
+    case Value::attn: return "attn";
+    case Value::o_proj: return "o_proj";
+    case Value::attn_residual: return "attn_residual";
+    case Value::post_attn_norm: return "post_attn_norm";
+    case Value::gate_proj: return "gate_proj";
+    case Value::up_proj: return "up_proj";
+    case Value::act: return "act";
+    case Value::down_proj: return "down_proj";
+    case Value::output: return "output";
+    case Value::final_norm: return "final_norm";
+    case Value::logits: return "logits";
+  }
+  return "?";
+}
+
+std::vector<std::string> layer_stages(const DecoderSpec& spec) {
+  std::vector<std::string> stages;
+  for (Value value : kLayerValues)
+    if (has_value(spec, value)) stages.emplace_back(value_name(value));
+  return stages;
+}
+
+void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t tokens, const GraphOutputs& outputs,
+                       DiagnosticHook* hook) {
+  Taps taps(ops, hook);
+  ops.embed();
+  taps.put(Value::embed);
+  ops.input_norm();
+  for (std::int64_t l = 0; l < spec.num_layers; ++l) {
+    taps.layer(l, {Value::input_norm});
+    ops.qkv(l);
+    taps.layer(l, {Value::q_proj, Value::k_proj, Value::v_proj});
+    ops.qk_norm_rope_cache(l, taps.on() && spec.qk_norm);
+    if (spec.qk_norm) taps.layer(l, {Value::q_norm, Value::k_norm});
+    taps.layer(l, {Value::q_rope, Value::k_rope});
+    ops.attention(l);
+    taps.layer(l, {Value::attn});
+    ops.o_proj(l);
+    taps.layer(l, {Value::o_proj});
+    ops.add_norm(l, NextNorm::post_attention);
+    taps.layer(l, {Value::attn_residual, Value::post_attn_norm});
+    if (taps.on()) {
+      ops.gate_up(l);
+      taps.layer(l, {Value::gate_proj, Value::up_proj});
+      ops.act();
+    } else {
+      ops.gate_up_act(l);
+    }
+    taps.layer(l, {Value::act});
+    ops.down(l);
+    taps.layer(l, {Value::down_proj});
+    ops.add_norm(l, NextNorm::next_input);
+    taps.layer(l, {Value::output});
+  }
+  taps.put(Value::final_norm);
+  // The returned rows get their own product even when the tap computed all of them: a matmul
+  // sums in a different order for different row counts, and a hook must not change results.
+  if (taps.wants("logits")) {
+    ops.logits(tokens);
+    taps.put(Value::logits);
+  }
+  if (outputs.logits) {
+    ops.logits(outputs.rows);
+    if (outputs.sample) ops.sample(outputs.rows - 1);
+  }
+  if (outputs.head_table >= 0) {
+    ops.head(outputs.head_table, outputs.rows);
+    if (outputs.head_sample) ops.sample_head(outputs.head_table, outputs.rows - 1);
+  }
+}
+
+}  // namespace zoo::layers

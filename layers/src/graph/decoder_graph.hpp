@@ -1,0 +1,68 @@
+#pragma once
+// The dense decoder's forward step, written once: the order of ops and the tap points a step
+// emits, over a small interface each backend implements (CPU float32 in decoder_cpu.cpp, CUDA bf16
+// in cuda/decoder_cuda.cpp). A backend owns its buffers and weights and decides how an op runs
+// (which kernels, which fusions); it never decides what runs in which order, nor which taps.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zoo/diagnostic_hook.hpp"
+#include "zoo/layers/decoder.hpp"
+
+namespace zoo::layers {
+
+// A value the graph names: what a tap records (DESIGN.md tap names) and what a backend must be
+// able to show at the moment the graph taps it.
+enum class Value {
+  embed, input_norm, q_proj, k_proj, v_proj, q_norm, k_norm, q_rope, k_rope, attn, o_proj, attn_residual,
+  post_attn_norm, gate_proj, up_proj, act, down_proj, output, final_norm, logits
+};
+const char* value_name(Value value);
+
+// The norm that follows a residual add: the layer's post-attention norm, or the next layer's
+// input norm (the final norm after the last layer).
+enum class NextNorm { post_attention, next_input };
+
+// What a step computes after the layers, on the last `rows` positions.
+struct GraphOutputs {
+  std::int64_t rows = 1;
+  bool logits = true;
+  bool sample = false;       // pick a token from the last logits row on the device
+  int head_table = -1;       // a row table as a head, -1: none
+  bool head_sample = false;  // pick one id per segment of the head's last row on the device
+};
+
+// The ops of one step over the backend's current step (its tokens, positions, cache). `x` is the
+// normed hidden state, `h` the residual stream, `proj` an attention or MLP output.
+class DecoderOps {
+ public:
+  virtual ~DecoderOps() = default;
+  virtual void embed() = 0;       // h = token rows, then override rows and summed table rows
+  virtual void input_norm() = 0;  // x = rms_norm(h) with layer 0's input norm
+  virtual void qkv(std::int64_t layer) = 0;
+  // q/k per-head norm (when the spec has it; its results kept for taps when keep_normed), RoPE
+  // on q and k, k and v written into the cache.
+  virtual void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) = 0;
+  virtual void attention(std::int64_t layer) = 0;  // causal GQA attention over the cache
+  virtual void o_proj(std::int64_t layer) = 0;
+  virtual void add_norm(std::int64_t layer, NextNorm next) = 0;  // h += proj; x = rms_norm(h)
+  virtual void gate_up(std::int64_t layer) = 0;
+  virtual void act() = 0;                        // act = silu(gate) * up
+  virtual void gate_up_act(std::int64_t layer) = 0;  // both, fused where the backend can: no taps
+  virtual void down(std::int64_t layer) = 0;
+  virtual void logits(std::int64_t rows) = 0;  // the head on the last `rows` rows of x
+  virtual void sample(std::int64_t row) = 0;
+  virtual void head(int table, std::int64_t rows) = 0;
+  virtual void sample_head(int table, std::int64_t row) = 0;
+  // Records `value` (of `layer`, for per-layer values) under `name`; called only when the hook
+  // wants the name.
+  virtual void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) = 0;
+};
+
+// One forward step of `tokens` positions: embedding, the layers, the final norm, the head and
+// the outputs asked for, emitting every tap point the hook wants.
+void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t tokens, const GraphOutputs& outputs,
+                       DiagnosticHook* hook);
+
+}  // namespace zoo::layers
