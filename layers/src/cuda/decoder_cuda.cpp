@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "../decoder_backend.hpp"
+#include "../graph/decoder_graph.hpp"
 #include "zoo/error.hpp"
 #include "zoo/exclusive_use.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
@@ -171,7 +172,7 @@ class OpProfile {
 
 class CudaBackend;
 
-class CudaSession : public Session {
+class CudaSession : public Session, private DecoderOps {
  public:
   explicit CudaSession(std::shared_ptr<CudaBackend> backend);
   std::int64_t position() const override { return pos_; }
@@ -183,21 +184,35 @@ class CudaSession : public Session {
     std::int64_t tokens = 0;
     cu::DeviceBuffer h, x, qkv, q, attn, tmp, gate_up, act, q_normed, k_normed;
   };
+  // ---- DecoderOps: the ops of the step in flight (step_, T_, variant_), on the backend's stream ----
+  void embed() override;
+  void input_norm() override;
+  void qkv(std::int64_t layer) override;
+  void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) override;
+  void attention(std::int64_t layer) override;
+  void o_proj(std::int64_t layer) override;
+  void add_norm(std::int64_t layer, NextNorm next) override;
+  void gate_up(std::int64_t layer) override;
+  void act() override;
+  void gate_up_act(std::int64_t layer) override;
+  void down(std::int64_t layer) override;
+  void logits(std::int64_t rows) override;
+  void sample(std::int64_t row) override;
+  void head(int table, std::int64_t rows) override;
+  void sample_head(int table, std::int64_t row) override;
+  void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) override;
+
   void ensure_activations(std::int64_t tokens);
-  void run_layers(std::int64_t T, DiagnosticHook* hook);
-  void tap(DiagnosticHook* hook, const std::string& name, const Bf16* src, std::int64_t rows, std::int64_t cols,
-           std::int64_t stride);
+  Bf16* k_cache(std::int64_t layer);
+  Bf16* v_cache(std::int64_t layer);
+  const Bf16* last_rows(std::int64_t rows) const { return a_.x.as<Bf16>() + (T_ - rows) * c_.hidden_size; }
   // Copies a [rows, cols] bf16 slice (row stride `stride` elements) to a float32 host tensor.
   HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
   void ensure_logits(std::int64_t rows);
-  void compute_logits(std::int64_t rows, const Bf16* x_rows);
   void ensure_head(std::int64_t elements);
-  void compute_head(int table, std::int64_t rows, const Bf16* x_rows);
   void ensure_table_ids(std::int64_t ids);
-  void sum_table_rows(int table, std::int64_t per_position, std::int64_t count);
-  void sample_token(cu::SampleMode mode, std::int64_t row);
-  void sample_head(int table, std::int64_t segments, std::int64_t row);
-  void run_decode_body(std::int64_t T, const StepVariant& v);
+  // The graph over the step, for `variant`'s outputs on the last `rows` rows: what a decode graph captures.
+  void run_graph(std::int64_t rows, const StepVariant& variant, DiagnosticHook* hook);
 
   std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
   CudaBackend& b_;
@@ -224,6 +239,11 @@ class CudaSession : public Session {
   std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
   std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
   OpProfile profile_;
+  // The step in flight, for the ops.
+  const ForwardStep* step_ = nullptr;
+  std::int64_t T_ = 0;
+  StepVariant variant_;
+  std::int64_t logits_computed_ = 0;  // rows of logits_dev_ the last logits() wrote
 };
 
 class CudaBackend : public DecoderBackend {
@@ -436,138 +456,235 @@ HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::in
   return out;
 }
 
-// Copies a tap to the host only when the hook wants it.
-void CudaSession::tap(DiagnosticHook* hook, const std::string& name, const Bf16* src, std::int64_t rows,
-                      std::int64_t cols, std::int64_t stride) {
-  if (hook->wants(name)) hook->record(name, download_f32(src, rows, cols, stride).view());
+Bf16* CudaSession::k_cache(std::int64_t layer) {
+  return k_cache_.as<Bf16>() + layer * b_.max_context_ * c_.kv_dim();
+}
+Bf16* CudaSession::v_cache(std::int64_t layer) {
+  return v_cache_.as<Bf16>() + layer * b_.max_context_ * c_.kv_dim();
 }
 
-void CudaSession::run_layers(std::int64_t T, DiagnosticHook* hook) {
+void CudaSession::embed() {
+  const ForwardStep& step = *step_;
+  cudaStream_t s = *b_.stream_;
+  const std::int64_t H = c_.hidden_size;
+  cu::embedding_gather(b_.w_.embed, c_.vocab_size, H, ids_dev_.as<std::int32_t>(), T_, a_.h.as<Bf16>(), s);
+  profile_.mark("embedding");
+  if (!step.override_positions.empty()) {  // never in a graph (not graphable)
+    const auto n = static_cast<std::int64_t>(step.override_positions.size());
+    std::vector<std::int32_t> positions(step.override_positions.begin(), step.override_positions.end());
+    override_pos_dev_ = cu::DeviceBuffer(positions.size() * 4);
+    override_pos_dev_.upload(positions.data(), positions.size() * 4);
+    override_rows_dev_ = cu::DeviceBuffer(step.override_rows.size() * sizeof(float));
+    override_rows_dev_.upload(step.override_rows.data(), step.override_rows.size() * sizeof(float));
+    cu::scatter_rows_f32(override_pos_dev_.as<std::int32_t>(), override_rows_dev_.as<float>(), n, H, a_.h.as<Bf16>(), s);
+  }
+  if (variant_.table >= 0) {
+    const DeviceTable& t = b_.tables_[static_cast<std::size_t>(variant_.table)];
+    cu::sum_table_rows(t.rows, t.count, H, table_ids_dev_.as<std::int32_t>(), variant_.per_position,
+                       table_pos_dev_.as<std::int32_t>(), static_cast<std::int64_t>(step.table_rows.positions.size()),
+                       a_.h.as<Bf16>(), s);
+    profile_.mark("table rows");
+  }
+}
+
+void CudaSession::input_norm() {
+  cu::rms_norm(a_.h.as<Bf16>(), b_.w_.layers[0].input_norm, a_.x.as<Bf16>(), T_, c_.hidden_size,
+               static_cast<float>(c_.rms_norm_eps), *b_.stream_);
+  profile_.mark("norm");
+}
+
+void CudaSession::qkv(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  // Biases go through the GEMM epilogue: one rounding of (x @ W^T + b), as torch does.
+  b_.gemm_->linear_bias(a_.x.as<Bf16>(), L.qkv, L.qkv_bias, a_.qkv.as<Bf16>(), T_, c_.q_dim() + 2 * c_.kv_dim(),
+                        c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm qkv");
+}
+
+void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkv_cols = qd + 2 * kvd;
+  auto* qkv = a_.qkv.as<Bf16>();
+  cu::QkNormRopeArgs rope;
+  rope.q = qkv;
+  rope.q_stride = qkv_cols;
+  rope.k = qkv + qd;
+  rope.k_stride = qkv_cols;
+  rope.v = qkv + qd + kvd;
+  rope.v_stride = qkv_cols;
+  rope.q_norm_weight = L.q_norm;
+  rope.k_norm_weight = L.k_norm;
+  rope.q_out = a_.q.as<Bf16>();
+  rope.k_cache = k_cache(l);
+  rope.v_cache = v_cache(l);
+  rope.q_normed = keep_normed ? a_.q_normed.as<Bf16>() : nullptr;
+  rope.k_normed = keep_normed ? a_.k_normed.as<Bf16>() : nullptr;
+  rope.positions = positions_dev_.as<std::int32_t>();
+  rope.tokens = T_;
+  rope.q_heads = static_cast<int>(c_.num_heads);
+  rope.kv_heads = static_cast<int>(c_.num_kv_heads);
+  rope.head_dim = static_cast<int>(c_.head_dim);
+  rope.eps = static_cast<float>(c_.rms_norm_eps);
+  rope.inv_freq = b_.w_.inv_freq;
+  rope.attention_scaling = c_.rope.attention_scaling;
+  cu::qk_norm_rope_cache(rope, *b_.stream_);
+  profile_.mark("qk norm+rope");
+}
+
+void CudaSession::attention(std::int64_t l) {
+  cudaStream_t s = *b_.stream_;
+  if (T_ <= kMaxDecodeTokens) {
+    cu::DecodeAttentionArgs d;
+    d.q = a_.q.as<Bf16>();
+    d.k_cache = k_cache(l);
+    d.v_cache = v_cache(l);
+    d.out = a_.attn.as<Bf16>();
+    d.q_tokens = static_cast<int>(T_);
+    d.kv_len = graph_kv_len_ > 0 ? graph_kv_len_ : pos_ + T_;
+    d.kv_len_device = graph_kv_len_ > 0 ? kv_len_dev_.as<std::int32_t>() : nullptr;
+    d.q_heads = static_cast<int>(c_.num_heads);
+    d.kv_heads = static_cast<int>(c_.num_kv_heads);
+    d.head_dim = static_cast<int>(c_.head_dim);
+    d.workspace = decode_workspace_.data();
+    d.workspace_bytes = decode_workspace_.size();
+    cu::attention_decode(d, s);
+  } else {
+    cu::PrefillAttentionArgs p;
+    p.q = a_.q.as<Bf16>();
+    p.k_cache = k_cache(l);
+    p.v_cache = v_cache(l);
+    p.out = a_.attn.as<Bf16>();
+    p.tokens = T_;
+    p.start = pos_;
+    p.q_heads = static_cast<int>(c_.num_heads);
+    p.kv_heads = static_cast<int>(c_.num_kv_heads);
+    p.head_dim = static_cast<int>(c_.head_dim);
+    b_.prefill_attention_->run(p, s);
+  }
+  profile_.mark("attention");
+}
+
+void CudaSession::o_proj(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  b_.gemm_->linear_bias(a_.attn.as<Bf16>(), L.o, L.o_bias, a_.tmp.as<Bf16>(), T_, c_.hidden_size, c_.q_dim(),
+                        *b_.stream_);
+  profile_.mark("gemm o");
+}
+
+// The residual add fused with the norm that follows it.
+void CudaSession::add_norm(std::int64_t l, NextNorm next) {
+  const Bf16* weight = next == NextNorm::post_attention ? b_.w_.layers[l].post_norm
+                       : l + 1 < c_.num_layers         ? b_.w_.layers[l + 1].input_norm
+                                                       : b_.w_.final_norm;
+  cu::add_rms_norm(a_.h.as<Bf16>(), a_.tmp.as<Bf16>(), weight, a_.x.as<Bf16>(), T_, c_.hidden_size,
+                   static_cast<float>(c_.rms_norm_eps), *b_.stream_);
+  profile_.mark("add+norm");
+}
+
+void CudaSession::gate_up(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  b_.gemm_->linear_bias(a_.x.as<Bf16>(), L.gate_up, L.gate_up_bias, a_.gate_up.as<Bf16>(), T_,
+                        2 * c_.intermediate_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm gate_up");
+}
+
+void CudaSession::act() {
+  cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
+  profile_.mark("silu*mul");
+}
+
+void CudaSession::gate_up_act(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  if (L.gate_up_bias) {
+    gate_up(l);
+    act();
+    return;
+  }
+  // One kernel at m = 1 (the projection is never stored), the two kernels otherwise.
+  b_.gemm_->linear_silu_mul(a_.x.as<Bf16>(), L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_,
+                            c_.intermediate_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm gate_up+silu");
+}
+
+void CudaSession::down(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  b_.gemm_->linear_bias(a_.act.as<Bf16>(), L.down, L.down_bias, a_.tmp.as<Bf16>(), T_, c_.hidden_size,
+                        c_.intermediate_size, *b_.stream_);
+  profile_.mark("gemm down");
+}
+
+void CudaSession::logits(std::int64_t rows) {
+  ensure_logits(rows);
+  b_.gemm_->linear(last_rows(rows), b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size,
+                   *b_.stream_);
+  logits_computed_ = rows;
+  profile_.mark("gemm head");
+}
+
+// Picks a token from logits row `row` on the device (sample_params_dev_ holds the request).
+void CudaSession::sample(std::int64_t row) {
+  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size,
+                 static_cast<cu::SampleMode>(variant_.sample - 1), sample_params_dev_.as<cu::SampleParams>(),
+                 sample_out_dev_.as<cu::SampleOutput>(), sample_workspace_.data(), sample_workspace_.size(),
+                 *b_.stream_);
+  profile_.mark("sample");
+}
+
+void CudaSession::head(int table, std::int64_t rows) {
+  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
+  ensure_head(rows * t.count);
+  b_.gemm_->linear(last_rows(rows), t.rows, head_dev_.as<float>(), rows, t.count, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm row table");
+}
+
+// Picks one id per segment of the head output's row `row` on the device (head_sample_dev_ holds
+// the request and its uniforms).
+void CudaSession::sample_head(int table, std::int64_t row) {
+  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
+  const std::int64_t segments = variant_.head_segments;
+  auto* base = head_sample_dev_.as<std::byte>();
+  cu::sample_segments(head_dev_.as<float>() + row * t.count, segments, t.count / segments,
+                      reinterpret_cast<const cu::SegmentSampleParams*>(base),
+                      reinterpret_cast<const double*>(base + kHeadSampleUOffset),
+                      reinterpret_cast<cu::SampleOutput*>(base + kHeadSampleOutOffset), *b_.stream_);
+  profile_.mark("sample head");
+}
+
+void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t l) {
   const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
   const std::int64_t qkv_cols = qd + 2 * kvd;
-  const float eps = static_cast<float>(c_.rms_norm_eps);
-  cudaStream_t s = *b_.stream_;
-  auto& g = *b_.gemm_;
-  auto* h = a_.h.as<Bf16>();
-  auto* x = a_.x.as<Bf16>();
-  auto* qkv = a_.qkv.as<Bf16>();
-  auto* tmp = a_.tmp.as<Bf16>();
-  auto* attn = a_.attn.as<Bf16>();
-  const std::size_t layer_cache = static_cast<std::size_t>(b_.max_context_ * kvd);
-  auto name = [](std::int64_t l, const char* stage) { return fmt::format("layer.{}.{}", l, stage); };
-
-  cu::rms_norm(h, b_.w_.layers[0].input_norm, x, T, H, eps, s);
-  profile_.mark("norm");
-  for (std::int64_t l = 0; l < c_.num_layers; ++l) {
-    const auto& L = b_.w_.layers[l];
-    Bf16* k_cache = k_cache_.as<Bf16>() + l * layer_cache;
-    Bf16* v_cache = v_cache_.as<Bf16>() + l * layer_cache;
-    if (hook) tap(hook, name(l, "input_norm"), x, T, H, H);
-    // Biases go through the GEMM epilogue: one rounding of (x @ W^T + b), as torch does.
-    g.linear_bias(x, L.qkv, L.qkv_bias, qkv, T, qkv_cols, H, s);
-    profile_.mark("gemm qkv");
-    if (hook) {
-      tap(hook, name(l, "q_proj"), qkv, T, qd, qkv_cols);
-      tap(hook, name(l, "k_proj"), qkv + qd, T, kvd, qkv_cols);
-      tap(hook, name(l, "v_proj"), qkv + qd + kvd, T, kvd, qkv_cols);
-    }
-    cu::QkNormRopeArgs rope;
-    rope.q = qkv;
-    rope.q_stride = qkv_cols;
-    rope.k = qkv + qd;
-    rope.k_stride = qkv_cols;
-    rope.v = qkv + qd + kvd;
-    rope.v_stride = qkv_cols;
-    rope.q_norm_weight = L.q_norm;
-    rope.k_norm_weight = L.k_norm;
-    rope.q_out = a_.q.as<Bf16>();
-    rope.k_cache = k_cache;
-    rope.v_cache = v_cache;
-    rope.q_normed = hook && c_.qk_norm ? a_.q_normed.as<Bf16>() : nullptr;
-    rope.k_normed = hook && c_.qk_norm ? a_.k_normed.as<Bf16>() : nullptr;
-    rope.positions = positions_dev_.as<std::int32_t>();
-    rope.tokens = T;
-    rope.q_heads = static_cast<int>(c_.num_heads);
-    rope.kv_heads = static_cast<int>(c_.num_kv_heads);
-    rope.head_dim = static_cast<int>(c_.head_dim);
-    rope.eps = eps;
-    rope.inv_freq = b_.w_.inv_freq;
-    rope.attention_scaling = c_.rope.attention_scaling;
-    cu::qk_norm_rope_cache(rope, s);
-    profile_.mark("qk norm+rope");
-    if (hook) {
-      if (c_.qk_norm) {
-        tap(hook, name(l, "q_norm"), a_.q_normed.as<Bf16>(), T, qd, qd);
-        tap(hook, name(l, "k_norm"), a_.k_normed.as<Bf16>(), T, kvd, kvd);
-      }
-      tap(hook, name(l, "q_rope"), a_.q.as<Bf16>(), T, qd, qd);
-      tap(hook, name(l, "k_rope"), k_cache + pos_ * kvd, T, kvd, kvd);
-    }
-    if (T <= kMaxDecodeTokens) {
-      cu::DecodeAttentionArgs d;
-      d.q = a_.q.as<Bf16>();
-      d.k_cache = k_cache;
-      d.v_cache = v_cache;
-      d.out = attn;
-      d.q_tokens = static_cast<int>(T);
-      d.kv_len = graph_kv_len_ > 0 ? graph_kv_len_ : pos_ + T;
-      d.kv_len_device = graph_kv_len_ > 0 ? kv_len_dev_.as<std::int32_t>() : nullptr;
-      d.q_heads = rope.q_heads;
-      d.kv_heads = rope.kv_heads;
-      d.head_dim = rope.head_dim;
-      d.workspace = decode_workspace_.data();
-      d.workspace_bytes = decode_workspace_.size();
-      cu::attention_decode(d, s);
-      profile_.mark("attention");
-    } else {
-      cu::PrefillAttentionArgs p;
-      p.q = a_.q.as<Bf16>();
-      p.k_cache = k_cache;
-      p.v_cache = v_cache;
-      p.out = attn;
-      p.tokens = T;
-      p.start = pos_;
-      p.q_heads = rope.q_heads;
-      p.kv_heads = rope.kv_heads;
-      p.head_dim = rope.head_dim;
-      b_.prefill_attention_->run(p, s);
-      profile_.mark("attention");
-    }
-    if (hook) tap(hook, name(l, "attn"), attn, T, qd, qd);
-    g.linear_bias(attn, L.o, L.o_bias, tmp, T, H, qd, s);
-    profile_.mark("gemm o");
-    if (hook) tap(hook, name(l, "o_proj"), tmp, T, H, H);
-    cu::add_rms_norm(h, tmp, L.post_norm, x, T, H, eps, s);
-    profile_.mark("add+norm");
-    if (hook) {
-      tap(hook, name(l, "attn_residual"), h, T, H, H);
-      tap(hook, name(l, "post_attn_norm"), x, T, H, H);
-    }
-    if (!hook && !L.gate_up_bias) {
-      // gate|up projection and SiLU-and-multiply: one kernel at m = 1 (the projection is never
-      // stored), the two kernels otherwise.
-      g.linear_silu_mul(x, L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, H, s);
-      profile_.mark("gemm gate_up+silu");
-    } else {
-      g.linear_bias(x, L.gate_up, L.gate_up_bias, a_.gate_up.as<Bf16>(), T, 2 * I, H, s);
-      profile_.mark("gemm gate_up");
-      if (hook) {
-        tap(hook, name(l, "gate_proj"), a_.gate_up.as<Bf16>(), T, I, 2 * I);
-        tap(hook, name(l, "up_proj"), a_.gate_up.as<Bf16>() + I, T, I, 2 * I);
-      }
-      cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T, I, s);
-      profile_.mark("silu*mul");
-    }
-    if (hook) tap(hook, name(l, "act"), a_.act.as<Bf16>(), T, I, I);
-    g.linear_bias(a_.act.as<Bf16>(), L.down, L.down_bias, tmp, T, H, I, s);
-    profile_.mark("gemm down");
-    if (hook) tap(hook, name(l, "down_proj"), tmp, T, H, H);
-    // The residual add fused with the next norm: the next layer's input norm, or the final norm.
-    const Bf16* next_norm = l + 1 < c_.num_layers ? b_.w_.layers[l + 1].input_norm : b_.w_.final_norm;
-    cu::add_rms_norm(h, tmp, next_norm, x, T, H, eps, s);
-    profile_.mark("add+norm");
-    if (hook) tap(hook, name(l, "output"), h, T, H, H);
+  if (value == Value::logits) {
+    HostTensor all(DType::F32, {logits_computed_, c_.vocab_size});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(all.data(), logits_dev_.data(), all.nbytes(), cudaMemcpyDeviceToHost, *b_.stream_));
+    b_.stream_->synchronize();
+    hook.record(name, all.view());
+    return;
   }
+  struct Where {
+    const Bf16* data;
+    std::int64_t cols, stride;
+  };
+  const Where w = [&]() -> Where {
+    switch (value) {
+      case Value::embed: case Value::attn_residual: case Value::output: return {a_.h.as<Bf16>(), H, H};
+      case Value::input_norm: case Value::post_attn_norm: case Value::final_norm: return {a_.x.as<Bf16>(), H, H};
+      case Value::q_proj: return {a_.qkv.as<Bf16>(), qd, qkv_cols};
+      case Value::k_proj: return {a_.qkv.as<Bf16>() + qd, kvd, qkv_cols};
+      case Value::v_proj: return {a_.qkv.as<Bf16>() + qd + kvd, kvd, qkv_cols};
+      case Value::q_norm: return {a_.q_normed.as<Bf16>(), qd, qd};
+      case Value::k_norm: return {a_.k_normed.as<Bf16>(), kvd, kvd};
+      case Value::q_rope: return {a_.q.as<Bf16>(), qd, qd};
+      case Value::k_rope: return {k_cache(l) + pos_ * kvd, kvd, kvd};
+      case Value::attn: return {a_.attn.as<Bf16>(), qd, qd};
+      case Value::o_proj: case Value::down_proj: return {a_.tmp.as<Bf16>(), H, H};
+      case Value::gate_proj: return {a_.gate_up.as<Bf16>(), I, 2 * I};
+      case Value::up_proj: return {a_.gate_up.as<Bf16>() + I, I, 2 * I};
+      case Value::act: return {a_.act.as<Bf16>(), I, I};
+      case Value::logits: break;
+    }
+    return {nullptr, 0, 0};
+  }();
+  hook.record(name, download_f32(w.data, T_, w.cols, w.stride).view());
 }
 
 void CudaSession::ensure_logits(std::int64_t rows) {
@@ -578,24 +695,11 @@ void CudaSession::ensure_logits(std::int64_t rows) {
   b_.note_memory();
 }
 
-void CudaSession::compute_logits(std::int64_t rows, const Bf16* x_rows) {
-  ensure_logits(rows);
-  b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size, *b_.stream_);
-  profile_.mark("gemm head");
-}
-
 void CudaSession::ensure_head(std::int64_t elements) {
   if (head_elements_ >= elements) return;
   head_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(elements) * sizeof(float));
   head_elements_ = elements;
   decode_graphs_.clear();  // they captured the old buffer's address
-}
-
-void CudaSession::compute_head(int table, std::int64_t rows, const Bf16* x_rows) {
-  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
-  ensure_head(rows * t.count);
-  b_.gemm_->linear(x_rows, t.rows, head_dev_.as<float>(), rows, t.count, c_.hidden_size, *b_.stream_);
-  profile_.mark("gemm row table");
 }
 
 void CudaSession::ensure_table_ids(std::int64_t ids) {
@@ -607,45 +711,9 @@ void CudaSession::ensure_table_ids(std::int64_t ids) {
   decode_graphs_.clear();
 }
 
-void CudaSession::sum_table_rows(int table, std::int64_t per_position, std::int64_t count) {
-  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
-  cu::sum_table_rows(t.rows, t.count, c_.hidden_size, table_ids_dev_.as<std::int32_t>(), per_position,
-                     table_pos_dev_.as<std::int32_t>(), count, a_.h.as<Bf16>(), *b_.stream_);
-  profile_.mark("table rows");
-}
-
-// Picks a token from logits row `row` on the device (sample_params_dev_ holds the request).
-void CudaSession::sample_token(cu::SampleMode mode, std::int64_t row) {
-  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size, mode,
-                 sample_params_dev_.as<cu::SampleParams>(), sample_out_dev_.as<cu::SampleOutput>(),
-                 sample_workspace_.data(), sample_workspace_.size(), *b_.stream_);
-  profile_.mark("sample");
-}
-
-// Picks one id per segment of the head output's row `row` on the device (head_sample_dev_ holds
-// the request and its uniforms).
-void CudaSession::sample_head(int table, std::int64_t segments, std::int64_t row) {
-  const DeviceTable& t = b_.tables_[static_cast<std::size_t>(table)];
-  auto* base = head_sample_dev_.as<std::byte>();
-  cu::sample_segments(head_dev_.as<float>() + row * t.count, segments, t.count / segments,
-                      reinterpret_cast<const cu::SegmentSampleParams*>(base),
-                      reinterpret_cast<const double*>(base + kHeadSampleUOffset),
-                      reinterpret_cast<cu::SampleOutput*>(base + kHeadSampleOutOffset), *b_.stream_);
-  profile_.mark("sample head");
-}
-
-// Everything a decode step of this variant launches; also what its graph captures.
-void CudaSession::run_decode_body(std::int64_t T, const StepVariant& v) {
-  cu::embedding_gather(b_.w_.embed, c_.vocab_size, c_.hidden_size, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(),
-                       *b_.stream_);
-  profile_.mark("embedding");
-  if (v.table >= 0) sum_table_rows(v.table, v.per_position, 1);
-  run_layers(T, nullptr);
-  const Bf16* last = a_.x.as<Bf16>() + (T - 1) * c_.hidden_size;
-  if (v.logits) compute_logits(1, last);
-  if (v.logits && v.sample > 0) sample_token(static_cast<cu::SampleMode>(v.sample - 1), 0);
-  if (v.head_table >= 0) compute_head(v.head_table, 1, last);
-  if (v.head_segments > 0) sample_head(v.head_table, v.head_segments, 0);
+void CudaSession::run_graph(std::int64_t rows, const StepVariant& v, DiagnosticHook* hook) {
+  run_decoder_graph(c_, *this, T_, {rows, v.logits, v.logits && v.sample > 0, v.head_table, v.head_segments > 0},
+                    hook);
 }
 
 ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
@@ -724,6 +792,9 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
                       step.outputs.head_table,
                       sampling ? 1 + static_cast<int>(cu::sample_mode(sample->temperature, sample->top_k)) : 0};
   if (head_sampling) variant.head_segments = head_sample->segments;
+  step_ = &step;
+  T_ = T;
+  variant_ = variant;
   const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() &&
                          (step.outputs.logits || step.outputs.head_table >= 0) && !step.outputs.hidden &&
                          (!has_table || (tr.positions.size() == 1 && tr.positions[0] == 0 && tr.ids.size() <= 512));
@@ -742,9 +813,9 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     auto& graph = decode_graphs_[{bucket, variant.key()}];
     if (!graph.ready()) {
       // Capture only after an eager pass at this shape, so GEMM plans exist and nothing allocates.
-      run_decode_body(T, variant);
+      run_graph(1, variant, nullptr);
       graph.begin_capture(s);
-      run_decode_body(T, variant);
+      run_graph(1, variant, nullptr);
       graph.end_capture(s);
       // The eager pass already computed this step; the captured one did not run.
     } else {
@@ -753,34 +824,7 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     graph_kv_len_ = 0;
   } else {
     profile_.begin(s);
-    cu::embedding_gather(b_.w_.embed, V, H, ids_dev_.as<std::int32_t>(), T, a_.h.as<Bf16>(), s);
-    profile_.mark("embedding");
-    if (!step.override_positions.empty()) {
-      const auto n = static_cast<std::int64_t>(step.override_positions.size());
-      std::vector<std::int32_t> positions(step.override_positions.begin(), step.override_positions.end());
-      override_pos_dev_ = cu::DeviceBuffer(positions.size() * 4);
-      override_pos_dev_.upload(positions.data(), positions.size() * 4);
-      override_rows_dev_ = cu::DeviceBuffer(step.override_rows.size() * sizeof(float));
-      override_rows_dev_.upload(step.override_rows.data(), step.override_rows.size() * sizeof(float));
-      cu::scatter_rows_f32(override_pos_dev_.as<std::int32_t>(), override_rows_dev_.as<float>(), n, H, a_.h.as<Bf16>(), s);
-    }
-    if (has_table) sum_table_rows(tr.table, tr.per_position, static_cast<std::int64_t>(tr.positions.size()));
-    if (hook && hook->wants("embed")) tap(hook, "embed", a_.h.as<Bf16>(), T, H, H);
-    run_layers(T, hook);
-    if (hook) tap(hook, "final_norm", a_.x.as<Bf16>(), T, H, H);
-    if (hook && hook->wants("logits")) {
-      compute_logits(T, a_.x.as<Bf16>());
-      HostTensor all(DType::F32, {T, V});
-      ZOO_CUDA_CHECK(cudaMemcpyAsync(all.data(), logits_dev_.data(), all.nbytes(), cudaMemcpyDeviceToHost, s));
-      b_.stream_->synchronize();
-      hook->record("logits", all.view());
-    }
-    // The returned rows get their own GEMM, so a hook never changes results.
-    const std::int64_t rows = step.outputs.all_positions ? T : 1;
-    if (step.outputs.logits) compute_logits(rows, a_.x.as<Bf16>() + (T - rows) * H);
-    if (sampling) sample_token(static_cast<cu::SampleMode>(variant.sample - 1), rows - 1);
-    if (step.outputs.head_table >= 0) compute_head(step.outputs.head_table, rows, a_.x.as<Bf16>() + (T - rows) * H);
-    if (head_sampling) sample_head(step.outputs.head_table, variant.head_segments, rows - 1);
+    run_graph(step.outputs.all_positions ? T : 1, variant, hook);
     profile_.end(T);
   }
   pos_ += T;
