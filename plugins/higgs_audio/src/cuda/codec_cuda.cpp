@@ -18,6 +18,7 @@
 #include "../codec.hpp"
 #include "zoo/error.hpp"
 #include "zoo/kernels/cuda/conv.hpp"
+#include "zoo/kernels/cuda/event_profiler.hpp"
 #include "zoo/kernels/env.hpp"
 
 namespace zoo::higgs {
@@ -60,33 +61,18 @@ struct DevBlock {
   }
 };
 
-// Per-stage GPU times (ZOO_CODEC_PROFILE=1): events between stages, printed after a decode.
-class StageTimer {
- public:
-  StageTimer() : on_(kernels::env_flag("ZOO_CODEC_PROFILE", false)) {}
-  void mark(const std::string& name, cudaStream_t stream) {
-    if (!on_) return;
-    events_.emplace_back(true);
-    events_.back().record(stream);
-    names_.push_back(name);
+// Per-stage GPU times (ZOO_CODEC_PROFILE=1), one line after each decode.
+void print_stages(const std::vector<cu::EventProfiler::Stage>& stages, std::int64_t frames) {
+  if (stages.empty()) return;
+  std::string line = fmt::format("codec cuda profile ({} frames):", frames);
+  double total = 0;
+  for (const auto& stage : stages) {
+    line += fmt::format(" {} {:.3f}", stage.name, stage.ms);
+    total += stage.ms;
   }
-  void print(std::int64_t frames) {
-    if (!on_ || events_.size() < 2) return;
-    events_.back().synchronize();
-    std::string line = fmt::format("codec cuda profile ({} frames):", frames);
-    for (std::size_t i = 1; i < events_.size(); ++i)
-      line += fmt::format(" {} {:.3f}", names_[i], cu::Event::elapsed_ms(events_[i - 1], events_[i]));
-    line += fmt::format(" | total {:.3f} ms", cu::Event::elapsed_ms(events_.front(), events_.back()));
-    std::fprintf(stderr, "%s\n", line.c_str());
-    events_.clear();
-    names_.clear();
-  }
-
- private:
-  bool on_;
-  std::vector<cu::Event> events_;
-  std::vector<std::string> names_;
-};
+  line += fmt::format(" | total {:.3f} ms", total);
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 class CudaCodecRunner : public CodecRunner {
  public:
@@ -124,8 +110,8 @@ class CudaCodecRunner : public CodecRunner {
       ids[i] = static_cast<std::int32_t>((i % K) * S + code);
     }
     const cudaStream_t s = stream_;
-    StageTimer timer;
-    timer.mark("start", s);
+    cu::EventProfiler timer(kernels::env_flag("ZOO_CODEC_PROFILE", false));
+    timer.begin(s);
     ids_.upload_async(ids, static_cast<std::size_t>(frames * K) * sizeof(std::int32_t), s);
     float* q = q_.as<float>();
     cu::sum_rows(tables_.as<float>(), K * S, g_.latent, ids_.as<std::int32_t>(), K, frames, q, s);
@@ -140,7 +126,7 @@ class CudaCodecRunner : public CodecRunner {
     std::int64_t steps = frames;
     cu::conv1d(gemm_, h, conv1_.w(), conv1_.b(), x, conv1_.same(steps), ws, ws_floats, s);
     tap(hook, "conv1", x, steps, g_.conv1_channels);
-    timer.mark("rvq+fc2+conv1", s);
+    timer.mark("rvq+fc2+conv1");
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
       const DevBlock& block = blocks_[b];
       const auto shape = block.shape(steps);
@@ -158,16 +144,16 @@ class CudaCodecRunner : public CodecRunner {
                    unit.alpha2.as<float>(), /*accumulate=*/true);
         tap(hook, fmt::format("block.{}.res_unit{}", b, u + 1), x, steps, c);
       }
-      timer.mark(fmt::format("block{}", b), s);
+      timer.mark(fmt::format("block{}", b));
     }
     float* wave = wave_.as<float>();
     cu::conv1d(gemm_, x, conv2_.w(), conv2_.b(), wave, conv2_.same(steps), ws, ws_floats, s, final_alpha_.as<float>());
-    timer.mark("conv2", s);
+    timer.mark("conv2");
     std::vector<float> out(static_cast<std::size_t>(steps));
     wave_.download_async(wave_host_.data(), out.size() * sizeof(float), s);
     stream_.synchronize();
     std::copy_n(wave_host_.as<float>(), out.size(), out.begin());
-    timer.print(frames);
+    print_stages(timer.end(frames), frames);
     if (hook && hook->wants("waveform")) hook->record("waveform", TensorView{out.data(), DType::F32, {steps, 1}, Device{}});
     return out;
   }

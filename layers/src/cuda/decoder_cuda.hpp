@@ -1,0 +1,141 @@
+#pragma once
+// The decoder's CUDA backend and its session, in bf16. decoder_cuda.cpp: the backend, sessions'
+// buffers, a step's staging and the decode-graph cache; decoder_cuda_ops.cpp: the graph's ops
+// (which kernels, which fusions); device_weights.cpp: weight placement and upload;
+// step_staging.hpp: what a step sends up and gets back. Rounding follows transformers in bf16
+// (see kernels/include/zoo/kernels/cuda/ops.hpp).
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "../decoder_backend.hpp"
+#include "../graph/decoder_graph.hpp"
+#include "device_weights.hpp"
+#include "step_staging.hpp"
+#include "zoo/exclusive_use.hpp"
+#include "zoo/kernels/cuda/attention.hpp"
+#include "zoo/kernels/cuda/common.hpp"
+#include "zoo/kernels/cuda/event_profiler.hpp"
+#include "zoo/kernels/cuda/gemm.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
+#include "zoo/kernels/env.hpp"
+
+namespace zoo::layers::cuda_backend {
+
+inline constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
+
+// What a decode step computes besides the layers; a graph is captured per variant and kv bucket.
+struct StepVariant {
+  int table = -1;               // sum rows of this table into position 0
+  std::int64_t per_position = 0;
+  bool logits = true;
+  int head_table = -1;
+  int sample = 0;  // pick a token from the logits (OutputRequest::sample): 0 no, else 1 + cu::SampleMode
+  // Pick one id per segment of the head output (OutputRequest::head_sample), 0: no. Greedy or not
+  // is read on the device, so one graph serves every setting of a segment count.
+  std::int64_t head_segments = 0;
+  auto key() const { return std::tuple(table, per_position, logits, head_table, sample, head_segments); }
+};
+
+class CudaBackend;
+
+class CudaSession : public Session, private DecoderOps {
+ public:
+  explicit CudaSession(std::shared_ptr<CudaBackend> backend);
+  ~CudaSession() override;
+  std::int64_t position() const override { return pos_; }
+  void reset() override { pos_ = 0; }
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override;
+
+ private:
+  struct Activations {
+    std::int64_t tokens = 0;
+    cu::DeviceBuffer h, x, qkv, q, attn, tmp, gate_up, act, q_normed, k_normed;
+  };
+  // ---- DecoderOps: the ops of the step in flight (step_, T_, variant_), on the backend's stream ----
+  void embed() override;
+  void input_norm() override;
+  void qkv(std::int64_t layer) override;
+  void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) override;
+  void attention(std::int64_t layer) override;
+  void o_proj(std::int64_t layer) override;
+  void add_norm(std::int64_t layer, NextNorm next) override;
+  void gate_up(std::int64_t layer) override;
+  void act() override;
+  void gate_up_act(std::int64_t layer) override;
+  void down(std::int64_t layer) override;
+  void logits(std::int64_t rows) override;
+  void sample(std::int64_t row) override;
+  void head(int table, std::int64_t rows) override;
+  void sample_head(int table, std::int64_t row) override;
+  void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) override;
+
+  void ensure_activations(std::int64_t tokens);
+  Bf16* k_cache(std::int64_t layer);
+  Bf16* v_cache(std::int64_t layer);
+  const Bf16* last_rows(std::int64_t rows) const { return a_.x.as<Bf16>() + (T_ - rows) * c_.hidden_size; }
+  // Copies a [rows, cols] bf16 slice (row stride `stride` elements) to a float32 host tensor.
+  HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
+  void ensure_logits(std::int64_t rows);
+  void ensure_head(std::int64_t elements);
+  void ensure_table_ids(std::int64_t ids);
+  // The graph over the step, for `variant`'s outputs on the last `rows` rows: what a decode graph captures.
+  void run_graph(std::int64_t rows, const StepVariant& variant, DiagnosticHook* hook);
+
+  std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
+  CudaBackend& b_;
+  const DecoderSpec& c_;
+  std::int64_t pos_ = 0;
+  cu::DeviceBuffer k_cache_, v_cache_;  // [layers][max_context][kv_heads][head_dim]
+  Activations a_;
+  cu::DeviceBuffer ids_dev_, positions_dev_, kv_len_dev_, override_pos_dev_, override_rows_dev_;
+  cu::PinnedBuffer step_host_;  // a StepStaging
+  StepStaging& staging() { return *step_host_.as<StepStaging>(); }
+  cu::DeviceBuffer decode_workspace_;
+  cu::DeviceBuffer logits_dev_;
+  std::int64_t logits_rows_ = 0;
+  cu::DeviceBuffer head_dev_;  // a row table's head output, float32
+  std::int64_t head_elements_ = 0;
+  cu::DeviceBuffer table_ids_dev_, table_pos_dev_;  // TableRows of the step, int32
+  // Sampling on the device: parameters (with the step's draw) in, the picked token out.
+  cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
+  // Sampling the head on the device: a HeadSampleStaging in pinned and in device memory.
+  cu::PinnedBuffer head_sample_host_;
+  cu::DeviceBuffer head_sample_dev_;
+  std::int64_t table_ids_capacity_ = 0;
+  // By kv-length bucket and step variant.
+  std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
+  std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
+  cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
+  // The step in flight, for the ops.
+  const ForwardStep* step_ = nullptr;
+  std::int64_t T_ = 0;
+  StepVariant variant_;
+  std::int64_t logits_computed_ = 0;  // rows of logits_dev_ the last logits() wrote
+};
+
+// Owns what the sessions of one model share: the weights, the stream, the GEMM plans.
+class CudaBackend : public DecoderBackend {
+ public:
+  CudaBackend(const DecoderSpec& spec, const ModelArgs& args);
+  void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override;
+  std::unique_ptr<Session> new_session() override;
+  nlohmann::json runtime_stats() const override;
+  void note_memory();  // the peak device memory in use, for runtime_stats
+
+  const DecoderSpec c_;
+  // All sessions of this model launch on one stream and share one Gemm plan cache, neither of which
+  // is thread-safe: forward() from two threads at once is refused, not raced.
+  ExclusiveUse in_use_;
+  int device_;
+  std::int64_t max_context_;
+  std::unique_ptr<cu::Stream> stream_;
+  std::unique_ptr<cu::Gemm> gemm_;
+  std::unique_ptr<cu::PrefillAttention> prefill_attention_;  // cuDNN's plans and workspace, or Zoo's kernel
+  DeviceWeights w_;
+  std::size_t peak_used_ = 0;
+};
+
+}  // namespace zoo::layers::cuda_backend

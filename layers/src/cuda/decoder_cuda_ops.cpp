@@ -1,0 +1,249 @@
+// The layer graph's ops on CUDA (graph/decoder_graph.hpp): which kernel runs each op of a step,
+// the fusions (bias in the GEMM epilogue, q/k norm + RoPE + cache write in one kernel, the
+// residual add with the next norm, gate|up with SiLU-and-multiply at m = 1) and where each tapped
+// value lives on the device.
+#include "decoder_cuda.hpp"
+
+namespace zoo::layers::cuda_backend {
+
+HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows * cols));
+  ZOO_CUDA_CHECK(cudaMemcpy2DAsync(bits.data(), cols * 2, src, stride * 2, cols * 2, rows, cudaMemcpyDeviceToHost,
+                                   *b_.stream_));
+  b_.stream_->synchronize();
+  HostTensor out(DType::F32, {rows, cols});
+  for (std::size_t i = 0; i < bits.size(); ++i) out.as<float>()[i] = bf16_to_f32(bits[i]);
+  return out;
+}
+
+Bf16* CudaSession::k_cache(std::int64_t layer) {
+  return k_cache_.as<Bf16>() + layer * b_.max_context_ * c_.kv_dim();
+}
+Bf16* CudaSession::v_cache(std::int64_t layer) {
+  return v_cache_.as<Bf16>() + layer * b_.max_context_ * c_.kv_dim();
+}
+
+void CudaSession::embed() {
+  const ForwardStep& step = *step_;
+  cudaStream_t s = *b_.stream_;
+  const std::int64_t H = c_.hidden_size;
+  cu::embedding_gather(b_.w_.embed, c_.vocab_size, H, ids_dev_.as<std::int32_t>(), T_, a_.h.as<Bf16>(), s);
+  profile_.mark("embedding");
+  if (!step.override_positions.empty()) {  // never in a graph (not graphable)
+    const auto n = static_cast<std::int64_t>(step.override_positions.size());
+    std::vector<std::int32_t> positions(step.override_positions.begin(), step.override_positions.end());
+    override_pos_dev_ = cu::DeviceBuffer(positions.size() * 4);
+    override_pos_dev_.upload(positions.data(), positions.size() * 4);
+    override_rows_dev_ = cu::DeviceBuffer(step.override_rows.size() * sizeof(float));
+    override_rows_dev_.upload(step.override_rows.data(), step.override_rows.size() * sizeof(float));
+    cu::scatter_rows_f32(override_pos_dev_.as<std::int32_t>(), override_rows_dev_.as<float>(), n, H, a_.h.as<Bf16>(), s);
+  }
+  if (variant_.table >= 0) {
+    const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(variant_.table)];
+    cu::sum_table_rows(t.rows, t.count, H, table_ids_dev_.as<std::int32_t>(), variant_.per_position,
+                       table_pos_dev_.as<std::int32_t>(), static_cast<std::int64_t>(step.table_rows.positions.size()),
+                       a_.h.as<Bf16>(), s);
+    profile_.mark("table rows");
+  }
+}
+
+void CudaSession::input_norm() {
+  cu::rms_norm(a_.h.as<Bf16>(), b_.w_.layers[0].input_norm, a_.x.as<Bf16>(), T_, c_.hidden_size,
+               static_cast<float>(c_.rms_norm_eps), *b_.stream_);
+  profile_.mark("norm");
+}
+
+void CudaSession::qkv(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  // Biases go through the GEMM epilogue: one rounding of (x @ W^T + b), as torch does.
+  b_.gemm_->linear_bias(a_.x.as<Bf16>(), L.qkv, L.qkv_bias, a_.qkv.as<Bf16>(), T_, c_.q_dim() + 2 * c_.kv_dim(),
+                        c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm qkv");
+}
+
+void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkv_cols = qd + 2 * kvd;
+  auto* qkv = a_.qkv.as<Bf16>();
+  cu::QkNormRopeArgs rope;
+  rope.q = qkv;
+  rope.q_stride = qkv_cols;
+  rope.k = qkv + qd;
+  rope.k_stride = qkv_cols;
+  rope.v = qkv + qd + kvd;
+  rope.v_stride = qkv_cols;
+  rope.q_norm_weight = L.q_norm;
+  rope.k_norm_weight = L.k_norm;
+  rope.q_out = a_.q.as<Bf16>();
+  rope.k_cache = k_cache(l);
+  rope.v_cache = v_cache(l);
+  rope.q_normed = keep_normed ? a_.q_normed.as<Bf16>() : nullptr;
+  rope.k_normed = keep_normed ? a_.k_normed.as<Bf16>() : nullptr;
+  rope.positions = positions_dev_.as<std::int32_t>();
+  rope.tokens = T_;
+  rope.q_heads = static_cast<int>(c_.num_heads);
+  rope.kv_heads = static_cast<int>(c_.num_kv_heads);
+  rope.head_dim = static_cast<int>(c_.head_dim);
+  rope.eps = static_cast<float>(c_.rms_norm_eps);
+  rope.inv_freq = b_.w_.inv_freq;
+  rope.attention_scaling = c_.rope.attention_scaling;
+  cu::qk_norm_rope_cache(rope, *b_.stream_);
+  profile_.mark("qk norm+rope");
+}
+
+void CudaSession::attention(std::int64_t l) {
+  cudaStream_t s = *b_.stream_;
+  if (T_ <= kMaxDecodeTokens) {
+    cu::DecodeAttentionArgs d;
+    d.q = a_.q.as<Bf16>();
+    d.k_cache = k_cache(l);
+    d.v_cache = v_cache(l);
+    d.out = a_.attn.as<Bf16>();
+    d.q_tokens = static_cast<int>(T_);
+    d.kv_len = graph_kv_len_ > 0 ? graph_kv_len_ : pos_ + T_;
+    d.kv_len_device = graph_kv_len_ > 0 ? kv_len_dev_.as<std::int32_t>() : nullptr;
+    d.q_heads = static_cast<int>(c_.num_heads);
+    d.kv_heads = static_cast<int>(c_.num_kv_heads);
+    d.head_dim = static_cast<int>(c_.head_dim);
+    d.workspace = decode_workspace_.data();
+    d.workspace_bytes = decode_workspace_.size();
+    cu::attention_decode(d, s);
+  } else {
+    cu::PrefillAttentionArgs p;
+    p.q = a_.q.as<Bf16>();
+    p.k_cache = k_cache(l);
+    p.v_cache = v_cache(l);
+    p.out = a_.attn.as<Bf16>();
+    p.tokens = T_;
+    p.start = pos_;
+    p.q_heads = static_cast<int>(c_.num_heads);
+    p.kv_heads = static_cast<int>(c_.num_kv_heads);
+    p.head_dim = static_cast<int>(c_.head_dim);
+    b_.prefill_attention_->run(p, s);
+  }
+  profile_.mark("attention");
+}
+
+void CudaSession::o_proj(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  b_.gemm_->linear_bias(a_.attn.as<Bf16>(), L.o, L.o_bias, a_.tmp.as<Bf16>(), T_, c_.hidden_size, c_.q_dim(),
+                        *b_.stream_);
+  profile_.mark("gemm o");
+}
+
+// The residual add fused with the norm that follows it.
+void CudaSession::add_norm(std::int64_t l, NextNorm next) {
+  const Bf16* weight = next == NextNorm::post_attention ? b_.w_.layers[l].post_norm
+                       : l + 1 < c_.num_layers         ? b_.w_.layers[l + 1].input_norm
+                                                       : b_.w_.final_norm;
+  cu::add_rms_norm(a_.h.as<Bf16>(), a_.tmp.as<Bf16>(), weight, a_.x.as<Bf16>(), T_, c_.hidden_size,
+                   static_cast<float>(c_.rms_norm_eps), *b_.stream_);
+  profile_.mark("add+norm");
+}
+
+void CudaSession::gate_up(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  b_.gemm_->linear_bias(a_.x.as<Bf16>(), L.gate_up, L.gate_up_bias, a_.gate_up.as<Bf16>(), T_,
+                        2 * c_.intermediate_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm gate_up");
+}
+
+void CudaSession::act() {
+  cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
+  profile_.mark("silu*mul");
+}
+
+void CudaSession::gate_up_act(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  if (L.gate_up_bias) {
+    gate_up(l);
+    act();
+    return;
+  }
+  // One kernel at m = 1 (the projection is never stored), the two kernels otherwise.
+  b_.gemm_->linear_silu_mul(a_.x.as<Bf16>(), L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_,
+                            c_.intermediate_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm gate_up+silu");
+}
+
+void CudaSession::down(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  b_.gemm_->linear_bias(a_.act.as<Bf16>(), L.down, L.down_bias, a_.tmp.as<Bf16>(), T_, c_.hidden_size,
+                        c_.intermediate_size, *b_.stream_);
+  profile_.mark("gemm down");
+}
+
+void CudaSession::logits(std::int64_t rows) {
+  ensure_logits(rows);
+  b_.gemm_->linear(last_rows(rows), b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size,
+                   *b_.stream_);
+  logits_computed_ = rows;
+  profile_.mark("gemm head");
+}
+
+// Picks a token from logits row `row` on the device (sample_params_dev_ holds the request).
+void CudaSession::sample(std::int64_t row) {
+  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size,
+                 static_cast<cu::SampleMode>(variant_.sample - 1), sample_params_dev_.as<cu::SampleParams>(),
+                 sample_out_dev_.as<cu::SampleOutput>(), sample_workspace_.data(), sample_workspace_.size(),
+                 *b_.stream_);
+  profile_.mark("sample");
+}
+
+void CudaSession::head(int table, std::int64_t rows) {
+  const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
+  ensure_head(rows * t.count);
+  b_.gemm_->linear(last_rows(rows), t.rows, head_dev_.as<float>(), rows, t.count, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm row table");
+}
+
+// Picks one id per segment of the head output's row `row` on the device (head_sample_dev_ holds
+// the request and its uniforms).
+void CudaSession::sample_head(int table, std::int64_t row) {
+  const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
+  const std::int64_t segments = variant_.head_segments;
+  void* base = head_sample_dev_.data();
+  cu::sample_segments(head_dev_.as<float>() + row * t.count, segments, t.count / segments,
+                      HeadSampleStaging::params_at(base), HeadSampleStaging::u_at(base),
+                      HeadSampleStaging::out_at(base), *b_.stream_);
+  profile_.mark("sample head");
+}
+
+void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t l) {
+  const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
+  const std::int64_t qkv_cols = qd + 2 * kvd;
+  if (value == Value::logits) {
+    HostTensor all(DType::F32, {logits_computed_, c_.vocab_size});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(all.data(), logits_dev_.data(), all.nbytes(), cudaMemcpyDeviceToHost, *b_.stream_));
+    b_.stream_->synchronize();
+    hook.record(name, all.view());
+    return;
+  }
+  struct Where {
+    const Bf16* data;
+    std::int64_t cols, stride;
+  };
+  const Where w = [&]() -> Where {
+    switch (value) {
+      case Value::embed: case Value::attn_residual: case Value::output: return {a_.h.as<Bf16>(), H, H};
+      case Value::input_norm: case Value::post_attn_norm: case Value::final_norm: return {a_.x.as<Bf16>(), H, H};
+      case Value::q_proj: return {a_.qkv.as<Bf16>(), qd, qkv_cols};
+      case Value::k_proj: return {a_.qkv.as<Bf16>() + qd, kvd, qkv_cols};
+      case Value::v_proj: return {a_.qkv.as<Bf16>() + qd + kvd, kvd, qkv_cols};
+      case Value::q_norm: return {a_.q_normed.as<Bf16>(), qd, qd};
+      case Value::k_norm: return {a_.k_normed.as<Bf16>(), kvd, kvd};
+      case Value::q_rope: return {a_.q.as<Bf16>(), qd, qd};
+      case Value::k_rope: return {k_cache(l) + pos_ * kvd, kvd, kvd};
+      case Value::attn: return {a_.attn.as<Bf16>(), qd, qd};
+      case Value::o_proj: case Value::down_proj: return {a_.tmp.as<Bf16>(), H, H};
+      case Value::gate_proj: return {a_.gate_up.as<Bf16>(), I, 2 * I};
+      case Value::up_proj: return {a_.gate_up.as<Bf16>() + I, I, 2 * I};
+      case Value::act: return {a_.act.as<Bf16>(), I, I};
+      case Value::logits: break;
+    }
+    return {nullptr, 0, 0};
+  }();
+  hook.record(name, download_f32(w.data, T_, w.cols, w.stride).view());
+}
+
+}  // namespace zoo::layers::cuda_backend
