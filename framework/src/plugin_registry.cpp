@@ -11,6 +11,7 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -86,6 +87,23 @@ std::string dlerror_text(const std::system_error& error, const std::string& path
   }
   if (what.substr(0, path.size() + 2) == path + ": ") what.remove_prefix(path.size() + 2);
   return std::string(what);
+}
+
+// A plugin built against another libzoo_layers ABI fails to load on a symbol of that version's
+// inline namespace (zoo/layers/abi.hpp): "undefined symbol: _ZN3zoo6layers6abi_v0...". Returns the
+// version it wants, if that is why.
+std::optional<std::string> wanted_layers_abi(std::string_view text) {
+  constexpr std::string_view prefix = "3zoo6layers";
+  const auto at = text.find(prefix);
+  if (at == std::string_view::npos || text.find("undefined symbol") == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(at + prefix.size());
+  std::size_t digits = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 2) return std::nullopt;
+  const std::size_t length = std::stoul(std::string(rest.substr(0, digits)));
+  const std::string_view name = rest.substr(digits, length);
+  if (name.size() != length || !name.starts_with("abi_v")) return std::nullopt;
+  return std::string(name.substr(5));
 }
 
 // dlopen maps a file's segments without checking they lie inside it, and a truncated shared object
@@ -303,8 +321,12 @@ const PluginInfo& PluginRegistry::load(const fs::path& file) {
     // process on first call. rtld_local: plugins cannot interpose on each other's symbols.
     loaded->library.load(canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
-    throw InputError(fmt::format("{}: not a loadable shared object: {}", label,
-                                 dlerror_text(e, canonical.string())));
+    const std::string text = dlerror_text(e, canonical.string());
+    if (const auto wanted = wanted_layers_abi(text))
+      throw InputError(fmt::format("{}: built against libzoo_layers ABI version {}, which the libzoo_layers here is "
+                                   "not (rebuild the plugin against this Zoo): {}",
+                                   label, *wanted, text));
+    throw InputError(fmt::format("{}: not a loadable shared object: {}", label, text));
   }
   if (!loaded->library.has(kDescriptorSymbol)) {
     throw InputError(fmt::format("{}: not a Zoo plugin: no '{}' symbol (define it with ZOO_DEFINE_PLUGIN)",

@@ -9,7 +9,7 @@
 
 #include "zoo/layers/decoder.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 // A row table handed over by Model::add_row_table, read at load().
 struct RowTableSource {

@@ -3,7 +3,7 @@
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 std::shared_ptr<DecoderBackend> make_cuda_backend(const DecoderSpec& spec, const ModelArgs& args) {
   throw SettingError(spec.family + ": device " + args.device.str() + " requested, but this build of Zoo has no CUDA backend");

@@ -9,7 +9,7 @@
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t position, std::int64_t max_context,
                 const std::vector<std::int64_t>& table_rows) {

@@ -5,7 +5,7 @@
 #include "zoo/error.hpp"
 #include "zoo/layers/decoder.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 void DecoderSpec::check(const std::string& label) const {
   for (auto [value, name] : {std::pair{vocab_size, "vocab_size"}, {hidden_size, "hidden_size"},

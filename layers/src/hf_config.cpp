@@ -8,7 +8,7 @@
 #include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace {
 
 // Upper bounds far above any released model (largest today: vocab 262k, hidden 25k, ffn 106k,

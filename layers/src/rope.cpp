@@ -9,7 +9,7 @@
 #include "zoo/error.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace {
 
 // transformers' _compute_llama3_parameters, in float32 like its tensor ops.

@@ -36,6 +36,7 @@ const fs::path kWrongAbi = ZOO_TEST_WRONG_ABI_PLUGIN;
 const fs::path kWrongToolchain = ZOO_TEST_WRONG_TOOLCHAIN_PLUGIN;
 const fs::path kFunctionDescriptor = ZOO_TEST_FUNCTION_DESCRIPTOR_PLUGIN;
 const fs::path kFunctionCreate = ZOO_TEST_FUNCTION_CREATE_PLUGIN;
+const fs::path kOldLayers = ZOO_TEST_OLD_LAYERS_PLUGIN;
 
 class TempDir {
  public:
@@ -192,6 +193,13 @@ TEST_CASE("plugins: load reports what is wrong with a file, naming it", "[plugin
                              "0.0.1', host built with '{}' (rebuild the plugin against this Zoo with the same "
                              "compiler and libraries)",
                              kWrongToolchain.string(), zoo::kPluginToolchain));
+    CHECK(registry.plugins().empty());
+  }
+  SECTION("a plugin built against another libzoo_layers ABI is refused at load, naming the version it wants") {
+    const std::string msg = message_of([&] { registry.load(kOldLayers); });
+    CHECK_THAT(msg, StartsWith(kOldLayers.string() + ": built against libzoo_layers ABI version 0, which the "
+                                                     "libzoo_layers here is not (rebuild the plugin against this Zoo)") &&
+                        Contains("undefined symbol") && Contains("abi_v0"));
     CHECK(registry.plugins().empty());
   }
   SECTION("a descriptor exported as a function is refused by its symbol type, not called as a pointer") {

@@ -14,7 +14,7 @@
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace {
 
 namespace ops = zoo::kernels::cpu;

@@ -9,7 +9,7 @@
 
 #include "zoo/error.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace cuda_backend {
 
 CudaBackend::CudaBackend(const DecoderSpec& spec, const ModelArgs& args)

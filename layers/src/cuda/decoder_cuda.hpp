@@ -22,7 +22,7 @@
 #include "zoo/kernels/cuda/ops.hpp"
 #include "zoo/kernels/env.hpp"
 
-namespace zoo::layers::cuda_backend {
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
 inline constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
 

@@ -4,7 +4,7 @@
 // value lives on the device.
 #include "decoder_cuda.hpp"
 
-namespace zoo::layers::cuda_backend {
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
 HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
   std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows * cols));

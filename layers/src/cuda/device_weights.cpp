@@ -8,7 +8,7 @@
 
 #include "zoo/kernels/thread_pool.hpp"
 
-namespace zoo::layers::cuda_backend {
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 namespace {
 
 using P = LayerParam;

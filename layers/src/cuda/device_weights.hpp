@@ -9,7 +9,7 @@
 #include "../decoder_backend.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 
-namespace zoo::layers::cuda_backend {
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
 namespace cu = zoo::kernels::cuda;
 using cu::Bf16;

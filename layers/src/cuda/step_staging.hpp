@@ -7,7 +7,7 @@
 
 #include "zoo/kernels/cuda/ops.hpp"
 
-namespace zoo::layers::cuda_backend {
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
 namespace cu = zoo::kernels::cuda;
 

@@ -4,7 +4,7 @@
 
 #include <array>
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace {
 
 // The per-layer values in the order a layer computes them: its tap stages.

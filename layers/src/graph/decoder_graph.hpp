@@ -10,7 +10,7 @@
 #include "zoo/diagnostic_hook.hpp"
 #include "zoo/layers/decoder.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 // A value the graph names: what a tap records (DESIGN.md tap names) and what a backend must be
 // able to show at the moment the graph taps it.

@@ -13,10 +13,11 @@
 #include <vector>
 
 #include "zoo/host.hpp"
+#include "zoo/layers/abi.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/model.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 // Where a family's checkpoint keeps each tensor. Module paths: the weight is "<module>.weight" and
 // a bias "<module>.bias". Per-layer modules sit under `layer_prefix`, whose "{}" is the layer

@@ -16,7 +16,7 @@
 #include "zoo/layers/decoder.hpp"
 #include "zoo/layers/rope.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 enum class HfFieldUse {
   implemented,  // read into the DecoderSpec; a value the decoder cannot compute is an InputError

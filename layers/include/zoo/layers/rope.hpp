@@ -8,7 +8,7 @@
 
 #include "zoo/layers/decoder.hpp"
 
-namespace zoo::layers {
+namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
 struct RopeParameters {
   std::string type = "default";  // default | linear | llama3 | yarn
