@@ -7,7 +7,8 @@
 # Environment: SYNTH_DIR [/tmp/zoo-synth]  PROMPT_LENS [512,8192]  DECODE_CONTEXTS [512]
 #   NEW_TOKENS [64]  REPEAT [3]  ROUNDS [2]  DEVICE [cuda]  MAX_CONTEXT [8448]
 # OUTFILE gets one JSON line per (round, build, shape) with `zoo bench --json`'s result, and a
-# summary table (median over rounds) goes to stdout.
+# summary table goes to stdout: the minimum over every repeat of every round (the least disturbed
+# run of each build) and, beside it, the median over rounds of each run's median.
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
   awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"
@@ -42,18 +43,25 @@ python3 - "$OUTFILE" << 'PY'
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 def metrics(result):
+    # (median of the run's repeats, minimum of them) per metric
     out = {}
     for d in result.get("decode", []):
-        out[f"decode ms/token @ctx {d['context']}"] = d["ms_per_token"]
+        spread = d.get("ms_per_token_spread", {})
+        out[f"decode ms/token @ctx {d['context']}"] = (d["ms_per_token"], spread.get("min", d["ms_per_token"]))
     for p in result.get("prefill", []):
-        out[f"prefill ms @{p['tokens']} tokens"] = 1e3 * p["seconds"]
+        spread = p.get("seconds_spread", {})
+        out[f"prefill ms @{p['tokens']} tokens"] = (1e3 * p["seconds"], 1e3 * spread.get("min", p["seconds"]))
     return out
 table = {}
 for r in rows:
     for k, v in metrics(r["result"]).items():
         table.setdefault((r["shape"], k), {}).setdefault(r["build"], []).append(v)
-print(f"| shape | metric | A | B | B/A |\n|---|---|---:|---:|---:|")
+print("| shape | metric | A min | B min | B/A min | A median | B median | B/A median |")
+print("|---|---|---:|---:|---:|---:|---:|---:|")
+nan = (float("nan"), float("nan"))
 for (shape, k), builds in sorted(table.items()):
-    a, b = statistics.median(builds.get("A", [float("nan")])), statistics.median(builds.get("B", [float("nan")]))
-    print(f"| {shape} | {k} | {a:.3f} | {b:.3f} | {b / a:.3f} |")
+    a_runs, b_runs = builds.get("A", [nan]), builds.get("B", [nan])
+    a_min, b_min = min(v[1] for v in a_runs), min(v[1] for v in b_runs)
+    a_med, b_med = statistics.median(v[0] for v in a_runs), statistics.median(v[0] for v in b_runs)
+    print(f"| {shape} | {k} | {a_min:.3f} | {b_min:.3f} | {b_min / a_min:.3f} | {a_med:.3f} | {b_med:.3f} | {b_med / a_med:.3f} |")
 PY
