@@ -2,12 +2,13 @@
 # The CPU evidence for a refactor that must not change behaviour: every tap of every shipped
 # fixture with a request (float32, fixed thread count) and greedy ids, written under OUTDIR.
 # Run it with the build before and after, then `diff -r` the two directories: equal files mean
-# bitwise-equal traces and equal ids.
-#   tools/refactor/cpu_traces.sh ZOO_BINARY OUTDIR
+# bitwise-equal traces and equal ids. Traces name their config's path in their metadata: give two
+# trees the same FIXTURES directory (default: this tree's tests/fixtures).
+#   tools/refactor/cpu_traces.sh ZOO_BINARY OUTDIR [FIXTURES]
 set -euo pipefail
 zoo=${1:?usage: cpu_traces.sh ZOO_BINARY OUTDIR}
 out=${2:?usage: cpu_traces.sh ZOO_BINARY OUTDIR}
-fixtures=$(cd "$(dirname "$0")/../../tests/fixtures" && pwd)
+fixtures=$(cd "${3:-$(dirname "$0")/../../tests/fixtures}" && pwd)
 mkdir -p "$out"
 for dir in "$fixtures"/*/; do
   name=$(basename "$dir")
