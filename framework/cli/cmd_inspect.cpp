@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "file_options.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/format.hpp"
 #include "zoo/weight_source.hpp"
 

@@ -1,60 +1,28 @@
-// `zoo synth`: a random checkpoint at a config's real shapes, for speed and memory work where real
-// weights cannot be downloaded. The tensor list comes from the plugin serving the config (its
-// requirements, under their stored names), so the framework needs no model knowledge.
+// `zoo synth`: a random checkpoint at a config's real shapes (the writer: zoo/synth_checkpoint.hpp).
 #include <fmt/format.h>
 
-#include <atomic>
 #include <cmath>
-#include <set>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "commands.hpp"
 #include "file_options.hpp"
 #include "numeric_option.hpp"
-#include "zoo/checked.hpp"
 #include "zoo/error.hpp"
-#include "zoo/output_file.hpp"
 #include "zoo/format.hpp"
-#include "zoo/random.hpp"
-#include "zoo/safetensors.hpp"
+#include "zoo/synth_checkpoint.hpp"
 
 namespace zoo::cli {
 namespace {
 
-// A source with no tensors: lets a plugin declare its requirements before any checkpoint exists.
-class EmptyWeightSource : public WeightSource {
- public:
-  std::vector<std::string> names() const override { return {}; }
-  std::optional<TensorInfo> info(std::string_view) const override { return std::nullopt; }
-  TensorView view(std::string_view name) const override {
-    throw InputError(fmt::format("{} not found in an empty weight source", name));
-  }
-  std::string describe() const override { return "an empty weight source"; }
+struct SynthOptions {
+  std::string config, out, dtype = "bf16", plugin, extra;
+  std::vector<std::string> plugin_dirs;
+  std::uint64_t seed = 0;
+  double shard_gb = 5.0;
+  float stddev = 0.02f;
+  bool quiet = false, force = false;
 };
-
-// Fills values [begin, end) of a tensor with N(mean, std) in `dtype`; the stream depends only on the
-// seed, the tensor index and the position, so the result is the same for any thread count.
-void fill_normal(HostTensor& tensor, std::int64_t begin, std::int64_t end, float mean, float stddev,
-                 std::uint64_t seed) {
-  for (std::int64_t i = begin; i < end; i += 2) {
-    std::uint64_t state = seed ^ (static_cast<std::uint64_t>(i) * 0xd1342543de82ef95ull);
-    const double u1 = (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53;
-    const double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const float pair[2] = {mean + stddev * static_cast<float>(r * std::cos(2 * M_PI * u2)),
-                           mean + stddev * static_cast<float>(r * std::sin(2 * M_PI * u2))};
-    for (int j = 0; j < 2 && i + j < end; ++j) {
-      const auto at = static_cast<std::size_t>(i + j);
-      switch (tensor.dtype()) {
-        case DType::BF16: tensor.as<std::uint16_t>()[at] = f32_to_bf16(pair[j]); break;
-        case DType::F16: tensor.as<std::uint16_t>()[at] = f32_to_f16(pair[j]); break;
-        default: tensor.as<float>()[at] = pair[j]; break;
-      }
-    }
-  }
-}
 
 // `text` as one shell word: as is when it is plain, else single-quoted.
 std::string shell_quote(const std::string& text) {
@@ -66,109 +34,8 @@ std::string shell_quote(const std::string& text) {
   return quoted + "'";
 }
 
-struct SynthOptions {
-  std::string config, out, dtype = "bf16", plugin, extra;
-  std::vector<std::string> plugin_dirs;
-  std::uint64_t seed = 0;
-  double shard_gb = 5.0;
-  float stddev = 0.02f;
-  bool quiet = false, force = false;
-};
 
 namespace fs = std::filesystem;
-
-bool is_shard_name(const std::string& name) {
-  // model-00001-of-00003.safetensors, as written below
-  return name.size() == 32 && name.starts_with("model-") && name.ends_with(".safetensors") && name.substr(11, 4) == "-of-";
-}
-
-// Refuses a non-empty output directory unless --force; with --force removes config.json first, so
-// that a synth failing half-way leaves no directory that looks like a complete checkpoint.
-void prepare_output_dir(const fs::path& out, bool force, const fs::path& config) {
-  std::error_code ec;
-  const auto status = fs::status(out, ec);
-  if (fs::exists(status) && !fs::is_directory(status))
-    throw InputError(fmt::format("--out {}: exists and is not a directory", out.string()));
-  if (fs::exists(status)) {
-    std::vector<std::string> entries;
-    for (const auto& entry : fs::directory_iterator(out, ec)) entries.push_back(entry.path().filename().string());
-    if (ec) throw InputError(fmt::format("--out {}: cannot list: {}", out.string(), ec.message()));
-    if (!entries.empty() && !force)
-      throw InputError(fmt::format("--out {}: is not empty ({} entries, e.g. '{}'); refusing to overwrite a "
-                                   "checkpoint (use --force to replace its model files)",
-                                   out.string(), entries.size(), entries.front()));
-    // Unless it is the --config being read: that one is rewritten with the same content at the end.
-    const bool is_input = fs::equivalent(out / "config.json", config, ec);
-    if (!is_input && (fs::remove(out / "config.json", ec), ec))
-      throw InputError(fmt::format("{}: cannot remove: {}", (out / "config.json").string(), ec.message()));
-  }
-  fs::create_directories(out, ec);
-  if (ec) throw InputError(fmt::format("--out {}: cannot create: {}", out.string(), ec.message()));
-}
-
-// After the new weights are in place: no older single file beside a new index, no older index or
-// shards beside a new single file (loaders would pick the stale one).
-void remove_stale_weights(const fs::path& out, const std::set<std::string>& written) {
-  std::error_code ec;
-  std::vector<fs::path> stale;
-  for (const auto& entry : fs::directory_iterator(out, ec)) {
-    const auto name = entry.path().filename().string();
-    if (written.count(name)) continue;
-    if (name == "model.safetensors" || name == "model.safetensors.index.json" || is_shard_name(name))
-      stale.push_back(entry.path());
-  }
-  for (const auto& path : stale)
-    if (fs::remove(path, ec); ec) throw InputError(fmt::format("{}: cannot remove: {}", path.string(), ec.message()));
-}
-
-// The largest mean or std of synthesized weights: far beyond any real model's (0.02), small enough
-// that f16 (largest value 65504) holds 65 standard deviations; 1e300 read into a float was inf.
-constexpr double kMaxWeightScale = 1000;
-
-struct Planned {
-  std::string stored;
-  Shape shape;
-  float mean = 0.0f, stddev = 0.0f;
-};
-
-// Tensors a checkpoint holds beyond what its plugin requires (e.g. a codec the plugin reads on
-// demand): {"tensors": [{"name": N, "shape": [...], "mean": m, "std": s}, ...]}, mean and std
-// optional (0 and 0.02).
-std::vector<Planned> load_extra_tensors(const std::string& file) {
-  const nlohmann::json doc = load_json_object(file);
-  if (!doc.contains("tensors") || !doc.at("tensors").is_array())
-    throw InputError(fmt::format("{}: expected {{\"tensors\": [...]}}", file));
-  std::vector<Planned> out;
-  for (std::size_t i = 0; i < doc.at("tensors").size(); ++i) {
-    const auto& t = doc.at("tensors")[i];
-    const auto where = fmt::format("{}: tensors[{}]", file, i);
-    if (!t.is_object() || !t.contains("name") || !t.at("name").is_string() || !t.contains("shape") || !t.at("shape").is_array())
-      throw InputError(fmt::format("{}: needs a string \"name\" and a \"shape\" array", where));
-    Planned p{t.at("name").get<std::string>(), {}, 0.0f, 0.02f};
-    for (const auto& d : t.at("shape")) {
-      // An unsigned value past int64 would read as a negative one.
-      if (!d.is_number_integer() || (d.is_number_unsigned() && d.get<std::uint64_t>() > INT64_MAX) ||
-          d.get<std::int64_t>() < 0)
-        throw InputError(fmt::format("{}: \"shape\" must hold integers >= 0", where));
-      p.shape.push_back(d.get<std::int64_t>());
-    }
-    // Sizes the tensor's buffer: the element count and its bytes (at most 8 a value) must fit.
-    std::int64_t bytes = 8;
-    for (const std::int64_t d : p.shape) bytes = checked_mul(bytes, d, fmt::format("{}: \"shape\" bytes", where));
-    for (const auto& [key, field] : {std::pair<const char*, float*>{"mean", &p.mean}, {"std", &p.stddev}}) {
-      if (!t.contains(key)) continue;
-      // Read as double first: 1e300 would turn into an infinite float unseen.
-      const double v = t.at(key).is_number() ? t.at(key).get<double>() : std::nan("");
-      const bool is_std = std::string_view(key) == "std";
-      if (!std::isfinite(v) || std::fabs(v) > kMaxWeightScale || (is_std && v < 0))
-        throw InputError(fmt::format("{}: \"{}\" must be a finite number{} (at most {:g} in size)", where, key,
-                                     is_std ? " >= 0" : "", kMaxWeightScale));
-      *field = static_cast<float>(v);
-    }
-    out.push_back(std::move(p));
-  }
-  return out;
-}
 
 int synth(const SynthOptions& options) {
   if (!std::isfinite(options.stddev) || options.stddev < 0)
@@ -182,17 +49,11 @@ int synth(const SynthOptions& options) {
   registry.discover({options.plugin_dirs.begin(), options.plugin_dirs.end()});
   ModelArgs args;
   args.config = config;
-  args.weights = std::make_shared<EmptyWeightSource>();
+  args.weights = empty_weight_source();
   const std::string plugin = options.plugin.empty() ? registry.resolve_config(config, options.config).name : options.plugin;
   auto model = registry.create_model(plugin, args);
 
-  std::vector<Planned> tensors;
-  for (const auto& req : model->requirements()) {
-    if (req.optional) continue;
-    const bool is_norm = req.shape.size() == 1;
-    tensors.push_back({model->weight_source().stored_name(req.name), req.shape, is_norm ? 1.0f : 0.0f,
-                       is_norm ? 0.05f : options.stddev});
-  }
+  std::vector<SynthTensor> tensors = required_tensors(*model, options.stddev);
   if (!options.extra.empty()) {
     for (auto& extra : load_extra_tensors(options.extra)) {
       for (const auto& t : tensors)
@@ -201,69 +62,14 @@ int synth(const SynthOptions& options) {
       tensors.push_back(std::move(extra));
     }
   }
-  std::size_t total = 0;
-  for (const auto& t : tensors)
-    total = static_cast<std::size_t>(checked_add(static_cast<std::int64_t>(total),
-                                                 checked_mul(numel(t.shape), static_cast<std::int64_t>(dtype_size(*dtype)),
-                                                             fmt::format("tensor '{}' bytes", t.stored)),
-                                                 "the checkpoint's bytes"));
   const std::filesystem::path out = options.out;
-  prepare_output_dir(out, options.force, options.config);
-  std::set<std::string> written;
-
-  // Group tensors into shards of about shard_gb; one shard is built in memory, written, freed.
-  const auto shard_limit = static_cast<std::size_t>(options.shard_gb * 1e9);
-  std::vector<std::vector<std::size_t>> shards(1);
-  std::size_t in_shard = 0;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto bytes = static_cast<std::size_t>(numel(tensors[i].shape)) * dtype_size(*dtype);
-    if (in_shard > 0 && in_shard + bytes > shard_limit) {
-      shards.emplace_back();
-      in_shard = 0;
-    }
-    shards.back().push_back(i);
-    in_shard += bytes;
-  }
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  nlohmann::json weight_map = nlohmann::json::object();
-  std::size_t done = 0;
-  for (std::size_t s = 0; s < shards.size(); ++s) {
-    const std::string file = shards.size() == 1 ? "model.safetensors"
-                                                : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-    std::vector<HostTensor> owned;
-    for (auto i : shards[s]) owned.emplace_back(*dtype, tensors[i].shape);
-    for (std::size_t j = 0; j < owned.size(); ++j) {
-      const auto& t = tensors[shards[s][j]];
-      const std::int64_t n = owned[j].numel();
-      const std::int64_t chunk = std::max<std::int64_t>(1 << 16, (n / threads + 1) & ~std::int64_t{1});
-      std::vector<std::thread> pool;
-      const std::uint64_t seed = options.seed * 0x9e3779b97f4a7c15ull + shards[s][j] + 1;
-      for (std::int64_t b = 0; b < n; b += chunk)
-        pool.emplace_back([&, b] {
-          fill_normal(owned[j], b, std::min(n, b + chunk), t.mean, t.stddev, seed);
-        });
-      for (auto& th : pool) th.join();
-    }
-    std::vector<std::pair<std::string, TensorView>> views;
-    for (std::size_t j = 0; j < owned.size(); ++j) {
-      views.emplace_back(tensors[shards[s][j]].stored, owned[j].view());
-      weight_map[tensors[shards[s][j]].stored] = file;
-      done += owned[j].nbytes();
-    }
-    write_safetensors(out / file, views, {{"format", "pt"}, {"producer", "zoo synth"}});
-    written.insert(file);
-    if (!options.quiet)
-      fmt::print(stderr, "synth: wrote {} ({} tensors), {} / {}\n", (out / file).string(), views.size(),
-                 format_bytes(done), format_bytes(total));
-  }
-  if (shards.size() > 1) {
-    nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    write_file_atomic(out / "model.safetensors.index.json", index.dump(2) + "\n");
-    written.insert("model.safetensors.index.json");
-  }
-  remove_stale_weights(out, written);
-  // Last: a directory becomes a checkpoint only once its weights are complete.
-  write_file_atomic(out / "config.json", config.dump(2) + "\n");
+  SynthWrite write{*dtype, options.seed, options.shard_gb, options.force, nullptr};
+  if (!options.quiet)
+    write.on_shard = [](const std::filesystem::path& file, std::size_t count, std::size_t done, std::size_t total) {
+      fmt::print(stderr, "synth: wrote {} ({} tensors), {} / {}\n", file.string(), count, format_bytes(done),
+                 format_bytes(total));
+    };
+  const std::size_t total = write_synth_checkpoint(out, config, options.config, tensors, write);
   if (!options.quiet) fmt::print(stderr, "synth: {} tensors, {} in {}\n", tensors.size(), format_bytes(total), out.string());
   // The directory is a model as it stands; say how to run it (stdout: it is the command's result),
   // with the plugin directories it was made with, or the command would not find its plugin.
@@ -292,7 +98,7 @@ void add_synth_command(CLI::App& app, Action& run) {
   cmd->add_option("--seed", options->seed, "Random seed")->check(any_uint64());
   cmd->add_option("--shard-gb", options->shard_gb, "Shard size in GB (default 5)")->check(number_in(0.001, 1000.0));
   cmd->add_option("--std", options->stddev, "Standard deviation of weights (norms get mean 1)")
-      ->check(number_in(0.0, kMaxWeightScale));
+      ->check(number_in(0.0, kMaxSynthWeightScale));
   not_a_file(cmd->add_option("--plugin", options->plugin, "Plugin to ask for the tensor list (default: by model_type)"));
   input_file(cmd->add_option("--extra-tensors", options->extra,
                              "JSON listing tensors to add beyond the plugin's requirements (name, shape, mean, std)"),

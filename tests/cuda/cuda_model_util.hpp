@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "zoo/checkpoint.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/plugin_registry.hpp"
 #include "zoo/weight_source.hpp"

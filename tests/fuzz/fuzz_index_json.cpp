@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "zoo/checkpoint.hpp"
 #include "zoo/error.hpp"
 #include "zoo/weight_source.hpp"
 

@@ -27,16 +27,17 @@ fi
 # Framework and plugin sources compiled into the targets (instrumented for coverage and the
 # sanitizers). Each target links only the objects it needs from the archive.
 FUZZ_LIB_SOURCES=(
-  framework/src/input_file.cpp framework/src/error.cpp framework/src/safetensors.cpp framework/src/mapped_file.cpp
-  framework/src/dtype.cpp framework/src/tensor.cpp framework/src/request.cpp framework/src/checkpoint.cpp
-  framework/src/alias_weight_source.cpp framework/src/model_spec.cpp framework/src/yaml_checks.cpp
-  framework/src/compare.cpp framework/src/gates.cpp framework/src/format.cpp framework/src/diagnostic_hook.cpp
-  framework/src/output_file.cpp
+  framework/sdk/input_file.cpp framework/sdk/error.cpp framework/sdk/safetensors.cpp framework/sdk/mapped_file.cpp
+  framework/sdk/dtype.cpp framework/sdk/tensor.cpp framework/sdk/request.cpp framework/sdk/checkpoint.cpp
+  framework/sdk/alias_weight_source.cpp framework/host/model_spec.cpp framework/host/yaml_checks.cpp
+  framework/validation/compare.cpp framework/validation/gates.cpp framework/sdk/format.cpp
+  framework/sdk/diagnostic_hook.cpp framework/sdk/output_file.cpp
   layers/src/hf_config.cpp layers/src/decoder_spec.cpp layers/src/rope.cpp kernels/src/rope_table.cpp plugins/higgs_audio/src/higgs_config.cpp
 )
 FUZZ_FLAGS=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-            -DBOOST_DLL_USE_STD_FS -I"$FUZZ_SRC/framework/include" -I"$FUZZ_SRC/layers/include" -I"$FUZZ_SRC/kernels/include"
-            -I"$FUZZ_SRC/plugins/higgs_audio/src" -I"$FUZZ_SRC/framework/src")
+            -DBOOST_DLL_USE_STD_FS -I"$FUZZ_SRC/layers/include" -I"$FUZZ_SRC/kernels/include"
+            -I"$FUZZ_SRC/plugins/higgs_audio/src" -I"$FUZZ_SRC/framework")
+for part in sdk host text validation sound; do FUZZ_FLAGS+=(-I"$FUZZ_SRC/framework/$part/include"); done
 FUZZ_LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then FUZZ_LAUNCHER=(ccache); fi
 
@@ -47,7 +48,7 @@ fuzz_stale() {
   [[ -e $target ]] || return 0
   for f in "$@"; do [[ $f -nt $target ]] && return 0; done
   while IFS= read -r -d '' f; do [[ $f -nt $target ]] && return 0; done \
-    < <(find "$FUZZ_SRC/framework/include" "$FUZZ_SRC/framework/src" -name '*.hpp' -print0)
+    < <(find "$FUZZ_SRC/framework" -name '*.hpp' -print0)
   return 1
 }
 

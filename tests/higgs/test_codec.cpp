@@ -10,6 +10,7 @@
 
 #include "codec.hpp"
 #include "higgs_config.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/trace.hpp"
 
 namespace zoo::ptest {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zoo/checkpoint.hpp"
 #include "zoo/model_spec.hpp"
 
 namespace zoo::ptest {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zoo/checkpoint.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/weight_source.hpp"
 

@@ -181,7 +181,7 @@ TEST_CASE("higgs tts: teacher-forced loop on CUDA matches transformers bf16 at e
   model->load();
   check_teacher_forced(*model, dir, golden,
                        [](std::span<const float> logits, const float* want, std::int64_t K, std::int64_t V) {
-                         // The one-step CUDA gates (tests/cuda/model_parity_test.cpp), at every step.
+                         // The one-step CUDA gates (tests/cuda/layers/model_parity_test.cpp), at every step.
                          const Agreement m = agreement(logits, want);
                          INFO("cosine " << m.cosine << ", max_abs " << m.max_abs);
                          CHECK(m.cosine >= 0.9999);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "zoo/checkpoint.hpp"
 #include "zoo/compare.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/request.hpp"

@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "qwen3/fixture_test_util.hpp"
+#include "zoo/alias_weight_source.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/safetensors.hpp"
 
 using namespace zoo;

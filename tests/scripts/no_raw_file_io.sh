@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Files are opened in two places only: framework/src/input_file.cpp (zoo::InputFile: regular files,
-# never a blocking open, size caps) and framework/src/output_file.cpp (zoo::AtomicFileWriter:
+# Files are opened in two places only: framework/sdk/input_file.cpp (zoo::InputFile: regular files,
+# never a blocking open, size caps) and framework/sdk/output_file.cpp (zoo::AtomicFileWriter:
 # temporary + rename, devices and FIFOs written directly). Anything else that opens a file by name
 # (open, openat, creat, fopen, freopen, std::ifstream/ofstream/fstream, libsndfile's sf_open)
 # bypasses the rules of docs/safety.md and fails here. libsndfile is used through sf_open_fd (on
@@ -10,7 +10,7 @@
 set -u
 SRC=$(cd "$1" && pwd)
 cd "$SRC" || exit 1
-allowed=(framework/src/input_file.cpp framework/src/output_file.cpp)
+allowed=(framework/sdk/input_file.cpp framework/sdk/output_file.cpp)
 pattern='(^|[^A-Za-z0-9_.>:])(::)?(open|openat|creat|fopen|freopen)[[:space:]]*\(|\b(std::)?(i|o)?fstream\b|\bsf_open[[:space:]]*\('
 # Named things that are not raw opens: SafetensorsFile::open's declaration (it maps through
 # InputFile).

@@ -114,7 +114,7 @@ expect2 "--out $TMP/a.aiff: unknown sound file extension '.aiff'" "$CFG" --codes
 [[ -e $TMP/a.aiff ]] && fail "an unknown extension left a.aiff"
 
 # A replaced file keeps its mode (before: 0600 became 0644). A symlink planted at a temporary
-# name is covered by tests/framework/test_sound_file.cpp, which knows the writer's pid.
+# name is covered by tests/framework/sound/test_sound_file.cpp, which knows the writer's pid.
 "$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/m.wav" -q
 chmod 600 "$TMP/m.wav"
 "$ZOO" tts "$CFG" --codes "$FIX/codes.json" --out "$TMP/m.wav" -q || fail "rewrite m.wav: rc $?"

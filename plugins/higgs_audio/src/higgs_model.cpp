@@ -9,6 +9,7 @@
 #include "delay_pattern.hpp"
 #include "higgs_config.hpp"
 #include "tts_synthesize.hpp"
+#include "zoo/alias_weight_source.hpp"
 #include "zoo/error.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/env.hpp"

@@ -109,7 +109,7 @@ void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::in
 
 // ---- sampling ----------------------------------------------------------------------------------
 // Picks a token from one row of float32 logits on the device by the rule of zoo::sample_logits
-// (framework/include/zoo/sampling.hpp, the host reference): greedy (NaN never wins, ties to the lower
+// (framework/sdk/include/zoo/sampling.hpp, the host reference): greedy (NaN never wins, ties to the lower
 // index), or temperature, top-k, top-p and the pick with the caller's uniform draw. The row is
 // also checked (first NaN/+inf index, count of entries other than -inf). Parameters are read from
 // device memory when the kernels run, so a captured graph replays with each step's new draw.

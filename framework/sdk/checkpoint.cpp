@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <system_error>
 
+#include "zoo/checkpoint.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/safetensors.hpp"

@@ -1,3 +1,5 @@
+#include "zoo/alias_weight_source.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/runtime.hpp"
 
 #include <fmt/format.h>

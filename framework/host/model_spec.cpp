@@ -1,3 +1,4 @@
+#include "zoo/alias_weight_source.hpp"
 #include "zoo/model_spec.hpp"
 
 #include <fmt/format.h>

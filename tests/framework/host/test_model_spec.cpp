@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "framework/validation_test_util.hpp"
+#include "zoo/alias_weight_source.hpp"
 #include "zoo/compare.hpp"
 #include "zoo/error.hpp"
 #include "zoo/model_spec.hpp"

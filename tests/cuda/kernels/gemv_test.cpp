@@ -35,7 +35,7 @@ std::vector<double> reference(const std::vector<float>& x, const std::vector<flo
 std::vector<float> to_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
 
 // Runs one path (gemv_rows = 0: cuBLASLt) for the four modes and checks each against the float64
-// reference with the bounds of tests/cuda/gemm_test.cpp; returns the gemv calls it made.
+// reference with the bounds of tests/cuda/kernels/gemm_test.cpp; returns the gemv calls it made.
 std::size_t check_modes(Gemm& gemm, std::int64_t gemv_rows, const Shape& s, const std::vector<float>& x,
                         const std::vector<float>& w, const Bf16* dx, const Bf16* dw, cudaStream_t stream,
                         std::mt19937& rng) {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <fstream>
 
-#include "weights_test_util.hpp"
+#include "framework/weights_test_util.hpp"
 #include "zoo/error.hpp"
 #include "zoo/sound_file.hpp"
 

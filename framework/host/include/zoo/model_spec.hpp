@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "zoo/alias_weight_source.hpp"
 #include "zoo/tensor.hpp"
 #include "zoo/weight_source.hpp"
 

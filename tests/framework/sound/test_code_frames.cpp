@@ -5,7 +5,7 @@
 
 #include <sys/stat.h>
 
-#include "weights_test_util.hpp"
+#include "framework/weights_test_util.hpp"
 #include "zoo/code_frames.hpp"
 #include "zoo/error.hpp"
 #include "zoo/safetensors.hpp"

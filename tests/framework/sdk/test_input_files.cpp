@@ -9,6 +9,7 @@
 
 #include "framework/weights_test_util.hpp"
 #include "zoo/checked.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/request.hpp"

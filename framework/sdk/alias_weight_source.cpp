@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "zoo/alias_weight_source.hpp"
 #include "zoo/error.hpp"
 #include "zoo/weight_source.hpp"
 

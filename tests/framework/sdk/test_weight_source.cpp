@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "framework/weights_test_util.hpp"
+#include "zoo/alias_weight_source.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/safetensors.hpp"
 #include "zoo/weight_source.hpp"
 

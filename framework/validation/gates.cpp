@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "yaml_checks.hpp"
-#include "zoo/compare.hpp"
+#include "host/yaml_checks.hpp"
 #include "zoo/error.hpp"
+#include "zoo/gates.hpp"
 
 namespace zoo {
 

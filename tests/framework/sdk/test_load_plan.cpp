@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "framework/weights_test_util.hpp"
+#include "zoo/alias_weight_source.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/safetensors.hpp"
 
