@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 
 #include "codec.hpp"
@@ -113,7 +114,7 @@ std::int64_t EncoderGeometry::acoustic_frames(std::int64_t samples) const {
 std::string EncoderGeometry::summary() const {
   std::string strides;
   for (const auto& b : acoustic_blocks) strides += fmt::format("{}{}", strides.empty() ? "" : "x", b.stride);
-  return fmt::format("encoder: DAC {} -> {} (strides {}, hop {}), HuBERT {} x {} ({} heads, {} convs, stride {}), "
+  return fmt::format("DAC {} -> {} (strides {}, hop {}), HuBERT {} x {} ({} heads, {} convs, stride {}), "
                      "semantic frames every {}, fc {} -> {} quantizers of {} x {}",
                      acoustic_conv1_channels, acoustic, strides, hop(), layers, semantic, heads, features.size(),
                      semantic_stride(), downsample(), hidden, num_quantizers, codebook_size, codebook_dim);
@@ -674,6 +675,71 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   }
   tap(hook, "gap", r.gaps, F, g.num_quantizers);
   return r;
+}
+
+namespace {
+
+class HiggsCodeEncoder : public CodeEncoder {
+ public:
+  HiggsCodeEncoder(std::unique_ptr<CodecEncoder> encoder, const Device& device)
+      : encoder_(std::move(encoder)), device_(device) {}
+
+  std::int64_t num_codebooks() const override { return encoder_->geometry().num_quantizers; }
+  std::int64_t codebook_size() const override { return encoder_->geometry().codebook_size; }
+  int sample_rate() const override { return kCodecSampleRate; }
+  std::int64_t max_samples() const override { return kMaxEncodeSamples; }
+  std::string summary() const override { return fmt::format("{}; float32 on {}", encoder_->geometry().summary(), device_.str()); }
+  std::vector<TensorRequirement> requirements() const override { return encoder_->requirements(); }
+  void load() override {
+    encoder_->load();
+#ifdef ZOO_WITH_CUDA
+    if (!device_.is_cpu()) {
+      runner_ = make_cuda_codec_encoder_runner(encoder_->geometry(), encoder_->weights(), device_.index);
+      encoder_->release_weights();  // on the device now
+    }
+#endif
+  }
+  EncodedFrames encode(std::span<const float> samples, const std::string& what, DiagnosticHook* hook) const override {
+    const auto n = static_cast<std::int64_t>(samples.size());
+    check_encode_input(encoder_->geometry(), samples.data(), n, what);
+    EncodeResult r;
+    if (runner_) {
+      const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
+      r = runner_->encode(samples.data(), n, hook);
+    } else {
+      r = encoder_->encode(samples.data(), n, hook);
+    }
+    return {r.frames, r.num_quantizers, std::move(r.codes), std::move(r.gaps)};
+  }
+
+ private:
+  std::unique_ptr<CodecEncoder> encoder_;
+  Device device_;
+  std::unique_ptr<CodecEncoderRunner> runner_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+std::unique_ptr<CodeEncoder> make_code_encoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
+                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
+                                               const Device& device) {
+  auto encoder = std::make_unique<CodecEncoder>(weights, prefix);
+  const auto& g = encoder->geometry();
+  if (g.num_quantizers != lm_codebooks)
+    throw InputError(fmt::format("codec encoder in {}: {} quantizers stored, but the LM config has {} codebooks "
+                                 "(audio_encoder_config.num_codebooks)",
+                                 weights->describe(), g.num_quantizers, lm_codebooks));
+  if (g.codebook_size != lm_codebook_size - 2)
+    throw InputError(fmt::format("codec encoder in {}: codebooks of {} codes stored, but the LM config has {} codes + "
+                                 "BOC + EOC (audio_encoder_config.vocab_size {})",
+                                 weights->describe(), g.codebook_size, lm_codebook_size - 2, lm_codebook_size));
+#ifndef ZOO_WITH_CUDA
+  if (!device.is_cpu())
+    throw InputError(fmt::format("codec encoder in {}: device {} requested, but this build has no CUDA backend",
+                                 weights->describe(), device.str()));
+#endif
+  return std::make_unique<HiggsCodeEncoder>(std::move(encoder), device);
 }
 
 bool has_code_encoder(const WeightSource& weights, const std::string& prefix) {

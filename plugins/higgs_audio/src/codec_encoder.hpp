@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "zoo/code_encoder.hpp"
+#include "zoo/tensor.hpp"
 #include "zoo/diagnostic_hook.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/weight_source.hpp"
@@ -165,5 +167,26 @@ class CodecEncoder {
 void check_encode_input(const EncoderGeometry& geometry, const float* samples, std::int64_t n, const std::string& what);
 
 bool has_code_encoder(const WeightSource& weights, const std::string& prefix);
+
+// Runs a loaded encoder on a device; made from the host weights at load.
+class CodecEncoderRunner {
+ public:
+  virtual ~CodecEncoderRunner() = default;
+  // As CodecEncoder::encode (the input already checked by check_encode_input).
+  virtual EncodeResult encode(const float* samples, std::int64_t n, DiagnosticHook* hook) = 0;
+};
+
+// The CodeEncoder a Higgs model hands out: checked against the LM's codebooks (count and size, as
+// make_code_decoder), encoding on `device` (the model's): the CPU reference, or CUDA when built
+// with it.
+std::unique_ptr<CodeEncoder> make_code_encoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
+                                               std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
+                                               const Device& device = {});
+
+#ifdef ZOO_WITH_CUDA
+// cuda/codec_encoder_cuda.cpp: float32 on CUDA device `device` (TF32 off), weights uploaded once.
+std::unique_ptr<CodecEncoderRunner> make_cuda_codec_encoder_runner(const EncoderGeometry& geometry,
+                                                                   const EncoderWeights& weights, int device);
+#endif
 
 }  // namespace zoo::higgs
