@@ -5,11 +5,16 @@
 // show there before it flips a code). Also the torchaudio-compatible resampler on its own.
 #include "qwen3/fixture_test_util.hpp"
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "codec.hpp"
 #include "codec_encoder.hpp"
+#include "test_skip.hpp"
 #include "higgs_config.hpp"
 #include "zoo/kernels/encoder_cpu.hpp"
 #include "zoo/load_plan.hpp"
@@ -143,6 +148,52 @@ TEST_CASE("sinc resampler follows torchaudio's resample lengths and filters", "[
   const kernels::cpu::SincResampler same(24000, 24000);
   const std::vector<float> x{1.0f, 2.0f, 3.0f};
   CHECK(same.run(x.data(), 3) == x);
+}
+
+}  // namespace
+}  // namespace zoo::ptest
+
+namespace zoo::ptest {
+namespace {
+
+// Where an encode's time goes on the CPU, stage by stage: a hook that takes nothing and notes the
+// time at every tap point. Prints numbers; asserts nothing about time.
+//   ZOO_CODEC_ENC_REAL_FIXTURE=DIR/higgs-codec-enc-real build/bin/test_higgs "[codec_encode_profile]"
+class StageClock : public DiagnosticHook {
+ public:
+  bool wants(std::string_view name) const override {
+    marks_.emplace_back(std::string(name), std::chrono::steady_clock::now());
+    return false;
+  }
+  void record(std::string_view, const TensorView&) override {}
+  std::string report(std::chrono::steady_clock::time_point start) const {
+    std::string line;
+    auto last = start;
+    for (const auto& [name, at] : marks_) {
+      const double ms = std::chrono::duration<double, std::milli>(at - last).count();
+      if (ms >= 0.5) line += fmt::format(" {} {:.0f}", name, ms);
+      last = at;
+    }
+    return line;
+  }
+
+ private:
+  mutable std::vector<std::pair<std::string, std::chrono::steady_clock::time_point>> marks_;
+};
+
+TEST_CASE("codec encode CPU time per stage (needs ZOO_CODEC_ENC_REAL_FIXTURE)", "[.][codec_encode_profile]") {
+  const char* dir = std::getenv("ZOO_CODEC_ENC_REAL_FIXTURE");
+  if (!dir) ZOO_SKIP("ZOO_CODEC_ENC_REAL_FIXTURE is not set");
+  auto encoder = loaded_encoder(dir);
+  const TraceFile golden(fs::path(dir) / "golden-encode.safetensors");
+  const std::vector<float> input = to_f32(golden.get("a.input").view());
+  StageClock clock;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = encoder->encode(input.data(), static_cast<std::int64_t>(input.size()), &clock);
+  const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::printf("codec_encode_profile cpu (ms, time up to each tap):%s | total %.0f ms for %.1f s of input\n",
+              clock.report(start).c_str(), total, static_cast<double>(input.size()) / higgs::kCodecSampleRate);
+  CHECK(r.frames > 0);
 }
 
 }  // namespace
