@@ -152,8 +152,8 @@ CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::str
       if (!info(base + g) || !info(base + v)) continue;
       const Shape vs = require(base + v), gs = require(base + g);
       if (vs.size() != 3) throw fail(fmt::format("'{}{}' has shape {}, expected rank 3", base, v, shape_str(vs)));
+      if (gs.empty()) throw fail(fmt::format("'{}{}' is empty", base, g));
       weight_norm_.push_back({base, {base + g, base + v}});
-      (void)gs;
       return vs;
     }
     throw fail(fmt::format("'{}.weight' is missing (neither plain nor weight-normalized)", base));
@@ -703,11 +703,15 @@ class HiggsCodeEncoder : public CodeEncoder {
     const auto n = static_cast<std::int64_t>(samples.size());
     check_encode_input(encoder_->geometry(), samples.data(), n, what);
     EncodeResult r;
-    if (runner_) {
-      const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
-      r = runner_->encode(samples.data(), n, hook);
-    } else {
-      r = encoder_->encode(samples.data(), n, hook);
+    try {
+      if (runner_) {
+        const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
+        r = runner_->encode(samples.data(), n, hook);
+      } else {
+        r = encoder_->encode(samples.data(), n, hook);
+      }
+    } catch (const InputError& e) {  // what the input check could not foresee still names the input
+      throw InputError(fmt::format("{}: {}", what, e.what()));
     }
     return {r.frames, r.num_quantizers, std::move(r.codes), std::move(r.gaps)};
   }
