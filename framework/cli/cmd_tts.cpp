@@ -1,12 +1,15 @@
 // `zoo tts`: speech out of a model that owns a codes-to-waveform decoder (Model::code_decoder).
 // `--text TEXT` runs the model's speech synthesis (Model::synthesize) and decodes its frames;
 // `--codes FILE` decodes given code frames without running the language model: only the
-// decoder's tensors are planned and read.
+// decoder's tensors are planned and read. `--encode FILE` is the other way (Model::code_encoder):
+// a sound file to code frames, only the encoder's tensors read; `--ref-audio FILE` with --text
+// encodes the reference voice the same way before synthesizing.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 
 #include "commands.hpp"
@@ -23,7 +26,7 @@ namespace {
 struct TtsOptions {
   ModelOptions model;
   TtsTextOptions text;
-  std::string codes, out;
+  std::string codes, encode, out;
   bool quiet = false;
 };
 
@@ -43,6 +46,89 @@ void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
     throw ValidationError(fmt::format("{}: the decoder's load plan has {} problem(s):\n{}", opened.spec.file.string(),
                                       plan.problem_count(), plan.table()));
   decoder.load();
+}
+
+CodeEncoder& code_encoder_of(OpenedModel& opened) {
+  CodeEncoder* encoder = opened.model->code_encoder();
+  if (!encoder)
+    throw InputError(fmt::format("{}: the checkpoint has no waveform-to-codes encoder (the {} plugin's model holds none "
+                                 "here); give the voice as --ref-codes instead",
+                                 opened.spec.file.string(), opened.model->info().plugin));
+  return *encoder;
+}
+
+void load_code_encoder(OpenedModel& opened, CodeEncoder& encoder) {
+  const LoadPlan plan = make_load_plan(encoder.requirements(), opened.model->weight_source());
+  if (!plan.ok())
+    throw ValidationError(fmt::format("{}: the encoder's load plan has {} problem(s):\n{}", opened.spec.file.string(),
+                                      plan.problem_count(), plan.table()));
+  encoder.load();
+}
+
+// The samples of sound file `path` as the encoder takes them: downmixed to mono, resampled to its
+// rate by libsoxr when the file has another (said on stderr unless quiet). Empty, non-finite or
+// too long sound is an InputError naming the file, before anything is resampled or loaded.
+std::vector<float> read_reference_sound(const std::string& flag, const std::string& path, const CodeEncoder& encoder,
+                                        bool quiet) {
+  SoundFileContents sound = read_sound_file_downmixed(path);
+  const std::string name = fmt::format("{} {}", flag, path);
+  if (sound.samples.empty()) throw InputError(fmt::format("{}: no samples", name));
+  const double seconds = static_cast<double>(sound.samples.size()) / sound.sample_rate;
+  const double max_seconds = static_cast<double>(encoder.max_samples()) / encoder.sample_rate();
+  if (seconds > max_seconds)
+    throw InputError(fmt::format("{}: {:.1f} s of sound; the codec encoder takes at most {:.0f} s (cut the reference)",
+                                 name, seconds, max_seconds));
+  for (std::size_t i = 0; i < sound.samples.size(); ++i)
+    if (!std::isfinite(sound.samples[i]))
+      throw InputError(fmt::format("{}: sample {} is not a finite number", name, i));
+  std::string how = sound.channels == 1 ? "mono" : fmt::format("{} channels downmixed to mono", sound.channels);
+  if (sound.sample_rate != encoder.sample_rate()) {
+    sound.samples = resample_sound(sound.samples, sound.sample_rate, encoder.sample_rate());
+    how += fmt::format(", resampled {} -> {} Hz by libsoxr (high quality)", sound.sample_rate, encoder.sample_rate());
+  } else {
+    how += fmt::format(", {} Hz as is", sound.sample_rate);
+  }
+  if (!quiet) fmt::print(stderr, "tts: {}: {:.2f} s, {}\n", name, seconds, how);
+  return sound.samples;
+}
+
+// Encodes `samples` (from `name`) into code frames, reporting time and the closest call.
+EncodedFrames encode_sound(const CodeEncoder& encoder, const std::vector<float>& samples, const std::string& name,
+                          bool quiet) {
+  const auto start = std::chrono::steady_clock::now();
+  EncodedFrames encoded = encoder.encode(samples, name);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!quiet) {
+    const double duration = static_cast<double>(samples.size()) / encoder.sample_rate();
+    float margin = std::numeric_limits<float>::infinity();
+    for (const float m : encoded.margins) margin = std::min(margin, m);
+    fmt::print(stderr, "tts: encoder: {}\n", encoder.summary());
+    fmt::print(stderr, "tts: {:.2f} s of sound -> {} frames in {:.3f} s ({:.0f}x real time); smallest code margin {:.4g}\n",
+               duration, encoded.frames, seconds, seconds > 0 ? duration / seconds : 0.0, margin);
+  }
+  return encoded;
+}
+
+std::vector<std::vector<std::int64_t>> frame_rows(const EncodedFrames& encoded) {
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(encoded.frames));
+  for (std::int64_t t = 0; t < encoded.frames; ++t)
+    rows[static_cast<std::size_t>(t)].assign(encoded.codes.begin() + t * encoded.num_codebooks,
+                                             encoded.codes.begin() + (t + 1) * encoded.num_codebooks);
+  return rows;
+}
+
+int run_encode(const TtsOptions& options) {
+  if (options.text.codes_out.empty()) throw InputError("tts: --encode needs --codes-out (the code frames file to write)");
+  PluginRegistry registry;
+  OpenedModel opened = open_from_options(options.model, registry);
+  check_output("--codes-out", options.text.codes_out, opened, {{"a sound file (--encode)", options.encode}});
+  CodeEncoder& encoder = code_encoder_of(opened);
+  const std::vector<float> samples = read_reference_sound("--encode", options.encode, encoder, options.quiet);
+  load_code_encoder(opened, encoder);
+  const EncodedFrames encoded = encode_sound(encoder, samples, "--encode " + options.encode, options.quiet);
+  write_code_frames(options.text.codes_out, code_frames_tensor(frame_rows(encoded)).view());
+  if (!options.quiet) fmt::print(stderr, "tts: codes [{}, {}] -> {}\n", encoded.frames, encoded.num_codebooks, options.text.codes_out);
+  return 0;
 }
 
 // Called before the model is loaded: a long synthesis must not end in a name it cannot write.
@@ -99,19 +185,33 @@ int run_codes(const TtsOptions& options) {
 int run_text(const TtsOptions& options) {
   if (options.out.empty() && options.text.codes_out.empty())
     throw InputError("tts: give --out (a sound file) and/or --codes-out (the generated code frames)");
+  if (!options.text.ref_text.empty() && options.text.ref_codes.empty() && options.text.ref_audio.empty())
+    throw InputError("tts: --ref-text needs --ref-codes or --ref-audio (the voice it transcribes)");
   PluginRegistry registry;
   OpenedModel opened = open_from_options(options.model, registry);
   // The checkpoint's files (weights, config.json, tokenizer.json) are known only now.
   const std::vector<NamedPath> inputs = {{"code frames (--ref-codes)", options.text.ref_codes},
+                                         {"a sound file (--ref-audio)", options.text.ref_audio},
                                          {"tokenizer", tokenizer_file(opened)}};
   if (!options.out.empty()) check_output("--out", options.out, opened, inputs);
   if (!options.text.codes_out.empty()) check_output("--codes-out", options.text.codes_out, opened, inputs);
   check_sound_name(options.out);
   CodeDecoder* decoder = options.out.empty() ? nullptr : &code_decoder_of(opened);  // before the long part
+  TtsTextOptions text = options.text;
+  CodeEncoder* encoder = nullptr;
+  std::vector<float> reference;
+  if (!text.ref_audio.empty()) {  // the reference is read and checked before the long part too
+    encoder = &code_encoder_of(opened);
+    reference = read_reference_sound("--ref-audio", text.ref_audio, *encoder, options.quiet);
+  }
   load_model(opened, !options.quiet);
   if (decoder) load_code_decoder(opened, *decoder);
+  if (encoder) {
+    load_code_encoder(opened, *encoder);
+    text.ref_frames = frame_rows(encode_sound(*encoder, reference, "--ref-audio " + text.ref_audio, options.quiet));
+  }
   const auto start = std::chrono::steady_clock::now();
-  const auto frames = synthesize_text(opened, options.text, options.quiet);
+  const auto frames = synthesize_text(opened, text, options.quiet);
   if (!decoder) return 0;
   const auto K = static_cast<std::int64_t>(frames.empty() ? decoder->num_codebooks() : frames.front().size());
   HostTensor codes(DType::I64, {static_cast<std::int64_t>(frames.size()), K});
@@ -130,7 +230,7 @@ int run_text(const TtsOptions& options) {
 
 void add_tts_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<TtsOptions>();
-  auto* cmd = app.add_subcommand("tts", "Text to speech (--text), or code frames to a sound file (--codes)");
+  auto* cmd = app.add_subcommand("tts", "Text to speech (--text), code frames to a sound file (--codes), or a sound file to code frames (--encode)");
   add_model_options(*cmd, options->model);
   auto* text = add_tts_text_options(*cmd, options->text);
   auto* codes = input_file(cmd->add_option("--codes", options->codes,
@@ -138,6 +238,13 @@ void add_tts_command(CLI::App& app, Action& run) {
                   "({\"codes\": [[...], ...]} or a plain array) or safetensors (I64/I32 tensor \"codes\")"),
                            "a code frames file");
   text->excludes(codes);
+  auto* encode = input_file(cmd->add_option("--encode", options->encode,
+                   "Sound file to encode into code frames with the model's codec (WAV, FLAC, ...; mono or "
+                   "downmixed, resampled to the codec's rate), written to --codes-out; no language model runs"),
+                            "a sound file");
+  encode->excludes(text);
+  encode->excludes(codes);
+  encode->needs(cmd->get_option("--codes-out"));
   output_file(cmd->add_option("--out", options->out,
                               "Output sound file, in the format its extension names: .wav (16-bit PCM; also "
                               "without an extension), .flac, .ogg (Vorbis), .opus, .mp3"),
@@ -146,6 +253,8 @@ void add_tts_command(CLI::App& app, Action& run) {
   cmd->callback([&run, options] {
     run = [options] {
       if (!options->text.text.empty()) return run_text(*options);
+      if (!options->encode.empty()) return run_encode(*options);
+      if (!options->text.codes_out.empty()) throw InputError("tts: --codes-out needs --text or --encode");
       if (options->codes.empty()) throw InputError("tts: give --text TEXT (speech from text) or --codes FILE (code frames to decode)");
       if (options->out.empty()) throw InputError("tts: --codes needs --out (the sound file to write)");
       return run_codes(*options);

@@ -19,8 +19,15 @@ CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
   auto* ref_codes = input_file(cmd.add_option("--ref-codes", o.ref_codes,
                                               "Voice to clone: its codec frames [T, codebooks] (JSON, or .safetensors)"),
                                "a code frames file");
-  not_a_file(cmd.add_option("--ref-text", o.ref_text, "Transcript of the --ref-codes voice"))->needs(ref_codes);
+  auto* ref_audio = input_file(cmd.add_option("--ref-audio", o.ref_audio,
+                                              "Voice to clone from a sound file (WAV, FLAC, ...; mono or downmixed, "
+                                              "resampled to the codec's rate): encoded by the model's codec first"),
+                               "a sound file");
+  // Needs --ref-codes or --ref-audio: checked when the command runs (CLI11's needs is all-of).
+  not_a_file(cmd.add_option("--ref-text", o.ref_text, "Transcript of the --ref-codes / --ref-audio voice"));
   ref_codes->needs(text);
+  ref_audio->needs(text);
+  ref_audio->excludes(ref_codes);
   // Defaults: the first-party recommended settings (sglang-omni cookbook).
   cmd.add_option("--temperature,--temp", o.temperature, "Sampling temperature; <= 1e-5 is greedy (default 0.8)")
       ->check(number_in(0.0, 100.0));
@@ -32,9 +39,11 @@ CLI::Option* add_tts_text_options(CLI::App& cmd, TtsTextOptions& o) {
   cmd.add_option("--max-frames", o.max_frames,
                  "Most decode steps (delayed frames; the speech has up to this minus (codebooks - 1) frames) (default 1024)")
       ->check(integer_in(1, 1LL << 20));
-  output_file(cmd.add_option("--codes-out", o.codes_out, "Also write the generated codes [T, codebooks] (JSON, or .safetensors)"),
-              "a code frames file")
-      ->needs(text);
+  // With --text or `zoo tts --encode`: checked when the command runs.
+  output_file(cmd.add_option("--codes-out", o.codes_out,
+                             "Also write the generated codes [T, codebooks] (JSON, or .safetensors); with --encode, "
+                             "the encoded ones"),
+              "a code frames file");
   return text;
 }
 
@@ -52,7 +61,10 @@ std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, cons
   SpeechRequest request;
   request.text = o.text;
   request.reference_text = o.ref_text;
-  if (!o.ref_codes.empty()) {
+  if (!o.ref_frames.empty()) {
+    request.reference_codes = o.ref_frames;
+    request.reference_label = o.ref_audio;
+  } else if (!o.ref_codes.empty()) {
     request.reference_codes = code_frames_rows(load_code_frames(o.ref_codes).view());
     request.reference_label = o.ref_codes;
   }

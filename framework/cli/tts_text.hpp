@@ -18,7 +18,10 @@ struct TtsTextOptions {
   std::string text;
   std::string ref_text;
   std::string ref_codes;
+  std::string ref_audio;  // a sound file to encode into the reference codes (cmd_tts does it)
   std::string codes_out;
+  // The reference frames encoded from ref_audio (used instead of reading ref_codes when set).
+  std::vector<std::vector<std::int64_t>> ref_frames;
   float temperature = 0.8f;
   int top_k = 50;
   float top_p = 1.0f;
@@ -26,7 +29,7 @@ struct TtsTextOptions {
   long long max_frames = 1024;
 };
 
-// Adds --text, --ref-text, --ref-codes, --temperature, --top-k, --top-p, --seed, --max-frames and
+// Adds --text, --ref-text, --ref-codes, --ref-audio, --temperature, --top-k, --top-p, --seed, --max-frames and
 // --codes-out to `command`; returns the --text option (for excludes/needs with other modes).
 CLI::Option* add_tts_text_options(CLI::App& command, TtsTextOptions& options);
 

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <sndfile.h>
+#include <soxr.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstring>
 #include <memory>
@@ -133,7 +135,9 @@ void write_sound_file(const std::filesystem::path& path, std::span<const float> 
   out.commit();
 }
 
-SoundFileContents read_sound_file(const std::filesystem::path& path) {
+namespace {
+
+SoundFileContents read_sound(const std::filesystem::path& path, bool downmix) {
   const std::string name = escape_text(path.string());
   const InputFile input(path, "a sound file");
   SF_INFO info{};
@@ -145,6 +149,7 @@ SoundFileContents read_sound_file(const std::filesystem::path& path) {
   if (info.channels < 1 || info.channels > 1024 || info.frames < 0 || info.frames > kMaxSamples / info.channels)
     throw InputError(fmt::format("{}: implausible sound file header ({} channels, {} frames)", name, info.channels,
                                  info.frames));
+  if (info.samplerate < 1) throw InputError(fmt::format("{}: invalid sample rate {}", name, info.samplerate));
   SoundFileContents out;
   out.sample_rate = info.samplerate;
   out.channels = info.channels;
@@ -158,7 +163,40 @@ SoundFileContents read_sound_file(const std::filesystem::path& path) {
   const sf_count_t got = sf_readf_float(file.get(), interleaved.data(), info.frames);
   if (got != info.frames) throw InputError(fmt::format("{}: truncated ({} of {} frames)", name, got, info.frames));
   out.samples.resize(static_cast<std::size_t>(got));
-  for (sf_count_t i = 0; i < got; ++i) out.samples[static_cast<std::size_t>(i)] = interleaved[static_cast<std::size_t>(i * info.channels)];
+  const int channels = downmix ? info.channels : 1;
+  for (sf_count_t i = 0; i < got; ++i) {
+    float sum = 0.0f;
+    for (int c = 0; c < channels; ++c) sum += interleaved[static_cast<std::size_t>(i * info.channels + c)];
+    out.samples[static_cast<std::size_t>(i)] = channels == 1 ? sum : sum / static_cast<float>(channels);
+  }
+  return out;
+}
+
+struct DeleteSoxr {
+  void operator()(soxr_t s) const { soxr_delete(s); }
+};
+
+}  // namespace
+
+SoundFileContents read_sound_file(const std::filesystem::path& path) { return read_sound(path, false); }
+
+SoundFileContents read_sound_file_downmixed(const std::filesystem::path& path) { return read_sound(path, true); }
+
+std::vector<float> resample_sound(std::span<const float> samples, int from, int to) {
+  if (from < 1 || to < 1) throw InputError(fmt::format("resample: invalid rates {} -> {} Hz", from, to));
+  if (from == to || samples.empty()) return {samples.begin(), samples.end()};
+  // libsoxr's one-shot API with its high-quality preset (linear phase, -rolloff small): the output
+  // is round(n * to / from) samples, aligned with the input (no delay to trim).
+  const soxr_io_spec_t io = soxr_io_spec(SOXR_FLOAT32_I, SOXR_FLOAT32_I);
+  const soxr_quality_spec_t quality = soxr_quality_spec(SOXR_HQ, 0);
+  const double ratio = static_cast<double>(to) / static_cast<double>(from);
+  const auto out_len = static_cast<std::size_t>(std::llround(static_cast<double>(samples.size()) * ratio));
+  std::vector<float> out(std::max<std::size_t>(out_len, 1));
+  std::size_t done = 0;
+  const soxr_error_t error = soxr_oneshot(from, to, 1, samples.data(), samples.size(), nullptr, out.data(), out.size(),
+                                          &done, &io, &quality, nullptr);
+  if (error) throw InputError(fmt::format("resample {} -> {} Hz: libsoxr: {}", from, to, error));
+  out.resize(done);
   return out;
 }
 

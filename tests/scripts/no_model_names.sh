@@ -14,7 +14,9 @@ check() {
   local dir hits
   for dir in "$@"; do
     [[ -d $SRC/$dir ]] || { echo "FAIL: $dir does not exist"; status=1; continue; }
-    hits=$(grep -rniE -- "$words" "$SRC/$dir")
+    # One exception, by exact token: `zoo tts --ref-audio` (issue 27 names the option so; the
+    # framework otherwise says "sound"). Lines whose only hits are that option still pass.
+    hits=$(grep -rniE -- "$words" "$SRC/$dir" | sed -E 's/ref[-_]audio//g' | grep -iE -- "$words")
     if [[ -n $hits ]]; then
       echo "FAIL: $dir mentions /$words/:"
       echo "${hits//$SRC\//}"

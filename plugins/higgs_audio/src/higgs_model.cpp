@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "codec.hpp"
+#include "codec_encoder.hpp"
 #include "delay_pattern.hpp"
 #include "higgs_config.hpp"
 #include "tts_synthesize.hpp"
@@ -177,6 +178,16 @@ class HiggsModel : public Model {
     return codec_.get();
   }
 
+  // The codec encoder stored under kCodecPrefix (voice cloning from audio), built on first use;
+  // nullptr when the checkpoint holds no encoder. Encodes on the model's device in float32.
+  CodeEncoder* code_encoder() override {
+    if (!encoder_) {
+      if (!has_code_encoder(*weights_, kCodecPrefix)) return nullptr;
+      encoder_ = make_code_encoder(weights_, kCodecPrefix, config_.num_codebooks, config_.codebook_size, device_);
+    }
+    return encoder_.get();
+  }
+
   // input_ids equal to audio_token_id are audio slots, filled in order by the rows of audio_codes
   // (already in delay-pattern layout); each slot's embedding is sum_c E[code_c + c*V].
   Prompt prepare(const Request& request) const override {
@@ -234,6 +245,7 @@ class HiggsModel : public Model {
   AudioTable table_;
   std::size_t table_bytes_ = 0;  // as the body holds it
   std::unique_ptr<CodeDecoder> codec_;
+  std::unique_ptr<CodeEncoder> encoder_;
 };
 
 const ZooPluginDescriptor* descriptor() {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zoo/code_decoder.hpp"
+#include "zoo/code_encoder.hpp"
 #include "zoo/diagnostic_hook.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/request.hpp"
@@ -250,6 +251,9 @@ class Model {
   virtual CodeDecoder* code_decoder() { return nullptr; }
   // Text to speech codes. The default throws an InputError: the model does not synthesize speech.
   virtual SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress = {});
+  // The model's waveform-to-codes encoder (code_encoder.hpp), or nullptr when it has none; built
+  // and loaded like code_decoder(). Appended last: the earlier virtuals keep their slots.
+  virtual CodeEncoder* code_encoder() { return nullptr; }
 };
 
 }  // namespace zoo

@@ -20,8 +20,8 @@
 // signature. 3: row tables (Model::add_row_table, TableRows); the descriptor carries the toolchain
 // fingerprint; the exports need no Boost. 4: sampling on the device (OutputRequest::sample,
 // ForwardResult::sampled). 5: sampling a row table head on the device (OutputRequest::head_sample,
-// ForwardResult::head_sampled).
-#define ZOO_PLUGIN_ABI_VERSION 5u
+// ForwardResult::head_sampled). 6: Model::code_encoder (appended after every other virtual).
+#define ZOO_PLUGIN_ABI_VERSION 6u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)

@@ -1,5 +1,5 @@
 #pragma once
-// Sound files through libsndfile.
+// Sound files through libsndfile; resampling through libsoxr.
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -30,5 +30,11 @@ struct SoundFileContents {
   SoundFormat format = SoundFormat::Wav;
 };
 SoundFileContents read_sound_file(const std::filesystem::path& path);
+// The same with every channel averaged into one (a mono file as is).
+SoundFileContents read_sound_file_downmixed(const std::filesystem::path& path);
+
+// `samples` at `from` Hz resampled to `to` Hz by libsoxr (its high-quality preset, linear phase):
+// round(n * to / from) samples; from == to returns them unchanged. InputError on a bad rate.
+std::vector<float> resample_sound(std::span<const float> samples, int from, int to);
 
 }  // namespace zoo
