@@ -93,9 +93,21 @@ fi
 cp "$M/config.json" "$M/model.safetensors" "$TMP/" && mkdir -p "$TMP/notok" && mv "$TMP/config.json" "$TMP/model.safetensors" "$TMP/notok/"
 "$ZOO" generate "$TMP/notok" --prompt Hello >"$TMP/out" 2>"$TMP/err"
 [[ $? == 2 ]] && grep -qF "$TMP/notok/tokenizer.json: no such file" "$TMP/err" || fail "no tokenizer: $(cat "$TMP/err")"
-printf '{"chat_template": "[INST] {{ messages[0].content }} [/INST]"}\n' >"$M/tokenizer_config.json"
+# --chat --messages: the whole conversation through the template; the same two messages as above
+# give the same prompt as --prompt with --system.
+printf '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]' >"$TMP/messages.json"
+"$ZOO" generate "$M" --chat --messages "$TMP/messages.json" --max-new-tokens 2 >"$TMP/out" 2>"$TMP/err" ||
+  fail "--chat --messages: $(cat "$TMP/err")"
+grep -qF "prefill $want_prompt tokens" "$TMP/err" || fail "--chat --messages prompt is not $want_prompt tokens: $(cat "$TMP/err")"
+"$ZOO" generate "$M" --messages "$TMP/messages.json" >"$TMP/out" 2>"$TMP/err"
+[[ $? == 2 ]] && grep -qF -- "--messages: needs --chat" "$TMP/err" || fail "--messages without --chat: $(cat "$TMP/err")"
+# A template's own refusal exits 1 with its words; a template that does not parse exits 2; both name the file.
+printf '{"chat_template": "{{ raise_exception(\\"roles must alternate\\") }}"}\n' >"$M/tokenizer_config.json"
 "$ZOO" generate "$M" --prompt Hello --chat >"$TMP/out" 2>"$TMP/err"
-[[ $? == 2 ]] && grep -qF "$M/tokenizer_config.json: unsupported chat template" "$TMP/err" || fail "bad template: $(cat "$TMP/err")"
+[[ $? == 1 ]] && grep -qF "$M/tokenizer_config.json: roles must alternate" "$TMP/err" || fail "raising template: $(cat "$TMP/err")"
+printf '{"chat_template": "{%% for m in messages %%}[INST] {{ m.content }}"}\n' >"$M/tokenizer_config.json"
+"$ZOO" generate "$M" --prompt Hello --chat >"$TMP/out" 2>"$TMP/err"
+[[ $? == 2 ]] && grep -qF "$M/tokenizer_config.json:1: syntax error" "$TMP/err" || fail "bad template: $(cat "$TMP/err")"
 "$ZOO" generate "$M" --prompt Hello --request x.json >"$TMP/out" 2>"$TMP/err"
 [[ $? == 2 ]] || fail "--prompt with --request accepted"
 

@@ -1,0 +1,466 @@
+// Attribute and item access, slicing, iteration, ordering and membership, with the methods of
+// Python's str, dict and list that chat templates call (the immutable sandbox's set: nothing that
+// modifies a value).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "ast.hpp"
+
+namespace zoo::jinja::detail {
+
+namespace {
+
+using K = Value::Kind;
+
+bool is_ws(char32_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == 0x85 || c == 0xa0 || c == 0x3000 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x1680 || c == 0x202f || c == 0x205f || c == 0x1c || c == 0x1d || c == 0x1e || c == 0x1f; }
+
+std::string arg_string(const CallArgs& a, std::string_view name, std::size_t index, const char* method) {
+  const auto v = a.get(name, index);
+  if (!v || !v->is_string())
+    failure(fmt::format("{}() argument must be str, not {}", method, v ? kind_name(*v) : "nothing"));
+  return v->text;
+}
+
+// strip/lstrip/rstrip: `chars` (None: whitespace) off either end.
+std::string strip(const std::string& s, const std::optional<Value>& chars, bool left, bool right) {
+  const std::u32string cps = to_code_points(s);
+  std::u32string set;
+  const bool ws = !chars || chars->is_none();
+  if (!ws) {
+    if (!chars->is_string()) failure("strip arg must be None or str");
+    set = to_code_points(chars->text);
+  }
+  const auto strip_it = [&](char32_t c) { return ws ? is_ws(c) : set.find(c) != std::u32string::npos; };
+  std::size_t b = 0, e = cps.size();
+  if (left)
+    while (b < e && strip_it(cps[b])) ++b;
+  if (right)
+    while (e > b && strip_it(cps[e - 1])) --e;
+  return to_utf8(std::u32string_view(cps).substr(b, e - b));
+}
+
+char32_t ascii_upper(char32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
+char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
+bool is_alpha(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0xc0; }
+
+std::string map_case(const std::string& s, bool upper) {
+  std::string out = s;
+  for (auto& c : out) c = static_cast<char>(upper ? ascii_upper(static_cast<unsigned char>(c)) : ascii_lower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+Value split(const std::string& s, const CallArgs& a, bool from_right) {
+  const auto sep = a.get("sep", 0);
+  const auto max = a.get("maxsplit", 1);
+  std::int64_t maxsplit = max && max->kind == K::Int ? max->integer : -1;
+  List parts;
+  if (!sep || sep->is_none()) {
+    const std::u32string cps = to_code_points(s);
+    std::vector<std::pair<std::size_t, std::size_t>> words;
+    std::size_t i = 0;
+    while (i < cps.size()) {
+      while (i < cps.size() && is_ws(cps[i])) ++i;
+      if (i >= cps.size()) break;
+      std::size_t j = i;
+      while (j < cps.size() && !is_ws(cps[j])) ++j;
+      words.emplace_back(i, j);
+      i = j;
+    }
+    if (maxsplit >= 0 && static_cast<std::size_t>(maxsplit) < words.size()) {
+      if (from_right) {
+        const std::size_t keep = words.size() - static_cast<std::size_t>(maxsplit);
+        std::size_t end = words[keep - 1].second;
+        parts.emplace_back(to_utf8(std::u32string_view(cps).substr(words[0].first, end - words[0].first)));
+        for (std::size_t k = keep; k < words.size(); ++k)
+          parts.emplace_back(to_utf8(std::u32string_view(cps).substr(words[k].first, words[k].second - words[k].first)));
+        return Value::make_list(std::move(parts));
+      }
+      for (std::size_t k = 0; k < static_cast<std::size_t>(maxsplit); ++k)
+        parts.emplace_back(to_utf8(std::u32string_view(cps).substr(words[k].first, words[k].second - words[k].first)));
+      std::size_t rest = words[static_cast<std::size_t>(maxsplit)].first;
+      std::size_t end = cps.size();
+      while (end > rest && is_ws(cps[end - 1])) --end;
+      parts.emplace_back(to_utf8(std::u32string_view(cps).substr(rest, end - rest)));
+      return Value::make_list(std::move(parts));
+    }
+    for (const auto& [b, e] : words) parts.emplace_back(to_utf8(std::u32string_view(cps).substr(b, e - b)));
+    return Value::make_list(std::move(parts));
+  }
+  if (!sep->is_string()) failure("must be str or None");
+  const std::string& d = sep->text;
+  if (d.empty()) failure("empty separator");
+  std::vector<std::string> all;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t f = s.find(d, at);
+    if (f == std::string::npos) break;
+    all.push_back(s.substr(at, f - at));
+    at = f + d.size();
+  }
+  all.push_back(s.substr(at));
+  if (maxsplit >= 0 && static_cast<std::size_t>(maxsplit) + 1 < all.size()) {
+    const auto m = static_cast<std::size_t>(maxsplit);
+    std::vector<std::string> merged;
+    if (from_right) {
+      std::string head = all[0];
+      for (std::size_t k = 1; k < all.size() - m; ++k) head += d + all[k];
+      merged.push_back(head);
+      for (std::size_t k = all.size() - m; k < all.size(); ++k) merged.push_back(all[k]);
+    } else {
+      for (std::size_t k = 0; k < m; ++k) merged.push_back(all[k]);
+      std::string tail = all[m];
+      for (std::size_t k = m + 1; k < all.size(); ++k) tail += d + all[k];
+      merged.push_back(tail);
+    }
+    all = std::move(merged);
+  }
+  for (auto& p : all) parts.emplace_back(std::move(p));
+  return Value::make_list(std::move(parts));
+}
+
+bool affix(const std::string& s, const Value& what, bool prefix) {
+  const auto one = [&](const Value& p) {
+    if (!p.is_string()) failure("startswith/endswith takes a str or a tuple of str");
+    if (p.text.size() > s.size()) return false;
+    return prefix ? s.compare(0, p.text.size(), p.text) == 0 : s.compare(s.size() - p.text.size(), p.text.size(), p.text) == 0;
+  };
+  if (what.is_sequence()) return std::any_of(what.list->begin(), what.list->end(), one);
+  return one(what);
+}
+
+std::string title(const std::string& s) {
+  std::u32string cps = to_code_points(s);
+  bool prev_cased = false;
+  for (auto& c : cps) {
+    c = prev_cased ? ascii_lower(c) : ascii_upper(c);
+    prev_cased = is_alpha(c);
+  }
+  return to_utf8(cps);
+}
+
+std::optional<Value> string_method(const std::string& s, const std::string& name) {
+  auto m = [](auto f) { return Value::make_function(std::move(f)); };
+  if (name == "startswith" || name == "endswith")
+    return m([s, prefix = name == "startswith"](CallArgs& a) -> Value {
+      if (a.positional.empty()) failure("startswith/endswith takes one argument");
+      return Value(affix(s, a.positional[0], prefix));
+    });
+  if (name == "strip" || name == "lstrip" || name == "rstrip")
+    return m([s, name](CallArgs& a) -> Value {
+      return Value(strip(s, a.get("chars", 0), name != "rstrip", name != "lstrip"));
+    });
+  if (name == "split" || name == "rsplit") return m([s, name](CallArgs& a) { return split(s, a, name == "rsplit"); });
+  if (name == "upper" || name == "lower") return m([s, name](CallArgs&) { return Value(map_case(s, name == "upper")); });
+  if (name == "title") return m([s](CallArgs&) { return Value(title(s)); });
+  if (name == "capitalize")
+    return m([s](CallArgs&) {
+      std::u32string cps = to_code_points(s);
+      for (std::size_t k = 0; k < cps.size(); ++k) cps[k] = k ? ascii_lower(cps[k]) : ascii_upper(cps[k]);
+      return Value(to_utf8(cps));
+    });
+  if (name == "replace")
+    return m([s](CallArgs& a) -> Value {
+      const std::string from = arg_string(a, "old", 0, "replace"), to = arg_string(a, "new", 1, "replace");
+      const auto count = a.get("count", 2);
+      std::int64_t left = count && count->kind == K::Int ? count->integer : -1;
+      std::string out;
+      if (from.empty()) {  // Python inserts `to` between every character
+        const std::u32string cps = to_code_points(s);
+        for (std::size_t k = 0; k <= cps.size(); ++k) {
+          if (left != 0) {
+            out += to;
+            --left;
+          }
+          if (k < cps.size()) out += to_utf8(std::u32string(1, cps[k]));
+        }
+        return Value(std::move(out));
+      }
+      std::size_t at = 0;
+      while (left != 0) {
+        const std::size_t f = s.find(from, at);
+        if (f == std::string::npos) break;
+        out.append(s, at, f - at);
+        out += to;
+        at = f + from.size();
+        --left;
+      }
+      out.append(s, at);
+      return Value(std::move(out));
+    });
+  if (name == "find" || name == "rfind" || name == "count" || name == "index")
+    return m([s, name](CallArgs& a) -> Value {
+      const std::string sub = arg_string(a, "sub", 0, name.c_str());
+      if (name == "count") {
+        if (sub.empty()) return Value(static_cast<std::int64_t>(to_code_points(s).size() + 1));
+        std::int64_t n = 0;
+        for (std::size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+        return Value(n);
+      }
+      const std::size_t f = name == "rfind" ? s.rfind(sub) : s.find(sub);
+      if (f == std::string::npos) {
+        if (name == "index") failure("substring not found");
+        return Value(std::int64_t{-1});
+      }
+      return Value(static_cast<std::int64_t>(to_code_points(s.substr(0, f)).size()));
+    });
+  if (name == "join")
+    return m([s](CallArgs& a) -> Value {
+      if (a.positional.empty()) failure("join() takes one argument");
+      std::string out;
+      bool first = true;
+      for (const auto& v : iterate(a.positional[0])) {
+        if (!v.is_string()) failure(fmt::format("sequence item: expected str instance, {} found", kind_name(v)));
+        if (!first) out += s;
+        first = false;
+        out += v.text;
+      }
+      return Value(std::move(out));
+    });
+  if (name == "isdigit" || name == "isalpha" || name == "isalnum" || name == "isspace" || name == "islower" ||
+      name == "isupper")
+    return m([s, name](CallArgs&) -> Value {
+      const std::u32string cps = to_code_points(s);
+      if (cps.empty()) return Value(false);
+      bool cased = false;
+      for (const char32_t c : cps) {
+        const bool digit = c >= '0' && c <= '9', alpha = is_alpha(c);
+        if (name == "isdigit" && !digit) return Value(false);
+        if (name == "isalpha" && !alpha) return Value(false);
+        if (name == "isalnum" && !digit && !alpha) return Value(false);
+        if (name == "isspace" && !is_ws(c)) return Value(false);
+        if (name == "islower" && c >= 'A' && c <= 'Z') return Value(false);
+        if (name == "isupper" && c >= 'a' && c <= 'z') return Value(false);
+        cased = cased || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+      }
+      return Value(name == "islower" || name == "isupper" ? cased : true);
+    });
+  if (name == "splitlines")
+    return m([s](CallArgs&) {
+      List parts;
+      std::size_t at = 0;
+      while (at < s.size()) {
+        std::size_t e = s.find('\n', at);
+        if (e == std::string::npos) e = s.size();
+        parts.emplace_back(s.substr(at, e - at));
+        at = e + 1;
+      }
+      return Value::make_list(std::move(parts));
+    });
+  return std::nullopt;
+}
+
+std::optional<Value> dict_method(const Value& d, const std::string& name) {
+  auto m = [](auto f) { return Value::make_function(std::move(f)); };
+  if (name == "items")
+    return m([d](CallArgs&) {
+      List out;
+      for (const auto& [k, v] : d.dict->items) out.push_back(Value::make_list({Value(k), v}, true));
+      return Value::make_list(std::move(out));
+    });
+  if (name == "keys" || name == "values")
+    return m([d, keys = name == "keys"](CallArgs&) {
+      List out;
+      for (const auto& [k, v] : d.dict->items) out.push_back(keys ? Value(k) : v);
+      return Value::make_list(std::move(out));
+    });
+  if (name == "get")
+    return m([d](CallArgs& a) -> Value {
+      if (a.positional.empty()) failure("get expected at least 1 argument");
+      const Value* v = a.positional[0].is_string() ? d.dict->find(a.positional[0].text) : nullptr;
+      if (v) return *v;
+      return a.positional.size() > 1 ? a.positional[1] : Value::none();
+    });
+  return std::nullopt;
+}
+
+std::optional<Value> list_method(const Value& l, const std::string& name) {
+  if (name == "index" || name == "count")
+    return Value::make_function([l, name](CallArgs& a) -> Value {
+      if (a.positional.empty()) failure(fmt::format("{}() takes one argument", name));
+      std::int64_t n = 0;
+      for (std::size_t k = 0; k < l.list->size(); ++k)
+        if (equal((*l.list)[k], a.positional[0])) {
+          if (name == "index") return Value(static_cast<std::int64_t>(k));
+          ++n;
+        }
+      if (name == "index") failure("x not in list");
+      return Value(n);
+    });
+  static constexpr std::string_view mutating[] = {"append", "extend", "insert", "pop", "remove", "clear",
+                                                  "sort", "reverse", "update", "setdefault", "popitem"};
+  for (auto m : mutating)
+    if (name == m) failure(fmt::format("access to attribute '{}' of '{}' object is unsafe.", name, kind_name(l)));
+  return std::nullopt;
+}
+
+std::string object_name(const Value& v) {
+  return v.kind == K::None ? "None" : kind_name(v) + " object";
+}
+
+}  // namespace
+
+Value get_attr(const Value& obj, const std::string& name) {
+  if (obj.is_undefined()) failure(obj.text);
+  std::optional<Value> m;
+  if (obj.kind == K::Dict) {
+    static constexpr std::string_view mutating[] = {"pop", "update", "setdefault", "popitem", "clear"};
+    for (auto mu : mutating)
+      if (name == mu) failure(fmt::format("access to attribute '{}' of 'dict' object is unsafe.", name));
+    m = dict_method(obj, name);
+    if (!m)
+      if (const Value* v = obj.dict->find(name)) return *v;
+  } else if (obj.kind == K::Namespace) {
+    if (const Value* v = obj.dict->find(name)) return *v;
+  } else if (obj.is_string()) {
+    m = string_method(obj.text, name);
+  } else if (obj.is_sequence()) {
+    m = list_method(obj, name);
+  }
+  if (m) return *m;
+  return Value::undefined(fmt::format("'{}' has no attribute '{}'", object_name(obj), name));
+}
+
+Value get_item(const Value& obj, const Value& key) {
+  if (obj.is_undefined()) failure(obj.text);
+  const bool int_key = key.kind == K::Int || key.kind == K::Bool;
+  const std::int64_t index = key.kind == K::Bool ? key.boolean : key.integer;
+  if (obj.is_mapping()) {
+    if (key.is_string())
+      if (const Value* v = obj.dict->find(key.text)) return *v;
+  } else if (obj.is_sequence() && int_key) {
+    const auto n = static_cast<std::int64_t>(obj.list->size());
+    const std::int64_t k = index < 0 ? index + n : index;
+    if (k >= 0 && k < n) return (*obj.list)[static_cast<std::size_t>(k)];
+  } else if (obj.is_string() && int_key) {
+    const std::u32string cps = to_code_points(obj.text);
+    const auto n = static_cast<std::int64_t>(cps.size());
+    const std::int64_t k = index < 0 ? index + n : index;
+    if (k >= 0 && k < n) return Value(to_utf8(std::u32string(1, cps[static_cast<std::size_t>(k)])));
+  }
+  if (key.is_string()) {
+    Value attr = get_attr(obj, key.text);
+    if (!attr.is_undefined()) return attr;
+  }
+  return Value::undefined(fmt::format("'{}' has no attribute {}", object_name(obj), to_repr(key)));
+}
+
+Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step_v) {
+  if (obj.is_undefined()) failure(obj.text);
+  const auto opt = [](const Value& v) -> std::optional<std::int64_t> {
+    if (v.is_none()) return std::nullopt;
+    if (v.kind != K::Int && v.kind != K::Bool) failure("slice indices must be integers or None");
+    return v.kind == K::Bool ? v.boolean : v.integer;
+  };
+  const auto step = opt(step_v).value_or(1);
+  if (step == 0) failure("slice step cannot be zero");
+  std::u32string cps;
+  std::int64_t n = 0;
+  if (obj.is_string()) {
+    cps = to_code_points(obj.text);
+    n = static_cast<std::int64_t>(cps.size());
+  } else if (obj.is_sequence()) {
+    n = static_cast<std::int64_t>(obj.list->size());
+  } else {
+    failure(fmt::format("'{}' object is not subscriptable", kind_name(obj)));
+  }
+  // Python's PySlice_AdjustIndices.
+  const auto adjust = [&](std::optional<std::int64_t> v, std::int64_t def) {
+    if (!v) return def;
+    std::int64_t x = *v;
+    if (x < 0) {
+      x += n;
+      if (x < 0) x = step < 0 ? -1 : 0;
+    } else if (x >= n) {
+      x = step < 0 ? n - 1 : n;
+    }
+    return x;
+  };
+  const std::int64_t b = adjust(opt(start), step < 0 ? n - 1 : 0), e = adjust(opt(stop), step < 0 ? -1 : n);
+  std::vector<std::size_t> picks;
+  for (std::int64_t k = b; step > 0 ? k < e : k > e; k += step) picks.push_back(static_cast<std::size_t>(k));
+  if (obj.is_string()) {
+    std::u32string out;
+    for (auto k : picks) out += cps[k];
+    return Value(to_utf8(out));
+  }
+  List out;
+  for (auto k : picks) out.push_back((*obj.list)[k]);
+  return Value::make_list(std::move(out), obj.kind == K::Tuple);
+}
+
+std::vector<Value> iterate(const Value& v) {
+  switch (v.kind) {
+    case K::Undefined: return {};
+    case K::List:
+    case K::Tuple: return *v.list;
+    case K::Dict:
+    case K::Namespace: {
+      std::vector<Value> keys;
+      for (const auto& [k, item] : v.dict->items) keys.emplace_back(k);
+      return keys;
+    }
+    case K::String: {
+      std::vector<Value> chars;
+      for (const char32_t c : to_code_points(v.text)) chars.emplace_back(to_utf8(std::u32string(1, c)));
+      return chars;
+    }
+    default: failure(fmt::format("'{}' object is not iterable", kind_name(v)));
+  }
+}
+
+bool less(const Value& a, const Value& b) {
+  if (a.is_undefined()) failure(a.text);
+  if (b.is_undefined()) failure(b.text);
+  const auto num = [](const Value& v) { return v.kind == K::Int || v.kind == K::Float || v.kind == K::Bool; };
+  if (num(a) && num(b)) {
+    if (a.kind != K::Float && b.kind != K::Float)
+      return (a.kind == K::Bool ? a.boolean : a.integer) < (b.kind == K::Bool ? b.boolean : b.integer);
+    const auto d = [](const Value& v) {
+      return v.kind == K::Float ? v.real : static_cast<double>(v.kind == K::Bool ? v.boolean : v.integer);
+    };
+    return d(a) < d(b);
+  }
+  if (a.is_string() && b.is_string()) return a.text < b.text;
+  if (a.is_sequence() && a.kind == b.kind) {
+    const auto& x = *a.list;
+    const auto& y = *b.list;
+    for (std::size_t k = 0; k < std::min(x.size(), y.size()); ++k) {
+      if (equal(x[k], y[k])) continue;
+      return less(x[k], y[k]);
+    }
+    return x.size() < y.size();
+  }
+  failure(fmt::format("'<' not supported between instances of '{}' and '{}'", kind_name(a), kind_name(b)));
+}
+
+bool contains(const Value& container, const Value& item) {
+  switch (container.kind) {
+    case K::Undefined: return false;
+    case K::String:
+      if (!item.is_string())
+        failure(fmt::format("'in <string>' requires string as left operand, not {}", kind_name(item)));
+      return container.text.find(item.text) != std::string::npos;
+    case K::List:
+    case K::Tuple:
+      return std::any_of(container.list->begin(), container.list->end(),
+                         [&](const Value& v) { return equal(v, item); });
+    case K::Dict:
+      return item.is_string() && container.dict->find(item.text) != nullptr;
+    default: failure(fmt::format("argument of type '{}' is not iterable", kind_name(container)));
+  }
+}
+
+std::int64_t length(const Value& v) {
+  switch (v.kind) {
+    case K::Undefined: return 0;
+    case K::String: return static_cast<std::int64_t>(to_code_points(v.text).size());
+    case K::List:
+    case K::Tuple: return static_cast<std::int64_t>(v.list->size());
+    case K::Dict:
+    case K::Namespace: return static_cast<std::int64_t>(v.dict->items.size());
+    default: failure(fmt::format("object of type '{}' has no len()", kind_name(v)));
+  }
+}
+
+}  // namespace zoo::jinja::detail
