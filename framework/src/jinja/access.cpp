@@ -40,14 +40,61 @@ std::string strip(const std::string& s, const std::optional<Value>& chars, bool 
   return to_utf8(std::u32string_view(cps).substr(b, e - b));
 }
 
-char32_t ascii_upper(char32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
-char32_t ascii_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
-bool is_alpha(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0xc0; }
+// Case mapping for the scripts chat text is mostly in: ASCII, Latin-1, Latin Extended-A, Greek
+// and Cyrillic (Python maps every script; outside these, letters keep their case).
+char32_t to_upper(char32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if (c < 0x80) return c;
+  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 32;
+  if (c == 0xff) return 0x178;
+  if (c == 0xb5) return 0x39c;
+  if (c >= 0x100 && c <= 0x17f) {
+    if (c == 0x131) return 'I';
+    if (c == 0x17f) return 'S';
+    if (c == 0x138 || c == 0x149) return c;
+    const bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (odd_lower ? (c % 2 == 0) : (c % 2 == 1)) return c - 1;
+    return c;
+  }
+  if (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) return c - 32;
+  if (c == 0x3c2) return 0x3a3;
+  if (c >= 0x3ac && c <= 0x3af) return c == 0x3ac ? 0x386 : c - 37;
+  if (c >= 0x430 && c <= 0x44f) return c - 32;
+  if (c >= 0x450 && c <= 0x45f) return c - 80;
+  return c;
+}
+char32_t to_lower(char32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if (c < 0x80) return c;
+  if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 32;
+  if (c == 0x178) return 0xff;
+  if (c >= 0x100 && c <= 0x17f) {
+    if (c == 0x130) return 'i';
+    if (c == 0x131 || c == 0x138 || c == 0x149 || c == 0x17f) return c;
+    const bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
+    if (odd_lower ? (c % 2 == 1) : (c % 2 == 0)) return c + 1;
+    return c;
+  }
+  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
+  if (c == 0x386) return 0x3ac;
+  if (c >= 0x388 && c <= 0x38a) return c + 37;
+  if (c >= 0x410 && c <= 0x42f) return c + 32;
+  if (c >= 0x400 && c <= 0x40f) return c + 80;
+  return c;
+}
+bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c || c == 0xdf; }
+bool is_alpha(char32_t c) { return is_cased(c) || (c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3040 && c <= 0x30ff); }
+
+// Python's upper() writes sharp s as "SS".
+std::u32string upper_of(char32_t c) { return c == 0xdf ? std::u32string(U"SS") : std::u32string(1, to_upper(c)); }
 
 std::string map_case(const std::string& s, bool upper) {
-  std::string out = s;
-  for (auto& c : out) c = static_cast<char>(upper ? ascii_upper(static_cast<unsigned char>(c)) : ascii_lower(static_cast<unsigned char>(c)));
-  return out;
+  std::u32string out;
+  for (const char32_t c : to_code_points(s)) {
+    if (upper) out += upper_of(c);
+    else out += to_lower(c);
+  }
+  return to_utf8(out);
 }
 
 Value split(const std::string& s, const CallArgs& a, bool from_right) {
@@ -132,11 +179,13 @@ bool affix(const std::string& s, const Value& what, bool prefix) {
 std::string title(const std::string& s) {
   std::u32string cps = to_code_points(s);
   bool prev_cased = false;
-  for (auto& c : cps) {
-    c = prev_cased ? ascii_lower(c) : ascii_upper(c);
-    prev_cased = is_alpha(c);
+  std::u32string out;
+  for (const char32_t c : cps) {
+    if (prev_cased) out += to_lower(c);
+    else out += c == 0xdf ? std::u32string(U"Ss") : std::u32string(1, to_upper(c));
+    prev_cased = is_cased(c);
   }
-  return to_utf8(cps);
+  return to_utf8(out);
 }
 
 std::optional<Value> string_method(const std::string& s, const std::string& name) {
@@ -155,9 +204,13 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
   if (name == "title") return m([s](CallArgs&) { return Value(title(s)); });
   if (name == "capitalize")
     return m([s](CallArgs&) {
-      std::u32string cps = to_code_points(s);
-      for (std::size_t k = 0; k < cps.size(); ++k) cps[k] = k ? ascii_lower(cps[k]) : ascii_upper(cps[k]);
-      return Value(to_utf8(cps));
+      std::u32string out;
+      const std::u32string cps = to_code_points(s);
+      for (std::size_t k = 0; k < cps.size(); ++k) {
+        if (k) out += to_lower(cps[k]);
+        else out += cps[k] == 0xdf ? std::u32string(U"Ss") : std::u32string(1, to_upper(cps[k]));
+      }
+      return Value(to_utf8(out));
     });
   if (name == "replace")
     return m([s](CallArgs& a) -> Value {
@@ -225,26 +278,35 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
       bool cased = false;
       for (const char32_t c : cps) {
         const bool digit = c >= '0' && c <= '9', alpha = is_alpha(c);
+        const bool upper = to_lower(c) != c, lower = to_upper(c) != c || c == 0xdf;
         if (name == "isdigit" && !digit) return Value(false);
         if (name == "isalpha" && !alpha) return Value(false);
         if (name == "isalnum" && !digit && !alpha) return Value(false);
         if (name == "isspace" && !is_ws(c)) return Value(false);
-        if (name == "islower" && c >= 'A' && c <= 'Z') return Value(false);
-        if (name == "isupper" && c >= 'a' && c <= 'z') return Value(false);
-        cased = cased || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (name == "islower" && upper) return Value(false);
+        if (name == "isupper" && lower) return Value(false);
+        cased = cased || upper || lower;
       }
       return Value(name == "islower" || name == "isupper" ? cased : true);
     });
   if (name == "splitlines")
     return m([s](CallArgs&) {
+      // Python's line boundaries: \n, \r, \r\n, \v, \f, \x1c-\x1e, \x85, \u2028, \u2029.
+      const std::u32string cps = to_code_points(s);
       List parts;
-      std::size_t at = 0;
-      while (at < s.size()) {
-        std::size_t e = s.find('\n', at);
-        if (e == std::string::npos) e = s.size();
-        parts.emplace_back(s.substr(at, e - at));
-        at = e + 1;
+      std::u32string line;
+      for (std::size_t k = 0; k < cps.size(); ++k) {
+        const char32_t c = cps[k];
+        if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e) || c == 0x85 || c == 0x2028 ||
+            c == 0x2029) {
+          if (c == '\r' && k + 1 < cps.size() && cps[k + 1] == '\n') ++k;
+          parts.emplace_back(to_utf8(line));
+          line.clear();
+        } else {
+          line += c;
+        }
       }
+      if (!line.empty()) parts.emplace_back(to_utf8(line));
       return Value::make_list(std::move(parts));
     });
   return std::nullopt;
@@ -342,7 +404,9 @@ Value get_item(const Value& obj, const Value& key) {
     Value attr = get_attr(obj, key.text);
     if (!attr.is_undefined()) return attr;
   }
-  return Value::undefined(fmt::format("'{}' has no attribute {}", object_name(obj), to_repr(key)));
+  // jinja2's wording: an attribute for a name, an element for anything else.
+  if (key.is_string()) return Value::undefined(fmt::format("'{}' has no attribute {}", object_name(obj), to_repr(key)));
+  return Value::undefined(fmt::format("{} has no element {}", object_name(obj), to_repr(key)));
 }
 
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step_v) {

@@ -182,15 +182,28 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "upper" || name == "lower" || name == "capitalize") return call_method(Value(to_str(v)), name);
   if (name == "title") {
-    // jinja2's title: each word split on whitespace, dashes and opening brackets, capitalised.
-    const std::string s = to_str(v);
+    // jinja2's title: words split at whitespace, dashes and opening brackets, each written as its
+    // first letter upper-cased and the rest lower-cased.
+    const std::u32string cps = to_code_points(to_str(v));
     std::string out;
-    bool start = true;
-    for (const char c : s) {
-      const bool sep = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
-      out += static_cast<char>(start ? std::toupper(static_cast<unsigned char>(c)) : std::tolower(static_cast<unsigned char>(c)));
-      start = sep;
+    std::u32string word;
+    const auto flush = [&] {
+      if (word.empty()) return;
+      out += call_method(Value(to_utf8(word.substr(0, 1))), "upper").text;
+      out += call_method(Value(to_utf8(word.substr(1))), "lower").text;
+      word.clear();
+    };
+    for (const char32_t c : cps) {
+      const bool sep = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '-' ||
+                       c == '(' || c == '{' || c == '[' || c == '<';
+      if (sep) {
+        flush();
+        out += to_utf8(std::u32string(1, c));
+      } else {
+        word += c;
+      }
     }
+    flush();
     return Value(std::move(out));
   }
   if (name == "replace") {
@@ -271,7 +284,8 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const double scale = std::pow(10.0, p ? static_cast<double>(p->integer) : 0.0);
     const double x = (v.kind == K::Float ? v.real : static_cast<double>(v.integer)) * scale;
     const std::string m = method && method->is_string() ? method->text : "common";
-    const double r = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::round(x);
+    // Python's round(): halves to even.
+    const double r = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::nearbyint(x);
     return Value(r / scale);
   }
   if (name == "select" || name == "reject") return select(v, a, false, name == "select");
