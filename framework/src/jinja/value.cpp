@@ -418,14 +418,14 @@ class JsonBuilder {
   }
   bool string(std::string& s) { return add(Value(std::move(s))); }
   bool binary(binary_t&) { return false; }
-  bool start_object(std::size_t) { return open(Value::make_dict()); }
+  bool start_object(std::size_t) { return push_container(Value::make_dict()); }
   bool key(std::string& k) {
     key_ = std::move(k);
     return true;
   }
-  bool end_object() { return close(); }
-  bool start_array(std::size_t) { return open(Value::make_list()); }
-  bool end_array() { return close(); }
+  bool end_object() { return pop_container(); }
+  bool start_array(std::size_t) { return push_container(Value::make_list()); }
+  bool end_array() { return pop_container(); }
   bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) {
     error_ = fmt::format("not valid JSON: {} (at byte {})", json_error_text(e), position);
     return false;
@@ -447,7 +447,7 @@ class JsonBuilder {
       top.dict->set(std::move(key_), std::move(v));  // a repeated key keeps its first place, as dict() does
     return true;
   }
-  bool open(Value v) {
+  bool push_container(Value v) {
     if (static_cast<int>(stack_.size()) >= max_depth_) {
       error_ = fmt::format("JSON is nested more than {} levels deep", max_depth_);
       return false;
@@ -456,7 +456,7 @@ class JsonBuilder {
     stack_.push_back(std::move(v));
     return true;
   }
-  bool close() {
+  bool pop_container() {
     Value done = std::move(stack_.back());
     stack_.pop_back();
     if (!stack_.empty()) {
