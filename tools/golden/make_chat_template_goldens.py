@@ -214,7 +214,11 @@ def main():
     ap.add_argument("--real", type=pathlib.Path, help="render the real templates in DIR into DIR/goldens.json")
     args = ap.parse_args()
     if args.real:
-        directory, table = args.real, {k: v for k, v in REAL.items() if (args.real / k).exists()}
+        # The templates named above with their tokens; any other .jinja there with generic ones.
+        directory = args.real
+        table = {k: v for k, v in REAL.items() if (directory / k).exists()}
+        for f in sorted(directory.glob("*.jinja")):
+            table.setdefault(f.name, [{"bos_token": "<s>", "eos_token": "</s>"}])
         out = args.real / "goldens.json"
     else:
         directory, table = REPO / "tests/fixtures/chat/templates", OWN

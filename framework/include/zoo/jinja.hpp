@@ -32,17 +32,22 @@ struct Value {
   // BigInt: an integer of a JSON input too large for 64 bits, kept as its digits (Python keeps it
   // exact; it prints and serialises as written, and arithmetic on it is refused).
   // Tuple prints as Python's (a, b) and serialises as a list. A Namespace is a mutable dict whose
-  // entries are attributes (`set ns.x = ...`).
-  enum class Kind { Undefined, None, Bool, Int, Float, BigInt, String, List, Tuple, Dict, Namespace, Function };
+  // entries are attributes (`set ns.x = ...`). A Generator is what jinja2's map, select, reject,
+  // unique and items filters return: it iterates (and `list` makes it a List) but has no length,
+  // no index and no JSON, as in Python.
+  enum class Kind { Undefined, None, Bool, Int, Float, BigInt, String, List, Tuple, Dict, Namespace, Function, Generator };
 
   Kind kind = Kind::Undefined;
   bool boolean = false;
+  // A String marked safe (jinja2's Markup, from the `safe` and `escape` filters): `+` with a plain
+  // string HTML-escapes the plain one, as Markup.__add__ does.
+  bool safe = false;
   std::int64_t integer = 0;
   double real = 0.0;
   // String's text; BigInt's digits; Undefined's error message ("'x' is undefined"), which any use
   // of it that jinja2 refuses reports.
   std::string text;
-  std::shared_ptr<List> list;  // List, Tuple
+  std::shared_ptr<List> list;  // List, Tuple, Generator
   std::shared_ptr<Dict> dict;  // Dict, Namespace
   std::shared_ptr<Function> function;
 
@@ -77,12 +82,16 @@ struct Value {
   bool is_mapping() const { return kind == Kind::Dict || kind == Kind::Namespace; }
 };
 
-// An insertion-ordered dict with string keys (JSON objects and the dicts templates build).
+// An insertion-ordered dict (JSON objects and the dicts templates build). Keys are strings, or
+// the scalars a template writes as keys ({0: 0, 512: 128}), compared as Python compares them.
 struct Dict {
-  std::vector<std::pair<std::string, Value>> items;
+  std::vector<std::pair<Value, Value>> items;
   const Value* find(std::string_view key) const;
   Value* find(std::string_view key);
+  const Value* find_key(const Value& key) const;
   void set(std::string key, Value value);  // replaces in place, else appends (Python's order)
+  void set(const char* key, Value value) { set(std::string(key), std::move(value)); }
+  void set(Value key, Value value);
 };
 
 struct CallArgs {

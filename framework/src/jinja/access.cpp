@@ -317,19 +317,19 @@ std::optional<Value> dict_method(const Value& d, const std::string& name) {
   if (name == "items")
     return m([d](CallArgs&) {
       List out;
-      for (const auto& [k, v] : d.dict->items) out.push_back(Value::make_list({Value(k), v}, true));
+      for (const auto& [k, v] : d.dict->items) out.push_back(Value::make_list({k, v}, true));
       return Value::make_list(std::move(out));
     });
   if (name == "keys" || name == "values")
     return m([d, keys = name == "keys"](CallArgs&) {
       List out;
-      for (const auto& [k, v] : d.dict->items) out.push_back(keys ? Value(k) : v);
+      for (const auto& [k, v] : d.dict->items) out.push_back(keys ? k : v);
       return Value::make_list(std::move(out));
     });
   if (name == "get")
     return m([d](CallArgs& a) -> Value {
       if (a.positional.empty()) failure("get expected at least 1 argument");
-      const Value* v = a.positional[0].is_string() ? d.dict->find(a.positional[0].text) : nullptr;
+      const Value* v = d.dict->find_key(a.positional[0]);
       if (v) return *v;
       return a.positional.size() > 1 ? a.positional[1] : Value::none();
     });
@@ -388,8 +388,7 @@ Value get_item(const Value& obj, const Value& key) {
   const bool int_key = key.kind == K::Int || key.kind == K::Bool;
   const std::int64_t index = key.kind == K::Bool ? key.boolean : key.integer;
   if (obj.is_mapping()) {
-    if (key.is_string())
-      if (const Value* v = obj.dict->find(key.text)) return *v;
+    if (const Value* v = obj.dict->find_key(key)) return *v;
   } else if (obj.is_sequence() && int_key) {
     const auto n = static_cast<std::int64_t>(obj.list->size());
     const std::int64_t k = index < 0 ? index + n : index;
@@ -457,11 +456,12 @@ std::vector<Value> iterate(const Value& v) {
   switch (v.kind) {
     case K::Undefined: return {};
     case K::List:
-    case K::Tuple: return *v.list;
+    case K::Tuple:
+    case K::Generator: return *v.list;
     case K::Dict:
     case K::Namespace: {
       std::vector<Value> keys;
-      for (const auto& [k, item] : v.dict->items) keys.emplace_back(k);
+      for (const auto& [k, item] : v.dict->items) keys.push_back(k);
       return keys;
     }
     case K::String: {
@@ -507,10 +507,11 @@ bool contains(const Value& container, const Value& item) {
       return container.text.find(item.text) != std::string::npos;
     case K::List:
     case K::Tuple:
+    case K::Generator:
       return std::any_of(container.list->begin(), container.list->end(),
                          [&](const Value& v) { return equal(v, item); });
     case K::Dict:
-      return item.is_string() && container.dict->find(item.text) != nullptr;
+      return container.dict->find_key(item) != nullptr;
     default: failure(fmt::format("argument of type '{}' is not iterable", kind_name(container)));
   }
 }

@@ -73,7 +73,8 @@ struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 
 struct Stmt {
-  enum class Kind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue, Block };
+  // FilterBlock: the body's text through `expr`, a Filter whose first argument stands for it.
+  enum class Kind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue, Block, FilterBlock };
   Kind kind;
   int line = 1;
   std::string text;  // Text

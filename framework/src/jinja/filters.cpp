@@ -14,6 +14,12 @@ namespace {
 
 using K = Value::Kind;
 
+Value generator(List items) {
+  Value v = Value::make_list(std::move(items));
+  v.kind = K::Generator;
+  return v;
+}
+
 Value call_method(const Value& obj, const std::string& name, CallArgs args = {}) {
   const Value m = get_attr(obj, name);
   if (m.kind != K::Function) failure(fmt::format("'{}' has no method {}", kind_name(obj), name));
@@ -59,12 +65,13 @@ Value select(const Value& seq, const CallArgs& a, bool by_attribute, bool keep) 
   test_args.positional.assign(a.positional.begin() + static_cast<std::ptrdiff_t>(std::min(next, a.positional.size())),
                               a.positional.end());
   List out;
+  if (!truthy(seq)) return generator({});  // jinja2 iterates only a truthy sequence (none is empty)
   for (const auto& item : iterate(seq)) {
     const Value v = by_attribute ? attribute(item, attr) : item;
     const bool pass = test ? apply_test(*test, v, test_args) : truthy(v);
     if (pass == keep) out.push_back(item);
   }
-  return Value::make_list(std::move(out));
+  return generator(std::move(out));
 }
 
 std::string indent(std::string s, const CallArgs& a) {
@@ -152,7 +159,11 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     }
   }
   if (name == "safe" || name == "e" || name == "escape" || name == "forceescape") {
-    if (name == "safe") return v;
+    if (name == "safe" || (v.is_string() && v.safe && name != "forceescape")) {
+      Value s(to_str(v));
+      s.safe = true;
+      return s;
+    }
     std::string out;
     for (const char c : to_str(v)) {
       switch (c) {
@@ -164,7 +175,9 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
         default: out += c;
       }
     }
-    return Value(std::move(out));
+    Value escaped(std::move(out));
+    escaped.safe = true;
+    return escaped;
   }
   if (name == "default" || name == "d") {
     const Value def = a.get("default_value", 0).value_or(Value(std::string()));
@@ -213,21 +226,23 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     return call_method(Value(to_str(v)), "replace", m);
   }
   if (name == "items") {
-    if (v.is_undefined()) return Value::make_list();
+    if (v.is_undefined()) return generator({});
     if (!v.is_mapping()) failure(fmt::format("Can only get item pairs from a mapping, not {}", kind_name(v)));
     List out;
-    for (const auto& [k, item] : v.dict->items) out.push_back(Value::make_list({Value(k), item}, true));
-    return Value::make_list(std::move(out));
+    for (const auto& [k, item] : v.dict->items) out.push_back(Value::make_list({k, item}, true));
+    return generator(std::move(out));
   }
   if (name == "dictsort") {
     if (!v.is_mapping()) failure("dictsort expects a mapping");
     List out;
-    for (const auto& [k, item] : v.dict->items) out.push_back(Value::make_list({Value(k), item}, true));
+    for (const auto& [k, item] : v.dict->items) out.push_back(Value::make_list({k, item}, true));
+    const auto folded = [](Value k) {
+      if (k.is_string())
+        for (auto& c : k.text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return k;
+    };
     std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
-      std::string p = (*x.list)[0].text, q = (*y.list)[0].text;
-      for (auto& c : p) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      for (auto& c : q) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return p < q;
+      return less(folded((*x.list)[0]), folded((*y.list)[0]));
     });
     return Value::make_list(std::move(out));
   }
@@ -249,6 +264,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "last") {
     if (v.is_undefined()) failure(v.text);
+    if (v.kind == K::Generator) failure("'generator' object is not reversible");
     const auto items = iterate(v);
     return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
   }
@@ -292,6 +308,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "selectattr" || name == "rejectattr") return select(v, a, true, name == "selectattr");
   if (name == "map") {
     List out;
+    if (!truthy(v)) return generator({});  // as select: a falsy sequence maps to nothing
     const auto attr = a.get("attribute", 99);
     if (attr) {
       const auto def = a.get("default", 99);
@@ -299,14 +316,14 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
         Value x = attribute(item, attr->text);
         out.push_back(x.is_undefined() && def ? *def : x);
       }
-      return Value::make_list(std::move(out));
+      return generator(std::move(out));
     }
     if (a.positional.empty() || !a.positional[0].is_string()) failure("map() needs a filter name or attribute=");
     CallArgs rest;
     rest.positional.assign(a.positional.begin() + 1, a.positional.end());
     rest.keyword = a.keyword;
     for (const auto& item : iterate(v)) out.push_back(apply_filter(a.positional[0].text, item, rest));
-    return Value::make_list(std::move(out));
+    return generator(std::move(out));
   }
   if (name == "unique") {
     List out;
@@ -321,7 +338,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
       if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return equal(key(o), key(item)); }))
         out.push_back(item);
     }
-    return Value::make_list(std::move(out));
+    return generator(std::move(out));
   }
   if (name == "sort") return sort(v, a);
   if (name == "sum") {

@@ -212,6 +212,18 @@ class Parser {
       expect_block_end();
       return s;
     }
+    if (word == "filter") {
+      auto s = stmt(Stmt::Kind::FilterBlock, line);
+      auto f = make(Expr::Kind::Filter, line);
+      f->name = name();
+      f->args.push_back(literal(Value(std::string()), line));
+      if (accept_op("(")) call_args(*f);
+      s->expr = std::move(f);
+      expect_block_end();
+      s->body = body({"endfilter"}, end);
+      expect_block_end();
+      return s;
+    }
     if (word == "generation") {  // transformers' assistant-mask tag: renders its body
       auto s = stmt(Stmt::Kind::Block, line);
       expect_block_end();

@@ -97,6 +97,12 @@ class Renderer {
         case Stmt::Kind::Break: return Flow::Break;
         case Stmt::Kind::Continue: return Flow::Continue;
         case Stmt::Kind::Block: return exec_body(s.body, frame);
+        case Stmt::Kind::FilterBlock: {
+          const Value text(capture(s.body, frame));
+          const CallArgs a = eval_args(*s.expr, frame, 1);
+          write(to_str(detail::apply_filter(s.expr->name, text, a)));
+          return Flow::Normal;
+        }
       }
     } catch (const Failure& f) {
       located(s.line, f.what());
@@ -235,7 +241,7 @@ class Renderer {
           if (!p.is_mapping()) failure(fmt::format("{}() takes a mapping, got {}", ns ? "namespace" : "dict", detail::kind_name(p)));
           for (const auto& [k, v] : p.dict->items) d.set(k, v);
         }
-        for (const auto& [k, v] : a.keyword) {
+        for (const auto& [k, v] : a.keyword) {  // keyword names are strings
           if (ns && !k.empty() && k[0] == '_')
             failure("chat templates cannot store underscore-prefixed attributes on a namespace");
           d.set(k, v);
@@ -341,9 +347,10 @@ class Renderer {
       case Expr::Kind::DictLit: {
         Dict d;
         for (std::size_t k = 0; k + 1 < e.args.size(); k += 2) {
-          const Value key = eval(*e.args[k], frame);
-          if (!key.is_string()) failure(fmt::format("dict keys must be strings here, got {}", detail::kind_name(key)));
-          d.set(key.text, eval(*e.args[k + 1], frame));
+          Value key = eval(*e.args[k], frame);
+          if (key.is_sequence() || key.is_mapping() || key.is_undefined() || key.kind == Value::Kind::Function)
+            failure(fmt::format("unhashable type: '{}'", detail::kind_name(key)));
+          d.set(std::move(key), eval(*e.args[k + 1], frame));
         }
         return Value::make_dict(std::move(d));
       }
@@ -438,7 +445,16 @@ Value Renderer::eval_binary(const Expr& e, Frame& frame) {
     if (a.is_string() && b.is_string()) {
       if (a.text.size() + b.text.size() > cap) failure("a string longer than the output cap");
       step((a.text.size() + b.text.size()) / 256);
-      return Value(a.text + b.text);
+      if (a.safe == b.safe) {
+        Value r(a.text + b.text);
+        r.safe = a.safe;
+        return r;
+      }
+      // Markup + str escapes the str (markupsafe's __add__ and __radd__).
+      const auto escaped = [](const Value& v) { return v.safe ? v : detail::apply_filter("escape", v, {}); };
+      Value r(escaped(a).text + escaped(b).text);
+      r.safe = true;
+      return r;
     }
     if (a.kind == b.kind && a.is_sequence()) {
       step((a.list->size() + b.list->size()) / 16);

@@ -34,17 +34,29 @@ Value Value::make_function(Function f) {
 
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
-    if (k == key) return &v;
+    if (k.kind == Value::Kind::String && k.text == key) return &v;
   return nullptr;
 }
 Value* Dict::find(std::string_view key) {
   for (auto& [k, v] : items)
-    if (k == key) return &v;
+    if (k.kind == Value::Kind::String && k.text == key) return &v;
+  return nullptr;
+}
+const Value* Dict::find_key(const Value& key) const {
+  if (key.kind == Value::Kind::String) return find(std::string_view(key.text));
+  for (const auto& [k, v] : items)
+    if (equal(k, key)) return &v;
   return nullptr;
 }
 void Dict::set(std::string key, Value value) {
-  if (auto* v = find(key))
+  if (auto* v = find(std::string_view(key)))
     *v = std::move(value);
+  else
+    items.emplace_back(Value(std::move(key)), std::move(value));
+}
+void Dict::set(Value key, Value value) {
+  if (const Value* v = find_key(key))
+    *const_cast<Value*>(v) = std::move(value);
   else
     items.emplace_back(std::move(key), std::move(value));
 }
@@ -72,6 +84,7 @@ std::string kind_name(const Value& v) {
     case Value::Kind::Dict: return "dict";
     case Value::Kind::Namespace: return "Namespace";
     case Value::Kind::Function: return "function";
+    case Value::Kind::Generator: return "generator";
   }
   return "object";
 }
@@ -241,16 +254,18 @@ void json_value(std::string& out, const Value& v, bool ascii, std::optional<int>
         out += "{}";
         return;
       }
-      std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : v.dict->items) items.push_back(&kv);
-      if (sort) std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      // json.dumps writes non-string keys as their JSON text, as strings.
+      std::vector<std::pair<std::string, const Value*>> items;
+      for (const auto& [k, item] : v.dict->items)
+        items.emplace_back(k.is_string() ? k.text : k.kind == Value::Kind::Float ? detail::float_repr(k.real) : to_json(k), &item);
+      if (sort) std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first < b.first; });
       out += '{';
       for (std::size_t k = 0; k < items.size(); ++k) {
         if (k) out += item_sep;
         newline(level + 1);
-        json_string(out, items[k]->first, ascii);
+        json_string(out, items[k].first, ascii);
         out += ": ";
-        json_value(out, items[k]->second, ascii, indent, sort, level + 1);
+        json_value(out, *items[k].second, ascii, indent, sort, level + 1);
       }
       newline(level);
       out += '}';
@@ -285,7 +300,8 @@ void repr_into(std::string& out, const Value& v, int level) {
       for (const auto& [k, item] : v.dict->items) {
         if (!first) out += ", ";
         first = false;
-        out += string_repr(k) + ": ";
+        repr_into(out, k, level + 1);
+        out += ": ";
         repr_into(out, item, level + 1);
       }
       out += '}';
@@ -308,6 +324,7 @@ std::string to_str(const Value& v) {
     case Value::Kind::Float: return detail::float_repr(v.real);
     case Value::Kind::String: return v.text;
     case Value::Kind::Function: return "<function>";
+    case Value::Kind::Generator: return "<generator object>";
     default: {
       std::string out;
       repr_into(out, v, 0);
@@ -374,11 +391,12 @@ bool equal(const Value& a, const Value& b) {
       if (a.dict == b.dict) return true;
       if (a.kind == K::Namespace || a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, v] : a.dict->items) {
-        const Value* other = b.dict->find(k);
+        const Value* other = b.dict->find_key(k);
         if (!other || !equal(v, *other)) return false;
       }
       return true;
     case K::Function: return a.function == b.function;
+    case K::Generator: return a.list == b.list;
     default: return false;
   }
 }
