@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <utf8proc.h>
+
 #include "ast.hpp"
 
 namespace zoo::jinja::detail {
@@ -40,50 +42,20 @@ std::string strip(const std::string& s, const std::optional<Value>& chars, bool 
   return to_utf8(std::u32string_view(cps).substr(b, e - b));
 }
 
-// Case mapping for the scripts chat text is mostly in: ASCII, Latin-1, Latin Extended-A, Greek
-// and Cyrillic (Python maps every script; outside these, letters keep their case).
-char32_t to_upper(char32_t c) {
-  if (c >= 'a' && c <= 'z') return c - 32;
-  if (c < 0x80) return c;
-  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 32;
-  if (c == 0xff) return 0x178;
-  if (c == 0xb5) return 0x39c;
-  if (c >= 0x100 && c <= 0x17f) {
-    if (c == 0x131) return 'I';
-    if (c == 0x17f) return 'S';
-    if (c == 0x138 || c == 0x149) return c;
-    const bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
-    if (odd_lower ? (c % 2 == 0) : (c % 2 == 1)) return c - 1;
-    return c;
-  }
-  if (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) return c - 32;
-  if (c == 0x3c2) return 0x3a3;
-  if (c >= 0x3ac && c <= 0x3af) return c == 0x3ac ? 0x386 : c - 37;
-  if (c >= 0x430 && c <= 0x44f) return c - 32;
-  if (c >= 0x450 && c <= 0x45f) return c - 80;
-  return c;
+// Unicode case mapping through utf8proc (the tokenizer's Unicode library): its simple mappings, the
+// ones Python applies but for the few one-to-many special cases (sharp s, below).
+char32_t to_upper(char32_t c) { return static_cast<char32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))); }
+char32_t to_lower(char32_t c) { return static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))); }
+char32_t to_title(char32_t c) { return static_cast<char32_t>(utf8proc_totitle(static_cast<utf8proc_int32_t>(c))); }
+// Python's "cased" characters: upper-, lower- and title-case letters.
+bool is_cased(char32_t c) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
 }
-char32_t to_lower(char32_t c) {
-  if (c >= 'A' && c <= 'Z') return c + 32;
-  if (c < 0x80) return c;
-  if (c >= 0xc0 && c <= 0xde && c != 0xd7) return c + 32;
-  if (c == 0x178) return 0xff;
-  if (c >= 0x100 && c <= 0x17f) {
-    if (c == 0x130) return 'i';
-    if (c == 0x131 || c == 0x138 || c == 0x149 || c == 0x17f) return c;
-    const bool odd_lower = (c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17e);
-    if (odd_lower ? (c % 2 == 1) : (c % 2 == 0)) return c + 1;
-    return c;
-  }
-  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
-  if (c == 0x386) return 0x3ac;
-  if (c >= 0x388 && c <= 0x38a) return c + 37;
-  if (c >= 0x410 && c <= 0x42f) return c + 32;
-  if (c >= 0x400 && c <= 0x40f) return c + 80;
-  return c;
+bool is_alpha(char32_t c) {
+  const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
+  return cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
 }
-bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c || c == 0xdf; }
-bool is_alpha(char32_t c) { return is_cased(c) || (c >= 0x4e00 && c <= 0x9fff) || (c >= 0x3040 && c <= 0x30ff); }
 
 // Python's upper() writes sharp s as "SS".
 std::u32string upper_of(char32_t c) { return c == 0xdf ? std::u32string(U"SS") : std::u32string(1, to_upper(c)); }
@@ -182,7 +154,7 @@ std::string title(const std::string& s) {
   std::u32string out;
   for (const char32_t c : cps) {
     if (prev_cased) out += to_lower(c);
-    else out += c == 0xdf ? std::u32string(U"Ss") : std::u32string(1, to_upper(c));
+    else out += c == 0xdf ? std::u32string(U"Ss") : std::u32string(1, to_title(c));
     prev_cased = is_cased(c);
   }
   return to_utf8(out);
@@ -208,7 +180,7 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
       const std::u32string cps = to_code_points(s);
       for (std::size_t k = 0; k < cps.size(); ++k) {
         if (k) out += to_lower(cps[k]);
-        else out += cps[k] == 0xdf ? std::u32string(U"Ss") : std::u32string(1, to_upper(cps[k]));
+        else out += cps[k] == 0xdf ? std::u32string(U"Ss") : std::u32string(1, to_title(cps[k]));
       }
       return Value(to_utf8(out));
     });
