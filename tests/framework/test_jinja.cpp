@@ -95,6 +95,12 @@ TEST_CASE("jinja renders are bounded", "[jinja]") {
   CHECK_THAT(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}"), StartsWith("t.jinja:1: ") && Contains("deep"));
   CHECK_THAT(error_of("{{ range(100001)|length }}"), Contains("Range too big"));
   CHECK_THAT(error_of("{{ 'x' * 100000000 }}"), Contains("cap"));
+  // Values nested without end (a list wrapped in itself in a loop) stop at a depth, not at the
+  // end of the stack when printed, compared or destroyed.
+  CHECK_THAT(error_of("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x == ns.x }}"),
+             StartsWith("t.jinja:1: ") && Contains("nested more than 256 levels deep"));
+  CHECK_THAT(error_of("{% set ns = namespace(x=none) %}{% for i in range(100000) %}{% set ns.x = namespace(p=ns.x) %}{% endfor %}"),
+             Contains("nested more than 256 levels deep"));
   RenderOptions tiny;
   tiny.limits.max_output_bytes = 1000;
   CHECK_THAT(error_of("{% for i in range(1000) %}ab{% endfor %}", "{}", tiny), Contains("renders more than"));

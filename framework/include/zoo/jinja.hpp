@@ -28,6 +28,8 @@ struct CallArgs;
 // A callable value: a global (range, namespace), a bound method or a macro.
 using Function = std::function<Value(CallArgs&)>;
 
+inline constexpr int kMaxValueDepth = 256;
+
 struct Value {
   // BigInt: an integer of a JSON input too large for 64 bits, kept as its digits (Python keeps it
   // exact; it prints and serialises as written, and arithmetic on it is refused).
@@ -42,6 +44,9 @@ struct Value {
   // A String marked safe (jinja2's Markup, from the `safe` and `escape` filters): `+` with a plain
   // string HTML-escapes the plain one, as Markup.__add__ does.
   bool safe = false;
+  // How deep lists and dicts nest inside this value (0 for a scalar): capped when they are built,
+  // so that no walk over a value (printing, ==, JSON, its destruction) can exhaust the stack.
+  int depth = 0;
   std::int64_t integer = 0;
   double real = 0.0;
   // String's text; BigInt's digits; Undefined's error message ("'x' is undefined"), which any use
@@ -69,6 +74,7 @@ struct Value {
     v.kind = Kind::None;
     return v;
   }
+  // An error (located by the renderer) past kMaxValueDepth levels of nesting.
   static Value make_list(List items = {}, bool tuple = false);
   static Value make_dict(Dict items);
   static Value make_dict();

@@ -12,14 +12,28 @@
 
 namespace zoo::jinja {
 
+namespace {
+int nested_depth(int child) {
+  if (child + 1 > kMaxValueDepth)
+    detail::failure(fmt::format("a list or dict nested more than {} levels deep", kMaxValueDepth));
+  return child + 1;
+}
+}  // namespace
+
 Value Value::make_list(List items, bool tuple) {
   Value v;
+  int deepest = 0;
+  for (const auto& item : items) deepest = std::max(deepest, item.depth);
+  v.depth = nested_depth(deepest);
   v.kind = tuple ? Kind::Tuple : Kind::List;
   v.list = std::make_shared<List>(std::move(items));
   return v;
 }
 Value Value::make_dict(Dict items) {
   Value v;
+  int deepest = 0;
+  for (const auto& [k, item] : items.items) deepest = std::max(deepest, item.depth);
+  v.depth = nested_depth(deepest);
   v.kind = Kind::Dict;
   v.dict = std::make_shared<Dict>(std::move(items));
   return v;
@@ -477,6 +491,12 @@ class JsonBuilder {
   bool pop_container() {
     Value done = std::move(stack_.back());
     stack_.pop_back();
+    int deepest = 0;
+    if (done.list)
+      for (const auto& item : *done.list) deepest = std::max(deepest, item.depth);
+    else
+      for (const auto& [k, item] : done.dict->items) deepest = std::max(deepest, item.depth);
+    done.depth = deepest + 1;
     if (!stack_.empty()) {
       key_ = std::move(pending_keys_.back());
       pending_keys_.pop_back();
