@@ -10,6 +10,9 @@ byte for byte (tests/framework/test_chat_template_goldens.cpp).
   /work/tools-venv/bin/python tools/golden/make_chat_template_goldens.py
   # real public templates (kept outside the repository) -> DIR/goldens.json
   /work/tools-venv/bin/python tools/golden/make_chat_template_goldens.py --real DIR
+  # render again and compare with the committed goldens (ctest tools/chat_template_goldens;
+  # exit 77 when transformers or jinja2 is missing)
+  python3 tools/golden/make_chat_template_goldens.py --check
 
 strftime_now() is pinned to 2025-03-07 00:00 (zoo's --date / RenderOptions.now_epoch_seconds).
 """
@@ -19,9 +22,13 @@ import json
 import pathlib
 import sys
 
-import jinja2
-import transformers
-from transformers.utils import chat_template_utils as ctu
+try:
+    import jinja2
+    import transformers
+    from transformers.utils import chat_template_utils as ctu
+except ImportError as e:
+    print(f"SKIP: {e}", file=sys.stderr)
+    sys.exit(77)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DATE = "2025-03-07"
@@ -212,6 +219,7 @@ def main():
     global templates_text
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--real", type=pathlib.Path, help="render the real templates in DIR into DIR/goldens.json")
+    ap.add_argument("--check", action="store_true", help="compare with the committed goldens instead of writing")
     args = ap.parse_args()
     if args.real:
         # The templates named above with their tokens; any other .jinja there with generic ones.
@@ -228,7 +236,14 @@ def main():
     doc = {"generator": f"tools/golden/make_chat_template_goldens.py (transformers {transformers.__version__}, "
                         f"jinja2 {jinja2.__version__})", "date": DATE,
            "conversations": {name: {"messages": m, "tools": t} for name, m, t in CONVERSATIONS}, "cases": cases}
-    out.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
+    text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    if args.check:
+        old = json.loads(out.read_text())
+        same = old["cases"] == doc["cases"] and old["conversations"] == doc["conversations"]
+        print(f"{out}: {'the same as' if same else 'DIFFERS from'} transformers' rendering "
+              f"({len(cases)} cases)", file=sys.stderr)
+        sys.exit(0 if same else 1)
+    out.write_text(text)
     errors = sum("error" in c for c in cases)
     print(f"{out}: {len(cases)} cases ({errors} raise) over {len(table)} templates", file=sys.stderr)
 
