@@ -28,7 +28,8 @@ namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::string request, prompt, prompt_file, messages, system, tokenizer, out;
+  std::string request, prompt, prompt_file, messages, system, tokenizer, out, template_name;
+  std::vector<std::string> template_settings;  // --set KEY=JSON for the chat template
   bool chat = false, ids = false;
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
@@ -127,6 +128,8 @@ Request make_request(const GenerateOptions& o, const OpenedModel& opened, const 
   const auto given =
       o.request_flag->count() + o.prompt_flag->count() + o.prompt_file_flag->count() + o.messages_flag->count();
   if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file, --messages and --request");
+  if (!o.chat && (!o.template_settings.empty() || !o.template_name.empty()))
+    throw InputError("--set, --template: need --chat (they are the chat template's)");
   if (o.request_flag->count()) {
     if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
     return o.request == "-" ? parse_request(read_all("-", "a request JSON", kMaxJsonFileBytes), "<stdin>") : load_request(o.request);
@@ -135,17 +138,26 @@ Request make_request(const GenerateOptions& o, const OpenedModel& opened, const 
     // A whole conversation, rendered by the model's chat template as `zoo template` renders it.
     if (!o.chat) throw InputError("--messages: needs --chat (the conversation is rendered by the chat template)");
     if (!o.system.empty()) throw InputError("--system: give the system message in the --messages file");
-    const ChatInput input = read_chat_input(o.messages, "");
-    const auto tmpl = load_chat_template(checkpoint_directory(opened.spec), "", !input.tools.is_none());
-    return encode_prompt(tokenizer, tmpl.render(input), o.messages == "-" ? "<stdin>" : o.messages);
+    ChatInput input = read_chat_input(o.messages, "");
+    jinja::RenderOptions render_options;
+    apply_chat_settings(input, o.template_settings, "", render_options);
+    const auto tmpl = load_chat_template(checkpoint_directory(opened.spec), o.template_name, !input.tools.is_none());
+    return encode_prompt(tokenizer, tmpl.render(input, render_options), o.messages == "-" ? "<stdin>" : o.messages);
   }
   const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
   std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file, "a prompt text file", kMaxTextFileBytes);
   if (o.chat) {
-    std::vector<ChatMessage> messages;
-    if (!o.system.empty()) messages.push_back({"system", o.system});
-    messages.push_back({"user", std::move(text)});
-    text = load_chat_template(checkpoint_directory(opened.spec)).render(messages, true);
+    ChatInput input;
+    for (const auto& [role, content] : {std::pair<const char*, const std::string*>{"system", &o.system}, {"user", &text}}) {
+      if (role == std::string_view("system") && o.system.empty()) continue;
+      jinja::Dict m;
+      m.set("role", jinja::Value(role));
+      m.set("content", jinja::Value(*content));
+      input.messages.list->push_back(jinja::Value::make_dict(std::move(m)));
+    }
+    jinja::RenderOptions render_options;
+    apply_chat_settings(input, o.template_settings, "", render_options);
+    text = load_chat_template(checkpoint_directory(opened.spec), o.template_name).render(input, render_options);
   } else if (!o.system.empty()) {
     throw InputError("--system: needs --chat (a system message is part of a chat template)");
   }
@@ -276,6 +288,10 @@ void add_generate_command(CLI::App& app, Action& run) {
                 "Render the prompt through the model's chat template: --prompt as one user message, or the "
                 "conversation of --messages");
   not_a_file(cmd->add_option("--system", options->system, "System message for --chat"));
+  not_a_file(cmd->add_option("--set", options->template_settings,
+                             "With --chat: a chat template variable KEY=JSON, e.g. enable_thinking=false (repeatable)"));
+  not_a_file(cmd->add_option("--template", options->template_name,
+                             "With --chat: a named chat template (tool_use, ...; as zoo template --template)"));
   input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
              "a tokenizer.json");
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");

@@ -113,6 +113,8 @@ TEST_CASE("jinja renders are bounded", "[jinja]") {
                     StartsWith("deep.jinja:1: syntax error") && Contains("nested"));
   CHECK_THROWS_WITH(Template(cat({"{{ x", std::string(100000, '|'), " }}"}), "deep.jinja"), StartsWith("deep.jinja:1: syntax error"));
   CHECK_THROWS_WITH(Template("{{ (1 }}", "open.jinja"), StartsWith("open.jinja:1: syntax error"));
+  CHECK_THROWS_WITH(Template("ok \xc3\x28", "bytes.jinja"), StartsWith("bytes.jinja: not valid UTF-8 (at byte 3)"));
+  CHECK_THROWS_WITH(Template("\xed\xa0\x80", "bytes.jinja"), StartsWith("bytes.jinja: not valid UTF-8 (at byte 0)"));
   std::string blocks;
   for (int i = 0; i < 5000; ++i) blocks += "{% if 1 %}";
   CHECK_THROWS_WITH(Template(blocks, "deep.jinja"), StartsWith("deep.jinja:1: syntax error") && Contains("nested"));

@@ -99,6 +99,11 @@ printf '[{"role": "system", "content": "Be brief."}, {"role": "user", "content":
 "$ZOO" generate "$M" --chat --messages "$TMP/messages.json" --max-new-tokens 2 >"$TMP/out" 2>"$TMP/err" ||
   fail "--chat --messages: $(cat "$TMP/err")"
 grep -qF "prefill $want_prompt tokens" "$TMP/err" || fail "--chat --messages prompt is not $want_prompt tokens: $(cat "$TMP/err")"
+"$ZOO" generate "$M" --chat --messages "$TMP/messages.json" --set enable_thinking=false --max-new-tokens 2 >"$TMP/out" 2>"$TMP/err" ||
+  fail "--chat --messages --set: $(cat "$TMP/err")"
+grep -qF "prefill $want_prompt tokens" "$TMP/err" || fail "--set changed a template that ignores it: $(cat "$TMP/err")"
+"$ZOO" generate "$M" --prompt Hello --set enable_thinking=false >"$TMP/out" 2>"$TMP/err"
+[[ $? == 2 ]] && grep -qF -- "--set, --template: need --chat" "$TMP/err" || fail "--set without --chat: $(cat "$TMP/err")"
 "$ZOO" generate "$M" --messages "$TMP/messages.json" >"$TMP/out" 2>"$TMP/err"
 [[ $? == 2 ]] && grep -qF -- "--messages: needs --chat" "$TMP/err" || fail "--messages without --chat: $(cat "$TMP/err")"
 # A template's own refusal exits 1 with its words; a template that does not parse exits 2; both name the file.

@@ -535,7 +535,31 @@ namespace detail {
 struct Program;
 }
 
+namespace {
+// The byte offset of the first malformed UTF-8 sequence (overlong forms and surrogates included), or npos.
+std::size_t invalid_utf8_at(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    std::uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    static constexpr std::uint32_t min_of[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_of[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+}  // namespace
+
 Template::Template(std::string_view source, std::string label) : label_(std::move(label)) {
+  // Python reads the template as text: bytes that are not UTF-8 are an error there too.
+  if (const auto at = invalid_utf8_at(source); at != std::string_view::npos)
+    throw InputError(fmt::format("{}: not valid UTF-8 (at byte {})", label_, at));
   program_ = detail::parse(detail::lex(source, label_), label_);
 }
 Template::~Template() = default;
