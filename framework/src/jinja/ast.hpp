@@ -1,6 +1,7 @@
 #pragma once
 // The renderer's internals: tokens, the syntax tree, and the pieces the files share.
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -113,7 +114,12 @@ std::vector<Value> iterate(const Value& v);
 bool less(const Value& a, const Value& b);
 bool contains(const Value& container, const Value& item);
 std::int64_t length(const Value& v);
-// Filters and tests by name (builtins.cpp); Failure for an unknown name.
+// A bound method of a str (methods.cpp), nullopt when str has none by that name.
+std::optional<Value> string_method(const std::string& s, const std::string& name);
+// `a OP b` for the arithmetic operators, ~, + and * (operators.cpp); `cost` grows with the size of
+// what is built (strings and lists past `cap` bytes or items are refused), for the step budget.
+Value binary_op(const std::string& op, const Value& a, const Value& b, std::size_t cap, std::uint64_t& cost);
+// Filters and tests by name (filters.cpp); Failure for an unknown name.
 Value apply_filter(const std::string& name, const Value& target, const CallArgs& args);
 bool apply_test(const std::string& name, const Value& v, const CallArgs& args);
 bool has_test(const std::string& name);
