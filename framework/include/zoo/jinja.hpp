@@ -125,10 +125,15 @@ class TemplateRaised : public ValidationError {
 std::string to_str(const Value& v);
 // Python's repr().
 std::string to_repr(const Value& v);
-// Python's json.dumps(v, ensure_ascii=..., indent=..., sort_keys=...) with the default separators
-// (", " and ": "; "," and ": " with an indent). InputError on a value JSON cannot hold.
-std::string to_json(const Value& v, bool ensure_ascii = false, std::optional<int> indent = std::nullopt,
-                    bool sort_keys = false);
+// Python's json.dumps(v, ensure_ascii=..., indent=..., separators=..., sort_keys=...): the default
+// separators are ", " and ": " (with an indent "," and ": "). InputError on a value JSON cannot hold.
+struct JsonOptions {
+  bool ensure_ascii = false;
+  std::optional<int> indent;
+  std::optional<std::pair<std::string, std::string>> separators;  // item, key
+  bool sort_keys = false;
+};
+std::string to_json(const Value& v, const JsonOptions& options = {});
 // Python's type name of a value: str, int, list, dict, NoneType, ...
 std::string type_name(const Value& v);
 // Python's truthiness.

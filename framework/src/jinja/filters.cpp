@@ -152,8 +152,17 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const auto indent_arg = a.get("indent", 1);
     std::optional<int> indent;
     if (indent_arg && !indent_arg->is_none()) indent = static_cast<int>(indent_arg->integer);
+    JsonOptions options;
+    options.ensure_ascii = arg_bool(a, "ensure_ascii", 0, false);
+    options.indent = indent;
+    options.sort_keys = arg_bool(a, "sort_keys", 3, false);
+    if (const auto sep = a.get("separators", 2); sep && !sep->is_none()) {
+      if (!sep->is_sequence() || sep->list->size() != 2 || !(*sep->list)[0].is_string() || !(*sep->list)[1].is_string())
+        failure("tojson: separators must be a pair of strings");
+      options.separators = std::pair{(*sep->list)[0].text, (*sep->list)[1].text};
+    }
     try {
-      return Value(to_json(v, arg_bool(a, "ensure_ascii", 0, false), indent, arg_bool(a, "sort_keys", 3, false)));
+      return Value(to_json(v, options));
     } catch (const InputError& e) {
       failure(e.what());
     }

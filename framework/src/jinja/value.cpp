@@ -227,14 +227,22 @@ void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
 }
 
-void json_value(std::string& out, const Value& v, bool ascii, std::optional<int> indent, bool sort, int level) {
-  if (level > detail::kMaxNesting * 4) throw InputError("tojson: the value is nested too deeply");
+struct JsonStyle {
+  bool ascii;
+  std::optional<int> indent;
+  bool sort;
+  std::string item_sep, key_sep;
+};
+
+void json_value(std::string& out, const Value& v, const JsonStyle& style, int level) {
+  if (level > kMaxValueDepth) throw InputError("tojson: the value is nested too deeply");
+  const bool ascii = style.ascii;
   const auto newline = [&](int l) {
-    if (!indent) return;
+    if (!style.indent) return;
     out += '\n';
-    out.append(static_cast<std::size_t>(std::max(0, *indent) * l), ' ');
+    out.append(static_cast<std::size_t>(std::max(0, *style.indent) * l), ' ');
   };
-  const std::string item_sep = indent ? "," : ", ";
+  const std::string& item_sep = style.item_sep;
   switch (v.kind) {
     case Value::Kind::None: out += "null"; return;
     case Value::Kind::Bool: out += v.boolean ? "true" : "false"; return;
@@ -255,7 +263,7 @@ void json_value(std::string& out, const Value& v, bool ascii, std::optional<int>
       for (std::size_t k = 0; k < v.list->size(); ++k) {
         if (k) out += item_sep;
         newline(level + 1);
-        json_value(out, (*v.list)[k], ascii, indent, sort, level + 1);
+        json_value(out, (*v.list)[k], style, level + 1);
       }
       newline(level);
       out += ']';
@@ -270,14 +278,14 @@ void json_value(std::string& out, const Value& v, bool ascii, std::optional<int>
       std::vector<std::pair<std::string, const Value*>> items;
       for (const auto& [k, item] : v.dict->items)
         items.emplace_back(k.is_string() ? k.text : k.kind == Value::Kind::Float ? detail::float_repr(k.real) : to_json(k), &item);
-      if (sort) std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      if (style.sort) std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first < b.first; });
       out += '{';
       for (std::size_t k = 0; k < items.size(); ++k) {
         if (k) out += item_sep;
         newline(level + 1);
         json_string(out, items[k].first, ascii);
-        out += ": ";
-        json_value(out, *items[k].second, ascii, indent, sort, level + 1);
+        out += style.key_sep;
+        json_value(out, *items[k].second, style, level + 1);
       }
       newline(level);
       out += '}';
@@ -351,9 +359,14 @@ std::string to_repr(const Value& v) {
   return out;
 }
 
-std::string to_json(const Value& v, bool ensure_ascii, std::optional<int> indent, bool sort_keys) {
+std::string to_json(const Value& v, const JsonOptions& options) {
+  JsonStyle style{options.ensure_ascii, options.indent, options.sort_keys, options.indent ? "," : ", ", ": "};
+  if (options.separators) {
+    style.item_sep = options.separators->first;
+    style.key_sep = options.separators->second;
+  }
   std::string out;
-  json_value(out, v, ensure_ascii, indent, sort_keys, 0);
+  json_value(out, v, style, 0);
   return out;
 }
 
