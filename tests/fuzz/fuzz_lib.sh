@@ -31,7 +31,10 @@ FUZZ_LIB_SOURCES=(
   framework/src/dtype.cpp framework/src/tensor.cpp framework/src/request.cpp framework/src/checkpoint.cpp
   framework/src/alias_weight_source.cpp framework/src/model_spec.cpp framework/src/yaml_checks.cpp
   framework/src/compare.cpp framework/src/gates.cpp framework/src/format.cpp framework/src/diagnostic_hook.cpp
-  framework/src/output_file.cpp
+  framework/src/output_file.cpp framework/src/chat_template.cpp
+  framework/src/jinja/access.cpp framework/src/jinja/filters.cpp framework/src/jinja/json.cpp framework/src/jinja/lexer.cpp
+  framework/src/jinja/methods.cpp framework/src/jinja/operators.cpp framework/src/jinja/parse_expr.cpp
+  framework/src/jinja/parser.cpp framework/src/jinja/render.cpp framework/src/jinja/value.cpp
   layers/src/hf_config.cpp layers/src/decoder_spec.cpp layers/src/rope.cpp kernels/src/rope_table.cpp plugins/higgs_audio/src/higgs_config.cpp
 )
 FUZZ_FLAGS=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -97,7 +100,7 @@ fuzz_target() {
     if fuzz_stale "$bin" "$main" "$FUZZ_OUT/libzoo_fuzz.a"; then
       echo "fuzz: building $bin with $("$FUZZ_CXX" --version | head -n1)"
       "${FUZZ_LAUNCHER[@]}" "$FUZZ_CXX" "${FUZZ_FLAGS[@]}" -fsanitize=fuzzer "$main" "$FUZZ_OUT/libzoo_fuzz.a" \
-        -lyaml-cpp -lfmt -ldl -lpthread -o "$bin.tmp"
+        -lyaml-cpp -lfmt -lutf8proc -ldl -lpthread -o "$bin.tmp"
       mv "$bin.tmp" "$bin"
     fi
   ) 9>"$FUZZ_OUT/build.lock"
