@@ -170,7 +170,7 @@ class Lexer {
       if (depth == 0) {
         for (const char sign : {'-', '+', '\0'}) {
           const std::size_t k = pos_ + (sign ? 1 : 0);
-          if ((sign == '\0' || c == sign) && k + 1 < src_.size() + 1 && src_.compare(k, 2, std::string{closer, '}'}) == 0) {
+          if ((sign == '\0' || c == sign) && src_.compare(k, 2, std::string{closer, '}'}) == 0) {
             if (sign == '+' && closer == '}') break;
             pos_ = k + 2;
             return sign;
@@ -241,7 +241,7 @@ class Lexer {
     std::size_t i = pos_ + 1;
     const int start_line = line_;
     auto hex = [&](std::size_t n) -> std::uint32_t {
-      if (i + n >= src_.size() + 0 && i + n > src_.size()) fail("a truncated \\x or \\u escape in a string");
+      if (i + n > src_.size()) fail("a truncated \\x or \\u escape in a string");
       std::uint32_t v = 0;
       for (std::size_t k = 0; k < n; ++k) {
         const char h = src_[i + k];

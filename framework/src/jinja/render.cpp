@@ -431,10 +431,6 @@ Value Renderer::eval_binary(const Expr& e, Frame& frame) {
 
 }  // namespace
 
-namespace detail {
-struct Program;
-}
-
 namespace {
 // The byte offset of the first malformed UTF-8 sequence (overlong forms and surrogates included), or npos.
 std::size_t invalid_utf8_at(std::string_view s) {
