@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 
@@ -113,16 +114,18 @@ Value to_int(const Value& v, const CallArgs& a) {
       if (!std::isfinite(v.real) || std::abs(v.real) > 9.2e18) return def;
       return Value(static_cast<std::int64_t>(v.real));
     case K::String: {
-      const std::string s = v.text;
-      char* end = nullptr;
-      errno = 0;
-      const long long i = std::strtoll(s.c_str(), &end, 10);
-      if (end != s.c_str() && errno == 0) {
-        while (*end == ' ' || *end == '\t' || *end == '\n') ++end;
-        if (*end == '\0') return Value(static_cast<std::int64_t>(i));
-      }
-      const double d = std::strtod(s.c_str(), &end);
-      if (end != s.c_str() && *end == '\0' && std::isfinite(d)) return Value(static_cast<std::int64_t>(d));
+      // int(s), else int(float(s)): surrounding whitespace allowed, no hex (base 10).
+      std::string_view s = v.text;
+      while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+      while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+      if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+      std::int64_t i = 0;
+      if (auto r = std::from_chars(s.data(), s.data() + s.size(), i); r.ec == std::errc() && r.ptr == s.data() + s.size())
+        return Value(i);
+      double d = 0;
+      if (auto r = std::from_chars(s.data(), s.data() + s.size(), d); r.ec == std::errc() && r.ptr == s.data() + s.size() &&
+                                                                       std::isfinite(d) && std::abs(d) < 9.2e18)
+        return Value(static_cast<std::int64_t>(d));
       return def;
     }
     default: return def;
@@ -309,6 +312,9 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const double scale = std::pow(10.0, p ? static_cast<double>(p->integer) : 0.0);
     const double x = (v.kind == K::Float ? v.real : static_cast<double>(v.integer)) * scale;
     const std::string m = method && method->is_string() ? method->text : "common";
+    // round(int, n) is the int itself in Python; floor and ceil go through floats.
+    if (m == "common" && (v.kind == K::Int || v.kind == K::Bool) && (!p || p->integer >= 0))
+      return Value(std::int64_t{v.kind == K::Bool ? v.boolean : v.integer});
     // Python's round(): halves to even.
     const double r = m == "floor" ? std::floor(x) : m == "ceil" ? std::ceil(x) : std::nearbyint(x);
     return Value(r / scale);
@@ -370,7 +376,12 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const auto items = iterate(v);
     if (items.empty()) return Value::undefined(fmt::format("No aggregated item, sequence was empty."));
     const auto attr = a.get("attribute", 1);
-    const auto key = [&](const Value& x) { return attr && attr->is_string() ? attribute(x, attr->text) : x; };
+    const bool case_sensitive = arg_bool(a, "case_sensitive", 0, false);
+    const auto key = [&](const Value& x) {
+      Value k = attr && attr->is_string() ? attribute(x, attr->text) : x;
+      if (!case_sensitive && k.is_string()) k = call_method(k, "lower");
+      return k;
+    };
     Value best = items[0];
     for (const auto& x : items)
       if (name == "min" ? less(key(x), key(best)) : less(key(best), key(x))) best = x;

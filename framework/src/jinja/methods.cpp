@@ -63,6 +63,7 @@ std::string map_case(const std::string& s, bool upper) {
   std::u32string out;
   for (const char32_t c : to_code_points(s)) {
     if (upper) out += upper_of(c);
+    else if (c == 0x130) out += U"i\u0307";  // Python's full lowercase of dotted capital I
     else out += to_lower(c);
   }
   return to_utf8(out);
@@ -97,9 +98,8 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
       for (std::size_t k = 0; k < static_cast<std::size_t>(maxsplit); ++k)
         parts.emplace_back(to_utf8(std::u32string_view(cps).substr(words[k].first, words[k].second - words[k].first)));
       std::size_t rest = words[static_cast<std::size_t>(maxsplit)].first;
-      std::size_t end = cps.size();
-      while (end > rest && is_ws(cps[end - 1])) --end;
-      parts.emplace_back(to_utf8(std::u32string_view(cps).substr(rest, end - rest)));
+      // The remainder keeps its trailing whitespace, as Python's split(None, n) leaves it.
+      parts.emplace_back(to_utf8(std::u32string_view(cps).substr(rest)));
       return Value::make_list(std::move(parts));
     }
     for (const auto& [b, e] : words) parts.emplace_back(to_utf8(std::u32string_view(cps).substr(b, e - b)));

@@ -168,7 +168,12 @@ ExprPtr Parser::primary() {
     next();
     std::int64_t v = 0;
     const auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
-    if (r.ec != std::errc()) fail("an integer literal too large");
+    if (r.ec != std::errc()) {  // Python's ints have no bound: kept as digits, as a JSON input's are
+      Value big;
+      big.kind = Value::Kind::BigInt;
+      big.text = t.text;
+      return literal(std::move(big), t.line);
+    }
     return literal(Value(v), t.line);
   }
   if (t.kind == Tok::Float) {

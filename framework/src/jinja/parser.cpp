@@ -106,6 +106,12 @@ std::unique_ptr<Stmt> Parser::statement() {
     }
     expect_op("=");
     s->expr = expression();
+    if (is_op(",")) {  // `set a, b = 1, 2`: a tuple without parentheses
+      auto tuple = make(Expr::Kind::TupleLit, line);
+      tuple->args.push_back(std::move(s->expr));
+      while (accept_op(",") && peek().kind != Tok::BlockEnd) tuple->args.push_back(expression());
+      s->expr = std::move(tuple);
+    }
     expect_block_end();
     return s;
   }
