@@ -47,6 +47,10 @@ TEST_CASE("jinja prints values as Python does", "[jinja]") {
   CHECK(render("{{ 'abc'[::-1] }} {{ 'h\xc3\xa9llo'|length }} {{ 'h\xc3\xa9llo'[1] }} {{ [1,2,3][-1] }} {{ [1,2,3,4][1:3] }}") ==
         "cba 5 \xc3\xa9 3 [2, 3]");
   CHECK(render("{{ True == 1 }} {{ 1 == 1.0 }} {{ none }} {{ True }}") == "True True None True");
+  // Python's ints have no bound: results past 64 bits print exact.
+  CHECK(render("{{ 2 ** 100 }} {{ 9223372036854775807 + 1 }} {{ -4294967296 * 4294967296 }} {{ 12345678901234567890123 }}") ==
+        "1267650600228229401496703205376 9223372036854775808 -18446744073709551616 12345678901234567890123");
+  CHECK_THROWS_WITH(render("{{ 2 ** 64 + 1 }}"), Contains("past 64 bits is not supported"));
   CHECK(render("{{ 'a b  c'.split() }} {{ 'a,b'.split(',') }} {{ 'xxhixx'.strip('x') }}") ==
         "['a', 'b', 'c'] ['a', 'b'] hi");
   CHECK(render("{{ v|tojson }}", R"({"v": {"b": 3.0, "a": [1, 12345678901234567890, "\u00e9\n"], "c": null}})") ==

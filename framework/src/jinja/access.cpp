@@ -187,6 +187,7 @@ bool less(const Value& a, const Value& b) {
     return d(a) < d(b);
   }
   if (a.is_string() && b.is_string()) return a.text < b.text;
+  if (a.kind == K::BigInt || b.kind == K::BigInt) failure("comparing an integer past 64 bits is not supported");
   if (a.is_sequence() && a.kind == b.kind) {
     const auto& x = *a.list;
     const auto& y = *b.list;

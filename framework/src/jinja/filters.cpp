@@ -106,6 +106,7 @@ std::string indent(std::string s, const CallArgs& a) {
 }
 
 Value to_int(const Value& v, const CallArgs& a) {
+  if (v.is_undefined()) failure(v.text);  // int(Undefined) raises in jinja2
   const Value def = a.get("default", 0).value_or(Value(std::int64_t{0}));
   switch (v.kind) {
     case K::Int: return v;
@@ -275,7 +276,6 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
   }
   if (name == "last") {
-    if (v.is_undefined()) failure(v.text);
     if (v.kind == K::Generator) failure("'generator' object is not reversible");
     const auto items = iterate(v);
     return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
@@ -292,6 +292,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   }
   if (name == "int") return to_int(v, a);
   if (name == "float") {
+    if (v.is_undefined()) failure(v.text);
     if (v.kind == K::Float) return v;
     if (v.kind == K::Int || v.kind == K::Bool) return Value(static_cast<double>(v.kind == K::Bool ? v.boolean : v.integer));
     if (v.is_string()) {

@@ -17,6 +17,25 @@ std::int64_t as_int(const Value& v) { return v.kind == Value::Kind::Bool ? v.boo
 double as_double(const Value& v) { return v.kind == Value::Kind::Float ? v.real : static_cast<double>(as_int(v)); }
 bool is_num(const Value& v) { return is_int(v) || v.kind == Value::Kind::Float; }
 
+// An integer result: an Int when it fits 64 bits, else its digits (Python's ints have no bound;
+// arithmetic on such a BigInt is then refused).
+Value integer(__int128 v) {
+  if (v >= INT64_MIN && v <= INT64_MAX) return Value(static_cast<std::int64_t>(v));
+  const bool neg = v < 0;
+  unsigned __int128 u = neg ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+  std::string digits;
+  while (u) {
+    digits += static_cast<char>('0' + static_cast<int>(u % 10));
+    u /= 10;
+  }
+  if (neg) digits += '-';
+  std::reverse(digits.begin(), digits.end());
+  Value big;
+  big.kind = Value::Kind::BigInt;
+  big.text = std::move(digits);
+  return big;
+}
+
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b, std::size_t cap, std::uint64_t& cost) {
@@ -28,6 +47,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
   }
   if (a.is_undefined()) failure(a.text);
   if (b.is_undefined()) failure(b.text);
+  if (a.kind == Value::Kind::BigInt || b.kind == Value::Kind::BigInt)
+    failure(fmt::format("{}: arithmetic on an integer past 64 bits is not supported", op));
   const auto unsupported = [&]() -> Value {
     failure(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, detail::kind_name(a),
                         detail::kind_name(b)));
@@ -76,10 +97,9 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
   if (!is_num(a) || !is_num(b)) return unsupported();
   if (is_int(a) && is_int(b) && op != "/") {
     const std::int64_t x = as_int(a), y = as_int(b);
-    std::int64_t r = 0;
-    if (op == "+" && !__builtin_add_overflow(x, y, &r)) return Value(r);
-    if (op == "-" && !__builtin_sub_overflow(x, y, &r)) return Value(r);
-    if (op == "*" && !__builtin_mul_overflow(x, y, &r)) return Value(r);
+    if (op == "+") return integer(static_cast<__int128>(x) + y);
+    if (op == "-") return integer(static_cast<__int128>(x) - y);
+    if (op == "*") return integer(static_cast<__int128>(x) * y);
     if (op == "//" || op == "%") {
       if (y == 0) failure("integer division or modulo by zero");
       if (x == INT64_MIN && y == -1) failure("integer overflow");
@@ -91,16 +111,15 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
       return Value(op == "//" ? q : m);
     }
     if (op == "**" && y >= 0) {
-      std::int64_t p = 1;
+      if (x == 0 || x == 1) return Value(y == 0 ? std::int64_t{1} : x);
+      if (x == -1) return Value(std::int64_t{y % 2 ? -1 : 1});
+      __int128 p = 1;
       for (std::int64_t k = 0; k < y; ++k) {
-        if (__builtin_mul_overflow(p, x, &p)) failure("integer overflow in **");
-        if (p == 0 || p == 1) break;
+        if (__builtin_mul_overflow(p, static_cast<__int128>(x), &p)) failure("an integer of more than 38 digits from **");
         ++cost;
       }
-      if ((p == 1 || p == 0) && y > 0 && x == -1) p = (y % 2) ? -1 : 1;
-      return Value(p);
+      return integer(p);
     }
-    if (op == "+" || op == "-" || op == "*") failure("integer overflow");
   }
   const double x = as_double(a), y = as_double(b);
   if (op == "+") return Value(x + y);

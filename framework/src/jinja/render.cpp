@@ -252,7 +252,8 @@ class Renderer {
       });
     if (name == "raise_exception")
       return Value::make_function([this](CallArgs& a) -> Value {
-        const std::string message = a.positional.empty() ? std::string() : to_str(a.positional[0]);
+        if (a.positional.empty()) failure("raise_exception() missing 1 required positional argument: 'message'");
+        const std::string message = to_str(a.positional[0]);
         std::string one_line = message;
         for (auto& c : one_line)
           if (c == '\n' || c == '\r') c = ' ';
