@@ -133,6 +133,41 @@ TEST_CASE("chat templates of our own render byte for byte as transformers does",
   CHECK(cases >= 400);
 }
 
+TEST_CASE("one-line templates render and fail as transformers does", "[chat]") {
+  // snippets.json: each line of snippets.txt rendered alone by transformers, or the error it raised.
+  const fs::path file = fs::path(ZOO_SOURCE_DIR) / "tests/fixtures/chat/snippets.json";
+  const jinja::Value doc = jinja::parse_json(read_text_file(file, "a golden file", kMaxJsonFileBytes), file.string());
+  jinja::RenderOptions options;
+  options.now_epoch_seconds = epoch_of(field(doc, "date").text);
+  options.now_is_utc = true;
+  int n = 0;
+  for (const auto& c : *field(doc, "cases").list) {
+    ++n;
+    const std::string source = field(c, "template").text;
+    INFO("template: " << source);
+    std::string got;
+    try {
+      const ChatTemplate tmpl(source, "snippet.jinja");
+      got = "text: " + tmpl.render(ChatInput{}, options);
+    } catch (const jinja::TemplateRaised& e) {
+      got = "raise: " + e.message();
+    } catch (const InputError& e) {
+      got = std::string("error: ") + e.what();
+    }
+    if (const jinja::Value* text = c.dict->find("text")) {
+      CHECK(got == "text: " + text->text);
+    } else {
+      const jinja::Value& error = field(c, "error");
+      INFO("transformers raised " << field(error, "type").text << ": " << field(error, "message").text);
+      if (field(error, "type").text == "raise")
+        CHECK(got == "raise: " + field(error, "message").text);
+      else
+        CHECK_THAT(got, Catch::StartsWith("error: snippet.jinja:"));
+    }
+  }
+  CHECK(n >= 100);
+}
+
 TEST_CASE("real public chat templates render byte for byte as transformers does", "[chat]") {
   // The public templates are not in the repository: ZOO_REAL_TEMPLATES names a directory holding
   // them and the goldens.json made there by tools/golden/make_chat_template_goldens.py --real DIR.

@@ -6,7 +6,8 @@ Every (template, conversation, variant) is rendered; the golden keeps the inputs
 or, where the template raises, the error's type and message. Zoo's renderer must reproduce each
 byte for byte (tests/framework/test_chat_template_goldens.cpp).
 
-  # the project's own templates (tests/fixtures/chat/templates/*.jinja) -> tests/fixtures/chat/goldens.json
+  # the project's own templates (tests/fixtures/chat/templates/*.jinja) -> tests/fixtures/chat/goldens.json,
+  # and the one-line templates of tests/fixtures/chat/snippets.txt -> tests/fixtures/chat/snippets.json
   /work/tools-venv/bin/python tools/golden/make_chat_template_goldens.py
   # real public templates (kept outside the repository) -> DIR/goldens.json
   /work/tools-venv/bin/python tools/golden/make_chat_template_goldens.py --real DIR
@@ -233,6 +234,19 @@ def main():
         out = REPO / "tests/fixtures/chat/goldens.json"
     templates_text = {name: (directory / name).read_text() for name in table}
     cases = goldens(table)
+    if not args.real:
+        # One-line templates, each rendered alone with no messages: Python's printing, operators,
+        # filters and the errors jinja2 raises (an undefined used, a type error).
+        snippets = (REPO / "tests/fixtures/chat/snippets.txt").read_text().strip().split("\n")
+        snippet_doc = {"generator": "tools/golden/make_chat_template_goldens.py", "date": DATE,
+                       "cases": [{"template": s, **render(s, [], None, True, {})} for s in snippets]}
+        snippet_file = REPO / "tests/fixtures/chat/snippets.json"
+        if args.check:
+            if json.loads(snippet_file.read_text())["cases"] != snippet_doc["cases"]:
+                print(f"{snippet_file}: DIFFERS from transformers' rendering", file=sys.stderr)
+                sys.exit(1)
+        else:
+            snippet_file.write_text(json.dumps(snippet_doc, ensure_ascii=False, indent=1) + "\n")
     doc = {"generator": f"tools/golden/make_chat_template_goldens.py (transformers {transformers.__version__}, "
                         f"jinja2 {jinja2.__version__})", "date": DATE,
            "conversations": {name: {"messages": m, "tools": t} for name, m, t in CONVERSATIONS}, "cases": cases}
