@@ -186,6 +186,9 @@ REAL = {
     "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja": [{"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}],
     "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja": [{"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}],
     "Qwen-Qwen2.5-7B-Instruct.jinja": [{"eos_token": "<|im_end|>"}],
+    # Firefunction reads the tools as a JSON string `functions` and the date as `datetime`.
+    "fireworks-ai-llama-3-firefunction-v2.jinja": [{"bos_token": "<|begin_of_text|>", "datetime": "2025-03-07",
+                                                    "functions": json.dumps([WEATHER["function"], SEARCH["function"]])}],
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja": [{"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}],
 }
 
