@@ -28,7 +28,8 @@ namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::string request, prompt, prompt_file, system, tokenizer, out;
+  std::string request, prompt, prompt_file, messages, system, tokenizer, out, template_name;
+  std::vector<std::string> template_settings;  // --set KEY=JSON for the chat template
   bool chat = false, ids = false;
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
@@ -39,7 +40,7 @@ struct GenerateOptions {
   // Set when the flag was given: flags override what generation_config.json says.
   CLI::Option *temperature_flag = nullptr, *top_k_flag = nullptr, *top_p_flag = nullptr, *eos_flag = nullptr;
   // Counted rather than tested for emptiness: `--prompt ""` is an empty prompt, not a missing one.
-  CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr;
+  CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr, *messages_flag = nullptr;
 };
 
 std::string join_ids(const std::vector<std::int64_t>& ids) {
@@ -109,25 +110,7 @@ std::optional<Tokenizer> open_tokenizer(const GenerateOptions& o, const OpenedMo
   return Tokenizer::from_file(file);
 }
 
-// The request to run: token ids from --request (a file, or stdin for "-"), or text from --prompt /
-// --prompt-file (stdin for "-"), wrapped in the model's chat template with --chat, then encoded.
-Request make_request(const GenerateOptions& o, const OpenedModel& opened, const std::optional<Tokenizer>& tokenizer) {
-  const auto given = o.request_flag->count() + o.prompt_flag->count() + o.prompt_file_flag->count();
-  if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file and --request");
-  if (o.request_flag->count()) {
-    if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
-    return o.request == "-" ? parse_request(read_all("-", "a request JSON", kMaxJsonFileBytes), "<stdin>") : load_request(o.request);
-  }
-  const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
-  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file, "a prompt text file", kMaxTextFileBytes);
-  if (o.chat) {
-    std::vector<ChatMessage> messages;
-    if (!o.system.empty()) messages.push_back({"system", o.system});
-    messages.push_back({"user", std::move(text)});
-    text = load_chat_template(checkpoint_directory(opened.spec)).render(messages, true);
-  } else if (!o.system.empty()) {
-    throw InputError("--system: needs --chat (a system message is part of a chat template)");
-  }
+Request encode_prompt(const std::optional<Tokenizer>& tokenizer, const std::string& text, const std::string& label) {
   Request request;
   request.file = label;
   try {
@@ -137,6 +120,48 @@ Request make_request(const GenerateOptions& o, const OpenedModel& opened, const 
   }
   if (request.input_ids.empty()) throw InputError(fmt::format("{}: the prompt is empty", label));
   return request;
+}
+
+// The request to run: token ids from --request (a file, or stdin for "-"), or text from --prompt /
+// --prompt-file (stdin for "-"), wrapped in the model's chat template with --chat, then encoded.
+Request make_request(const GenerateOptions& o, const OpenedModel& opened, const std::optional<Tokenizer>& tokenizer) {
+  const auto given =
+      o.request_flag->count() + o.prompt_flag->count() + o.prompt_file_flag->count() + o.messages_flag->count();
+  if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file, --messages and --request");
+  if (!o.chat && (!o.template_settings.empty() || !o.template_name.empty()))
+    throw InputError("--set, --template: need --chat (they are the chat template's)");
+  if (o.request_flag->count()) {
+    if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
+    return o.request == "-" ? parse_request(read_all("-", "a request JSON", kMaxJsonFileBytes), "<stdin>") : load_request(o.request);
+  }
+  if (o.messages_flag->count()) {
+    // A whole conversation, rendered by the model's chat template as `zoo template` renders it.
+    if (!o.chat) throw InputError("--messages: needs --chat (the conversation is rendered by the chat template)");
+    if (!o.system.empty()) throw InputError("--system: give the system message in the --messages file");
+    ChatInput input = read_chat_input(o.messages, "");
+    jinja::RenderOptions render_options;
+    apply_chat_settings(input, o.template_settings, "", render_options);
+    const auto tmpl = load_chat_template(checkpoint_directory(opened.spec), o.template_name, !input.tools.is_none());
+    return encode_prompt(tokenizer, tmpl.render(input, render_options), o.messages == "-" ? "<stdin>" : o.messages);
+  }
+  const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
+  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file, "a prompt text file", kMaxTextFileBytes);
+  if (o.chat) {
+    ChatInput input;
+    for (const auto& [role, content] : {std::pair<const char*, const std::string*>{"system", &o.system}, {"user", &text}}) {
+      if (role == std::string_view("system") && o.system.empty()) continue;
+      jinja::Dict m;
+      m.set("role", jinja::Value(role));
+      m.set("content", jinja::Value(*content));
+      input.messages.list->push_back(jinja::Value::make_dict(std::move(m)));
+    }
+    jinja::RenderOptions render_options;
+    apply_chat_settings(input, o.template_settings, "", render_options);
+    text = load_chat_template(checkpoint_directory(opened.spec), o.template_name).render(input, render_options);
+  } else if (!o.system.empty()) {
+    throw InputError("--system: needs --chat (a system message is part of a chat template)");
+  }
+  return encode_prompt(tokenizer, text, label);
 }
 
 // Prints generated tokens as they come: text through the tokenizer (special tokens left out, as
@@ -167,7 +192,8 @@ class TokenPrinter {
 int run_generate(const GenerateOptions& o) {
   // Before the model opens: an empty prompt needs no model to be refused.
   if (o.prompt_flag->count() && o.prompt.empty()) throw InputError("--prompt: the prompt is empty");
-  for (const auto& [flag, name] : {std::pair{o.prompt_file_flag, "--prompt-file"}, {o.request_flag, "--request"}})
+  for (const auto& [flag, name] : {std::pair{o.prompt_file_flag, "--prompt-file"}, {o.request_flag, "--request"},
+                                   {o.messages_flag, "--messages"}})
     if (flag->count() && flag->as<std::string>().empty())
       throw InputError(fmt::format("{}: the file name is empty (give a file, or - for stdin)", name));
   PluginRegistry registry;
@@ -179,7 +205,8 @@ int run_generate(const GenerateOptions& o) {
   if (!o.out.empty()) {
     std::vector<NamedPath> inputs;
     for (const auto& [label, path] : {std::pair<const char*, std::string>{"request", o.request},
-                                      {"prompt file", o.prompt_file}, {"tokenizer", o.tokenizer}})
+                                      {"prompt file", o.prompt_file}, {"messages", o.messages},
+                                      {"tokenizer", o.tokenizer}})
       if (!path.empty() && path != "-") inputs.push_back({label, path});
     check_output("--out", o.out, opened, inputs);
   }
@@ -249,11 +276,22 @@ void add_generate_command(CLI::App& app, Action& run) {
   auto* request = options->request_flag =
       input_file(cmd->add_option("--request", options->request, "Request JSON with input_ids (- for stdin)"),
                  "a request JSON file", {.stdin_ok = true});
-  prompt->excludes(prompt_file)->excludes(request);
-  prompt_file->excludes(request);
+  auto* messages = options->messages_flag = input_file(
+      cmd->add_option("--messages", options->messages,
+                      "With --chat: a whole conversation, a JSON list of messages (- for stdin), rendered by the "
+                      "model's chat template"),
+      "a messages JSON file", {.stdin_ok = true});
+  prompt->excludes(prompt_file)->excludes(request)->excludes(messages);
+  prompt_file->excludes(request)->excludes(messages);
+  request->excludes(messages);
   cmd->add_flag("--chat", options->chat,
-                "Wrap the prompt in the model's chat template (tokenizer_config.json) as a user message");
+                "Render the prompt through the model's chat template: --prompt as one user message, or the "
+                "conversation of --messages");
   not_a_file(cmd->add_option("--system", options->system, "System message for --chat"));
+  not_a_file(cmd->add_option("--set", options->template_settings,
+                             "With --chat: a chat template variable KEY=JSON, e.g. enable_thinking=false (repeatable)"));
+  not_a_file(cmd->add_option("--template", options->template_name,
+                             "With --chat: a named chat template (tool_use, ...; as zoo template --template)"));
   input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
              "a tokenizer.json");
   cmd->add_flag("--ids", options->ids, "Print token ids, not text");

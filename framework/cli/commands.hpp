@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "zoo/chat_template.hpp"
 #include "zoo/runtime.hpp"
 
 namespace zoo::cli {
@@ -39,6 +40,15 @@ void add_bench_command(CLI::App& app, Action& run);
 void add_synth_command(CLI::App& app, Action& run);
 void add_tokenize_command(CLI::App& app, Action& run);
 void add_tts_command(CLI::App& app, Action& run);
+void add_template_command(CLI::App& app, Action& run);
+
+// Chat input for `zoo template` and `zoo generate --chat` (cmd_template.cpp): the model directory
+// of MODEL (a directory, or a model YAML's checkpoint directory); the --messages file (a list, or
+// {"messages", "tools"}; - for stdin) and --tools file; --set KEY=JSON variables and --date.
+std::filesystem::path chat_model_directory(const std::string& model);
+ChatInput read_chat_input(const std::string& messages_file, const std::string& tools_file);
+void apply_chat_settings(ChatInput& input, const std::vector<std::string>& settings, const std::string& date,
+                         jinja::RenderOptions& options);
 
 // MODEL argument -> tokenizer.json (a model directory, a tokenizer.json, or a model YAML whose
 // checkpoint has one beside it). InputError naming what is missing.

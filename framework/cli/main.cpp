@@ -17,6 +17,7 @@
 #include "numeric_option.hpp"
 #include "suggest.hpp"
 #include "zoo/error.hpp"
+#include "zoo/jinja.hpp"
 #include "zoo/format.hpp"
 #include "zoo/kernels/env.hpp"
 
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
   add_synth_command(app, run);
   add_tokenize_command(app, run);
   add_tts_command(app, run);
+  add_template_command(app, run);
   // Hidden: what tests/scripts/cli_file_options.sh enumerates (every option's file class).
   if (argc == 2 && std::string_view(argv[1]) == "--list-file-options") {
     fmt::print("{}", list_file_options(app));
@@ -176,6 +178,9 @@ int main(int argc, char** argv) {
     // before the command does anything.
     for (const auto* command : app.get_subcommands()) check_file_options(*command);
     return run ? run() : 2;
+  } catch (const zoo::jinja::TemplateRaised& e) {
+    // The template refused the conversation (raise_exception): its words, naming the file.
+    return error(1, "template", e.what());
   } catch (const zoo::ValidationError& e) {
     return error(1, "validation", e.what());
   } catch (const zoo::InputError& e) {

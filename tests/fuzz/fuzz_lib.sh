@@ -31,7 +31,11 @@ FUZZ_LIB_SOURCES=(
   framework/sdk/dtype.cpp framework/sdk/tensor.cpp framework/sdk/request.cpp framework/sdk/checkpoint.cpp
   framework/sdk/alias_weight_source.cpp framework/host/model_spec.cpp framework/host/yaml_checks.cpp
   framework/validation/compare.cpp framework/validation/gates.cpp framework/sdk/format.cpp
-  framework/sdk/diagnostic_hook.cpp framework/sdk/output_file.cpp
+  framework/sdk/diagnostic_hook.cpp framework/sdk/output_file.cpp framework/text/chat_template.cpp
+  framework/text/jinja/access.cpp framework/text/jinja/filters.cpp framework/text/jinja/json.cpp
+  framework/text/jinja/lexer.cpp framework/text/jinja/methods.cpp framework/text/jinja/operators.cpp
+  framework/text/jinja/parse_expr.cpp framework/text/jinja/parser.cpp framework/text/jinja/render.cpp
+  framework/text/jinja/value.cpp
   layers/src/hf_config.cpp layers/src/decoder_spec.cpp layers/src/rope.cpp kernels/src/rope_table.cpp plugins/higgs_audio/src/higgs_config.cpp
 )
 FUZZ_FLAGS=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -98,7 +102,7 @@ fuzz_target() {
     if fuzz_stale "$bin" "$main" "$FUZZ_OUT/libzoo_fuzz.a"; then
       echo "fuzz: building $bin with $("$FUZZ_CXX" --version | head -n1)"
       "${FUZZ_LAUNCHER[@]}" "$FUZZ_CXX" "${FUZZ_FLAGS[@]}" -fsanitize=fuzzer "$main" "$FUZZ_OUT/libzoo_fuzz.a" \
-        -lyaml-cpp -lfmt -ldl -lpthread -o "$bin.tmp"
+        -lyaml-cpp -lfmt -lutf8proc -ldl -lpthread -o "$bin.tmp"
       mv "$bin.tmp" "$bin"
     fi
   ) 9>"$FUZZ_OUT/build.lock"

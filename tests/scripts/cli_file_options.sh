@@ -24,7 +24,8 @@ done <"$TMP/list"
 # The listing must be complete, not merely free of UNCLASSIFIED: a few known options by class.
 for want in "tts --out output" "tts --codes input" "tts --codes-out output" "tts --ref-codes input" \
   "generate --prompt-file input" "tokenize --input input" "trace --out output" "synth --out output-dir" \
-  "compare golden input" "plugins --plugin-dir search-path" "generate --temperature not-a-file"; do
+  "compare golden input" "plugins --plugin-dir search-path" "generate --temperature not-a-file" \
+  "template --messages input" "template --tools input" "generate --messages input"; do
   grep -q "^$want\b" "$TMP/list" || fail "--list-file-options lacks '$want'"
 done
 

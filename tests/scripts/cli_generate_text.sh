@@ -93,9 +93,48 @@ fi
 cp "$M/config.json" "$M/model.safetensors" "$TMP/" && mkdir -p "$TMP/notok" && mv "$TMP/config.json" "$TMP/model.safetensors" "$TMP/notok/"
 "$ZOO" generate "$TMP/notok" --prompt Hello >"$TMP/out" 2>"$TMP/err"
 [[ $? == 2 ]] && grep -qF "$TMP/notok/tokenizer.json: no such file" "$TMP/err" || fail "no tokenizer: $(cat "$TMP/err")"
-printf '{"chat_template": "[INST] {{ messages[0].content }} [/INST]"}\n' >"$M/tokenizer_config.json"
+# --chat --messages: the whole conversation through the template; the same two messages as above
+# give the same prompt as --prompt with --system.
+printf '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]' >"$TMP/messages.json"
+"$ZOO" generate "$M" --chat --messages "$TMP/messages.json" --max-new-tokens 2 >"$TMP/out" 2>"$TMP/err" ||
+  fail "--chat --messages: $(cat "$TMP/err")"
+grep -qF "prefill $want_prompt tokens" "$TMP/err" || fail "--chat --messages prompt is not $want_prompt tokens: $(cat "$TMP/err")"
+"$ZOO" generate "$M" --chat --messages "$TMP/messages.json" --set enable_thinking=false --max-new-tokens 2 >"$TMP/out" 2>"$TMP/err" ||
+  fail "--chat --messages --set: $(cat "$TMP/err")"
+grep -qF "prefill $want_prompt tokens" "$TMP/err" || fail "--set changed a template that ignores it: $(cat "$TMP/err")"
+"$ZOO" generate "$M" --prompt Hello --set enable_thinking=false >"$TMP/out" 2>"$TMP/err"
+[[ $? == 2 ]] && grep -qF -- "--set, --template: need --chat" "$TMP/err" || fail "--set without --chat: $(cat "$TMP/err")"
+"$ZOO" generate "$M" --messages "$TMP/messages.json" >"$TMP/out" 2>"$TMP/err"
+[[ $? == 2 ]] && grep -qF -- "--messages: needs --chat" "$TMP/err" || fail "--messages without --chat: $(cat "$TMP/err")"
+# The real Qwen3 template (kept outside the repository: ZOO_REAL_TEMPLATES, see docs/validation.md)
+# on this Qwen vocabulary: a multi-turn conversation with thinking off prefills what transformers'
+# rendering encodes to.
+if [[ -n ${ZOO_REAL_TEMPLATES:-} && -f $ZOO_REAL_TEMPLATES/Qwen-Qwen3-0.6B.jinja ]]; then
+  cp "$ZOO_REAL_TEMPLATES/Qwen-Qwen3-0.6B.jinja" "$M/chat_template.jinja"
+  printf '[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\\nx\\n</think>\\n\\nHello!"}, {"role": "user", "content": "Grüß dich"}]' >"$TMP/qwen3.json"
+  "$ZOO" generate "$M" --chat --messages "$TMP/qwen3.json" --set enable_thinking=false --max-new-tokens 2 >"$TMP/out" 2>"$TMP/err" ||
+    fail "real Qwen3 template: $(cat "$TMP/err")"
+  want_qwen3=$(python3 - "$M" "$TMP/qwen3.json" <<'PY'
+import json, sys
+from tokenizers import Tokenizer
+from transformers.utils.chat_template_utils import render_jinja_template
+text, _ = render_jinja_template(conversations=[json.load(open(sys.argv[2]))], chat_template=open(sys.argv[1] + "/chat_template.jinja").read(),
+                                add_generation_prompt=True, enable_thinking=False, eos_token="<|im_end|>")
+print(len(Tokenizer.from_file(sys.argv[1] + "/tokenizer.json").encode(text[0], add_special_tokens=False).ids))
+PY
+)
+  grep -qF "prefill $want_qwen3 tokens" "$TMP/err" || fail "real Qwen3 template: prompt is not $want_qwen3 tokens: $(cat "$TMP/err")"
+  rm "$M/chat_template.jinja"
+else
+  echo "real Qwen3 template: not checked (ZOO_REAL_TEMPLATES unset)"
+fi
+# A template's own refusal exits 1 with its words; a template that does not parse exits 2; both name the file.
+printf '{"chat_template": "{{ raise_exception(\\"roles must alternate\\") }}"}\n' >"$M/tokenizer_config.json"
 "$ZOO" generate "$M" --prompt Hello --chat >"$TMP/out" 2>"$TMP/err"
-[[ $? == 2 ]] && grep -qF "$M/tokenizer_config.json: unsupported chat template" "$TMP/err" || fail "bad template: $(cat "$TMP/err")"
+[[ $? == 1 ]] && grep -qF "$M/tokenizer_config.json: roles must alternate" "$TMP/err" || fail "raising template: $(cat "$TMP/err")"
+printf '{"chat_template": "{%% for m in messages %%}[INST] {{ m.content }}"}\n' >"$M/tokenizer_config.json"
+"$ZOO" generate "$M" --prompt Hello --chat >"$TMP/out" 2>"$TMP/err"
+[[ $? == 2 ]] && grep -qF "$M/tokenizer_config.json:1: syntax error" "$TMP/err" || fail "bad template: $(cat "$TMP/err")"
 "$ZOO" generate "$M" --prompt Hello --request x.json >"$TMP/out" 2>"$TMP/err"
 [[ $? == 2 ]] || fail "--prompt with --request accepted"
 

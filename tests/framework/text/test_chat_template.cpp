@@ -7,7 +7,6 @@
 #include <atomic>
 #include <csignal>
 #include <chrono>
-#include <fstream>
 #include <string_view>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "framework/validation_test_util.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
+#include "zoo/input_file.hpp"
 
 using namespace zoo;
 using Catch::Contains;
@@ -26,9 +26,7 @@ const std::filesystem::path kChat = std::filesystem::path(ZOO_SOURCE_DIR) / "tes
 
 TEST_CASE("chat templates render what transformers renders", "[chat]") {
   // cases.json: transformers' Jinja rendering of each fixture template (tools/fixtures/make_chat_fixtures.py).
-  std::ifstream in(kChat / "cases.json");
-  REQUIRE(in);
-  const auto cases = nlohmann::json::parse(in);
+  const auto cases = nlohmann::json::parse(read_text_file(kChat / "cases.json", "a test fixture", 1 << 20));
   REQUIRE(cases.size() >= 18);
   for (const auto& c : cases) {
     const auto name = c["template"].get<std::string>();
@@ -38,13 +36,9 @@ TEST_CASE("chat templates render what transformers renders", "[chat]") {
     INFO(name << " " << c["messages"].dump() << " generation prompt " << c["add_generation_prompt"]);
     CHECK(tmpl.render(messages, c["add_generation_prompt"].get<bool>()) == c["text"].get<std::string>());
   }
-  CHECK(load_chat_template(kChat / "chatml").format() == ChatFormat::RoleBlocks);
-  CHECK_FALSE(load_chat_template(kChat / "chatml").default_system());
-  CHECK(load_chat_template(kChat / "chatml-default-system").default_system() == "You are a careful assistant. Don't guess.");
-  CHECK(load_chat_template(kChat / "headers").format() == ChatFormat::RoleHeaders);
 }
 
-TEST_CASE("chat templates: other templates and missing ones are refused with the file named", "[chat]") {
+TEST_CASE("chat templates: missing and malformed ones are refused with the file named", "[chat]") {
   vtest::ScratchDir d;
   const auto file = (d / "tokenizer_config.json").string();
   auto error = [&](const std::string& config) -> std::string {
@@ -57,20 +51,31 @@ TEST_CASE("chat templates: other templates and missing ones are refused with the
     FAIL("no InputError for " << config);
     return {};
   };
-  CHECK_THAT(error(R"({"chat_template": "{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}"})"),
-             StartsWith(file + ": unsupported chat template") && Contains("--prompt"));
-  // A header template that writes its own system block (dated preambles) needs real Jinja.
-  CHECK_THAT(error(R"({"chat_template": "{{ '<|start_header_id|>system<|end_header_id|>\n\nToday' }}<|eot_id|>"})"),
-             StartsWith(file + ": unsupported chat template"));
+  // A syntax error names the file and the line.
+  CHECK_THAT(error(R"({"chat_template": "line one\n{% for m in messages %}{{ m.content }}"})"),
+             StartsWith(file + ":2: syntax error") && Contains("endfor"));
+  CHECK_THAT(error(R"({"chat_template": "{{ 'a' + }}"})"), StartsWith(file + ":1: syntax error"));
   CHECK_THAT(error(R"({"bos_token": "<s>"})"), StartsWith(file + ": has no chat_template"));
   CHECK_THAT(error(R"({"chat_template": 3})"), StartsWith(file + ": chat_template must be"));
   CHECK_THAT(error(R"({"chat_template": [{"name": "tool_use", "template": "x"}]})"), Contains("\"default\""));
   std::filesystem::remove(d / "tokenizer_config.json");
   CHECK_THROWS_WITH(load_chat_template(d.path()), StartsWith(file + ": no such file"));
-  // chat_template.jinja beside it wins over tokenizer_config.json.
-  d.write("tokenizer_config.json", R"({"chat_template": "[INST]"})");
-  d.write("chat_template.jinja", "{{ '<|im_start|>' + m.role }}<|im_end|>");
-  CHECK(load_chat_template(d.path()).format() == ChatFormat::RoleBlocks);
+  // chat_template.jinja beside it wins over tokenizer_config.json, and the config's tokens apply to it.
+  d.write("tokenizer_config.json", R"({"chat_template": "[INST]", "bos_token": {"content": "<s>"}})");
+  d.write("chat_template.jinja", "{{ bos_token }}{{ messages[0].content }}");
+  const std::vector<ChatMessage> one{{"user", "hi"}};
+  CHECK(load_chat_template(d.path()).render(one) == "<s>hi");
+  // Named templates: tool_use when tools are given, --template NAME, additional_chat_templates/.
+  std::filesystem::remove(d / "chat_template.jinja");
+  d.write("tokenizer_config.json", R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
+  CHECK(load_chat_template(d.path()).render(one) == "D");
+  CHECK(load_chat_template(d.path(), "", true).render(one) == "T");
+  CHECK(load_chat_template(d.path(), "tool_use").render(one) == "T");
+  CHECK_THROWS_WITH(load_chat_template(d.path(), "nope"), StartsWith(file + ": no chat template named \"nope\"") &&
+                                                             Contains("default, tool_use"));
+  std::filesystem::create_directory(d / "additional_chat_templates");
+  d.write("additional_chat_templates/rag.jinja", "R{{ messages|length }}");
+  CHECK(load_chat_template(d.path(), "rag").render(one) == "R1");
 }
 
 TEST_CASE("chat templates: files that are not regular, too big or of the wrong type are refused by name",

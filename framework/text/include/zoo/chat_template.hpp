@@ -1,9 +1,15 @@
 #pragma once
+// A model's chat template, rendered as transformers' apply_chat_template renders it: the Jinja
+// text of tokenizer_config.json or chat_template.jinja, given the conversation, the tools, the
+// special tokens the tokenizer config names and any extra variables (enable_thinking, ...).
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "zoo/jinja.hpp"
 
 namespace zoo {
 
@@ -12,38 +18,49 @@ struct ChatMessage {
   std::string content;
 };
 
-// The two chat formats nearly every byte-level BPE chat model uses, recognised from the template text
-// of tokenizer_config.json and rendered without a Jinja engine:
-//  - RoleBlocks: "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, "<|im_start|>assistant\n" as
-//    the generation prompt (ChatML), with the default system message the template may write in;
-//  - RoleHeaders: "<|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|>" per message after
-//    the bos token, "<|start_header_id|>assistant<|end_header_id|>\n\n" as the generation prompt,
-//    contents trimmed when the template trims them.
-// Any other template is refused: rendering it wrongly would be silent, refusing it is not.
-enum class ChatFormat { RoleBlocks, RoleHeaders };
+// What a template renders: `messages` is a list of message dicts ({role, content, tool_calls, ...},
+// key order and number types as written); `tools` and `documents` are none when not given, as
+// transformers passes them; `extra` holds further variables (chat_template_kwargs, --set).
+struct ChatInput {
+  jinja::Value messages = jinja::Value::make_list();
+  jinja::Value tools = jinja::Value::none();
+  jinja::Value documents = jinja::Value::none();
+  bool add_generation_prompt = true;
+  jinja::Dict extra;
+};
 
 class ChatTemplate {
  public:
-  // Recognises `template_text`; InputError "LABEL: ..." naming what was not understood.
-  // `bos_token` is what the template's bos_token expands to.
-  static ChatTemplate recognise(std::string_view template_text, std::string bos_token, const std::string& label);
+  // Parses `text` (InputError "LABEL:LINE: ..." for a syntax error); `special_tokens` are the
+  // bos_token, eos_token, ... variables (strings).
+  ChatTemplate(std::string_view text, std::string label, jinja::Dict special_tokens = {});
 
-  ChatFormat format() const { return format_; }
-  const std::optional<std::string>& default_system() const { return default_system_; }
-  // The prompt text for `messages` (then encoded without adding special tokens, as transformers does).
+  // The prompt text (then encoded without adding special tokens, as transformers does).
+  // InputError "LABEL:LINE: ..." when rendering fails; jinja::TemplateRaised when the template
+  // refuses the conversation with raise_exception.
+  std::string render(const ChatInput& input, const jinja::RenderOptions& options = {}) const;
+  // The shortcut for plain text messages.
   std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt = true) const;
 
+  const std::string& label() const { return template_.label(); }
+  const jinja::Dict& special_tokens() const { return special_tokens_; }
+
  private:
-  ChatFormat format_ = ChatFormat::RoleBlocks;
-  std::string bos_;                            // written first when the template writes bos_token
-  std::optional<std::string> default_system_;  // written when the conversation has no system message
-  bool trim_ = false;
+  jinja::Template template_;
+  jinja::Dict special_tokens_;
 };
 
-// The chat template of a model directory: DIR/chat_template.jinja when present, else the
-// `chat_template` of DIR/tokenizer_config.json (a string, or the entry named "default" of a list of
-// {name, template}), with bos_token from tokenizer_config.json. InputError naming the file when there
-// is none or it is not one of the supported forms.
-ChatTemplate load_chat_template(const std::filesystem::path& model_dir);
+// The chat template of a model directory, chosen as transformers chooses it: `name` when given (an
+// entry of a tokenizer_config.json list of {name, template}, or additional_chat_templates/NAME.jinja),
+// else DIR/chat_template.jinja when present, else the `chat_template` of DIR/tokenizer_config.json
+// (a string, or of a list the "tool_use" entry when `with_tools` and there is one, else "default").
+// Special tokens come from tokenizer_config.json (strings or {"content": ...} objects). InputError
+// naming the file when there is none or it is malformed.
+ChatTemplate load_chat_template(const std::filesystem::path& model_dir, const std::string& name = {},
+                                bool with_tools = false);
+
+// A conversation file: a JSON list of message objects, or an object with "messages" (and
+// optionally "tools"), read through the input layer. InputError naming the file.
+jinja::Value load_json_input(const std::filesystem::path& file, std::string_view what);
 
 }  // namespace zoo
