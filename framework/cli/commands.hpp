@@ -6,24 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "model_options.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/runtime.hpp"
 
 namespace zoo::cli {
-
-// Options every model-running command shares.
-struct ModelOptions {
-  std::string config;
-  std::vector<std::string> plugin_dirs;
-  std::string device;  // empty: from the YAML
-  std::string dtype;
-  long long max_context = 0;
-  int threads = 0;  // 0: ZOO_NUM_THREADS, else every core
-
-  SpecOverrides overrides() const;
-};
-
-void add_model_options(CLI::App& command, ModelOptions& options);
 
 // Each command registers itself and sets `run` to its action; main() runs the chosen one and turns
 // exceptions into exit codes (InputError 2, ValidationError 1).
@@ -53,8 +40,5 @@ void apply_chat_settings(ChatInput& input, const std::vector<std::string>& setti
 // MODEL argument -> tokenizer.json (a model directory, a tokenizer.json, or a model YAML whose
 // checkpoint has one beside it). InputError naming what is missing.
 std::filesystem::path tokenizer_json_for(const std::string& model);
-
-// Loads the model YAML, opens the model through plugins, checks the plan.
-OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry);
 
 }  // namespace zoo::cli

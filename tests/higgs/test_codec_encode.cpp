@@ -16,6 +16,7 @@
 #include "codec_encoder.hpp"
 #include "test_skip.hpp"
 #include "higgs_config.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/kernels/encoder_cpu.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/trace.hpp"

@@ -13,6 +13,7 @@
 #include "codec_encoder.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "higgs_config.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/trace.hpp"
 #include "zoo/weight_source.hpp"

@@ -1,0 +1,59 @@
+// The options every model-running command shares, and opening the model they name.
+#include "model_options.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "file_options.hpp"
+#include "numeric_option.hpp"
+#include "zoo/error.hpp"
+#include "zoo/model_spec.hpp"
+
+namespace zoo::cli {
+
+SpecOverrides ModelOptions::overrides() const {
+  SpecOverrides o;
+  if (!device.empty()) o.device = Device::parse(device);
+  if (!dtype.empty()) {
+    auto parsed = dtype_from_config_name(dtype);
+    if (!parsed) throw InputError(fmt::format("--dtype: unknown dtype '{}'", dtype));
+    o.dtype = *parsed;
+  }
+  if (max_context != 0) o.max_context = max_context;  // 0: not given; negatives are rejected by open_model
+  for (const auto& d : plugin_dirs) o.plugin_dirs.emplace_back(d);
+  return o;
+}
+
+void add_model_options(CLI::App& command, ModelOptions& options) {
+  // -m / --model as llama-cli takes it; the positional stays the usual form.
+  input_file(command.add_option("model,-m,--model", options.config,
+                                "Model YAML, or a Hugging Face model directory (config.json + safetensors)"),
+             "a model YAML or model directory", {.directory_ok = true})
+      ->required();
+  // Defaults that depend on the model are written in the help text, not shown as "=0".
+  search_path(command.add_option("--plugin-dir", options.plugin_dirs, "Extra plugin directory (repeatable)"),
+              "a plugin directory or plugin")
+      ->default_str("");
+  not_a_file(command.add_option("--device", options.device, "cpu, cuda or cuda:N (default: the YAML's, else cpu)"));
+  not_a_file(command.add_option("--dtype", options.dtype,
+                     "Compute dtype: float32, bfloat16, float16 (default: the YAML's, else float32 on cpu, "
+                     "bfloat16 on cuda)"));
+  command.add_option("--max-context", options.max_context,
+                     "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
+      ->default_str("")
+      ->check(integer_in(1));  // 0 and negative values were once silently ignored: refuse them
+  command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
+      ->default_str("")
+      ->check(integer_in(1, 4096));
+}
+
+OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& registry) {
+  // The CPU pool is sized from ZOO_NUM_THREADS when first used, which is after this point (no
+  // command runs CPU kernels before it opens its model): the flag is that variable, given here.
+  if (options.threads > 0) ::setenv("ZOO_NUM_THREADS", std::to_string(options.threads).c_str(), 1);
+  return open_model(load_model_spec(options.config), registry, options.overrides());
+}
+
+}  // namespace zoo::cli
