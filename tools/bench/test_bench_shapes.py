@@ -22,7 +22,7 @@ import attention_sdpa as sdpa  # noqa: E402
 class AttentionSdpaShapes(unittest.TestCase):
     def test_shapes_are_bench_test_cpp_s(self):
         # The torch side must time the shapes Zoo's kernel is timed at, so both numbers compare.
-        text = (ROOT / "tests" / "cuda" / "bench_test.cpp").read_text()
+        text = (ROOT / "tests" / "cuda" / "bench" / "bench_test.cpp").read_text()
         block = text[text.index("for (const P p : {"):text.index("DeviceBuffer q = random_bf16_buffer(rng, p.T")]
         zoo = [tuple(int(x) for x in m) for m in re.findall(r"P\{(\d+), (\d+), (\d+), (\d+)\}", block)]
         self.assertTrue(zoo, "no prefill attention shapes found in bench_test.cpp")

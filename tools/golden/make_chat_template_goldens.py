@@ -20,6 +20,7 @@ strftime_now() is pinned to 2025-03-07 00:00 (zoo's --date / RenderOptions.now_e
 import argparse
 import datetime as dt
 import json
+import re
 import pathlib
 import sys
 
@@ -236,6 +237,11 @@ def main():
         directory, table = REPO / "tests/fixtures/chat/templates", OWN
         out = REPO / "tests/fixtures/chat/goldens.json"
     templates_text = {name: (directory / name).read_text() for name in table}
+    # The transformers release the committed goldens were made with ("... (transformers X, jinja2 Y)").
+    made_by = None
+    if out.exists():
+        match = re.search(r"transformers ([^,)]+)", json.loads(out.read_text()).get("generator", ""))
+        made_by = match.group(1) if match else None
     cases = goldens(table)
     if not args.real:
         # One-line templates, each rendered alone with no messages: Python's printing, operators,
@@ -245,8 +251,25 @@ def main():
                        "cases": [{"template": s, **render(s, [], None, True, {})} for s in snippets]}
         snippet_file = REPO / "tests/fixtures/chat/snippets.json"
         if args.check:
-            if json.loads(snippet_file.read_text())["cases"] != snippet_doc["cases"]:
-                print(f"{snippet_file}: DIFFERS from transformers' rendering", file=sys.stderr)
+            committed = json.loads(snippet_file.read_text())["cases"]
+            if committed != snippet_doc["cases"] and made_by != transformers.__version__:
+                # Another transformers sandboxes differently (5.24 refuses underscore-prefixed
+                # namespace attributes, 5.17 allows them): a difference is news, not a verdict.
+                print(f"{snippet_file}: made with transformers {made_by}, this is {transformers.__version__}; "
+                      f"differences listed, the check is skipped", file=sys.stderr)
+                for a, b in [(a, b) for a, b in zip(committed, snippet_doc["cases"]) if a != b][:8]:
+                    print(f"  committed {json.dumps(a, ensure_ascii=False)}\n  now       {json.dumps(b, ensure_ascii=False)}",
+                          file=sys.stderr)
+                sys.exit(77)
+            if committed != snippet_doc["cases"]:
+                print(f"{snippet_file}: DIFFERS from transformers' rendering (transformers "
+                      f"{transformers.__version__}, jinja2 {jinja2.__version__})", file=sys.stderr)
+                differing = [(a, b) for a, b in zip(committed, snippet_doc["cases"]) if a != b]
+                for a, b in differing[:8]:
+                    print(f"  committed {json.dumps(a, ensure_ascii=False)}\n  now       {json.dumps(b, ensure_ascii=False)}",
+                          file=sys.stderr)
+                if len(committed) != len(snippet_doc["cases"]):
+                    print(f"  {len(committed)} committed cases, {len(snippet_doc['cases'])} now", file=sys.stderr)
                 sys.exit(1)
         else:
             snippet_file.write_text(json.dumps(snippet_doc, ensure_ascii=False, indent=1) + "\n")
@@ -257,6 +280,10 @@ def main():
     if args.check:
         old = json.loads(out.read_text())
         same = old["cases"] == doc["cases"] and old["conversations"] == doc["conversations"]
+        if not same and made_by != transformers.__version__:
+            print(f"{out}: made with transformers {made_by}, this is {transformers.__version__}: differs; the check "
+                  f"is skipped", file=sys.stderr)
+            sys.exit(77)
         print(f"{out}: {'the same as' if same else 'DIFFERS from'} transformers' rendering "
               f"({len(cases)} cases)", file=sys.stderr)
         sys.exit(0 if same else 1)
