@@ -243,6 +243,7 @@ TEST_CASE("codec first-decode cost on CUDA (needs ZOO_CODEC_REAL_FIXTURE)", "[.]
 
 #include "codec.hpp"
 #include "higgs_config.hpp"
+#include "zoo/checkpoint.hpp"
 #include "zoo/weight_source.hpp"
 
 namespace zoo::ptest {
