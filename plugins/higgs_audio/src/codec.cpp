@@ -507,6 +507,26 @@ class HiggsCodeDecoder : public CodeDecoder {
 
 }  // namespace
 
+void check_codec_fits(const char* what, const WeightSource& weights, std::int64_t num_quantizers,
+                      std::int64_t codebook_size, std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
+                      const Device& device) {
+  if (num_quantizers != lm_codebooks)
+    throw InputError(fmt::format("{} in {}: {} quantizers stored, but the LM config has {} codebooks "
+                                 "(audio_encoder_config.num_codebooks)",
+                                 what, weights.describe(), num_quantizers, lm_codebooks));
+  if (codebook_size != lm_codebook_size - 2)
+    throw InputError(fmt::format("{} in {}: codebooks of {} codes stored, but the LM config has {} codes + BOC + EOC "
+                                 "(audio_encoder_config.vocab_size {})",
+                                 what, weights.describe(), codebook_size, lm_codebook_size - 2, lm_codebook_size));
+#ifndef ZOO_WITH_CUDA
+  if (!device.is_cpu())
+    throw InputError(fmt::format("{} in {}: device {} requested, but this build has no CUDA backend", what,
+                                 weights.describe(), device.str()));
+#else
+  (void)device;
+#endif
+}
+
 bool has_code_decoder(const WeightSource& weights, const std::string& prefix) {
   return weights.info(prefix + "quantizer.quantizers.0.codebook.embed").has_value();
 }
@@ -515,20 +535,8 @@ std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSourc
                                                std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
                                                const Device& device) {
   auto codec = std::make_unique<Codec>(weights, prefix);
-  const auto& g = codec->geometry();
-  if (g.num_quantizers != lm_codebooks)
-    throw InputError(fmt::format("codec in {}: {} quantizers stored, but the LM config has {} codebooks "
-                                 "(audio_encoder_config.num_codebooks)",
-                                 weights->describe(), g.num_quantizers, lm_codebooks));
-  if (g.codebook_size != lm_codebook_size - 2)
-    throw InputError(fmt::format("codec in {}: codebooks of {} codes stored, but the LM config has {} codes + BOC + EOC "
-                                 "(audio_encoder_config.vocab_size {})",
-                                 weights->describe(), g.codebook_size, lm_codebook_size - 2, lm_codebook_size));
-#ifndef ZOO_WITH_CUDA
-  if (!device.is_cpu())
-    throw InputError(fmt::format("codec in {}: device {} requested, but this build has no CUDA backend",
-                                 weights->describe(), device.str()));
-#endif
+  check_codec_fits("codec", *weights, codec->geometry().num_quantizers, codec->geometry().codebook_size, lm_codebooks,
+                   lm_codebook_size, device);
   return std::make_unique<HiggsCodeDecoder>(std::move(codec), device);
 }
 

@@ -158,6 +158,11 @@ inline constexpr int kCodecSampleRate = 24000;
 // Whether the checkpoint holds a codec decoder under `prefix` at all (its first quantizer's
 // codebook, where the geometry starts); whether that codec is well formed is make_code_decoder's.
 bool has_code_decoder(const WeightSource& weights, const std::string& prefix);
+// That a codec part (`what`: "codec", "codec encoder") of `weights` matches the LM's codebooks
+// (lm_codebook_size counts BOC and EOC) and can run on `device` in this build; InputError otherwise.
+void check_codec_fits(const char* what, const WeightSource& weights, std::int64_t num_quantizers,
+                      std::int64_t codebook_size, std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
+                      const Device& device);
 std::unique_ptr<CodeDecoder> make_code_decoder(std::shared_ptr<const WeightSource> weights, const std::string& prefix,
                                                std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
                                                const Device& device = {});

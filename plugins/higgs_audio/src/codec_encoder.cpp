@@ -729,20 +729,8 @@ std::unique_ptr<CodeEncoder> make_code_encoder(std::shared_ptr<const WeightSourc
                                                std::int64_t lm_codebooks, std::int64_t lm_codebook_size,
                                                const Device& device) {
   auto encoder = std::make_unique<CodecEncoder>(weights, prefix);
-  const auto& g = encoder->geometry();
-  if (g.num_quantizers != lm_codebooks)
-    throw InputError(fmt::format("codec encoder in {}: {} quantizers stored, but the LM config has {} codebooks "
-                                 "(audio_encoder_config.num_codebooks)",
-                                 weights->describe(), g.num_quantizers, lm_codebooks));
-  if (g.codebook_size != lm_codebook_size - 2)
-    throw InputError(fmt::format("codec encoder in {}: codebooks of {} codes stored, but the LM config has {} codes + "
-                                 "BOC + EOC (audio_encoder_config.vocab_size {})",
-                                 weights->describe(), g.codebook_size, lm_codebook_size - 2, lm_codebook_size));
-#ifndef ZOO_WITH_CUDA
-  if (!device.is_cpu())
-    throw InputError(fmt::format("codec encoder in {}: device {} requested, but this build has no CUDA backend",
-                                 weights->describe(), device.str()));
-#endif
+  check_codec_fits("codec encoder", *weights, encoder->geometry().num_quantizers, encoder->geometry().codebook_size,
+                   lm_codebooks, lm_codebook_size, device);
   return std::make_unique<HiggsCodeEncoder>(std::move(encoder), device);
 }
 
