@@ -37,6 +37,16 @@ bool cuda_available() {
   return available;
 }
 
+std::string cuda_device_problem(int device) {
+  if (!cuda_available()) return "device cuda:" + std::to_string(device) + " requested, but no CUDA device is usable";
+  int count = 0;
+  ZOO_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count)
+    return "device cuda:" + std::to_string(device) + " requested, but only " + std::to_string(count) +
+           " CUDA device(s) exist";
+  return "";
+}
+
 int current_device() {
   int device = 0;
   ZOO_CUDA_CHECK(cudaGetDevice(&device));

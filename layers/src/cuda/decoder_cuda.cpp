@@ -18,11 +18,7 @@ CudaBackend::CudaBackend(const DecoderSpec& spec, const ModelArgs& args)
       device_(args.device.index),
       max_context_(args.max_context) {
   const std::string& f = c_.family;
-  if (!cu::cuda_available()) throw InputError(f + ": device " + args.device.str() + " requested, but no CUDA device is usable");
-  int count = 0;
-  ZOO_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (device_ >= count)
-    throw InputError(fmt::format("{}: device cuda:{} requested, but only {} CUDA device(s) exist", f, device_, count));
+  if (const std::string problem = cu::cuda_device_problem(device_); !problem.empty()) throw InputError(f + ": " + problem);
   if (c_.head_dim != 64 && c_.head_dim != 128 && c_.head_dim != 256)
     throw InputError(fmt::format("{}: the CUDA backend supports head_dim 64, 128 or 256 (config has {})", f, c_.head_dim));
   ZOO_CUDA_CHECK(cudaSetDevice(device_));

@@ -220,12 +220,8 @@ class CudaCodecRunner : public CodecRunner {
 
 std::unique_ptr<CodecRunner> make_cuda_codec_runner(const CodecGeometry& geometry, const CodecWeights& weights,
                                                     int device) {
-  if (!kernels::cuda::cuda_available())
-    throw InputError(fmt::format("higgs codec: device cuda:{} requested, but no CUDA device is usable", device));
-  int count = 0;
-  ZOO_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (device < 0 || device >= count)
-    throw InputError(fmt::format("higgs codec: device cuda:{} requested, but only {} CUDA device(s) exist", device, count));
+  if (const std::string problem = kernels::cuda::cuda_device_problem(device); !problem.empty())
+    throw InputError("higgs codec: " + problem);
   return std::make_unique<CudaCodecRunner>(geometry, weights, device);
 }
 

@@ -408,12 +408,8 @@ class CudaCodecEncoderRunner : public CodecEncoderRunner {
 
 std::unique_ptr<CodecEncoderRunner> make_cuda_codec_encoder_runner(const EncoderGeometry& geometry,
                                                                    const EncoderWeights& weights, int device) {
-  if (!kernels::cuda::cuda_available())
-    throw InputError(fmt::format("higgs codec encoder: device cuda:{} requested, but no CUDA device is usable", device));
-  int count = 0;
-  ZOO_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (device < 0 || device >= count)
-    throw InputError(fmt::format("higgs codec encoder: device cuda:{} requested, but only {} CUDA device(s) exist", device, count));
+  if (const std::string problem = kernels::cuda::cuda_device_problem(device); !problem.empty())
+    throw InputError("higgs codec encoder: " + problem);
   return std::make_unique<CudaCodecEncoderRunner>(geometry, weights, device);
 }
 

@@ -43,6 +43,9 @@ namespace zoo::kernels::cuda {
 // True when a CUDA driver and at least one device are usable. Never throws; the answer is
 // computed once per process.
 bool cuda_available();
+// Why cuda:`device` cannot be used ("device cuda:N requested, but ..."), or "" when it can: the
+// one check every CUDA model part makes before it allocates.
+std::string cuda_device_problem(int device);
 
 struct DeviceProperties {
   int device = 0;
