@@ -12,6 +12,7 @@
 #include <random>
 
 #include "codec.hpp"
+#include "higgs/codec_test_util.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "higgs_config.hpp"
 #include "zoo/checkpoint.hpp"
@@ -23,17 +24,6 @@ namespace zoo::ptest {
 namespace {
 
 using Catch::Matchers::Contains;
-
-double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
-  REQUIRE(want.size() == got.size());
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 std::unique_ptr<CodeDecoder> loaded(const fs::path& dir, const Device& device) {
   auto weights = open_checkpoint(dir);

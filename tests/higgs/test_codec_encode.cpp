@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "codec.hpp"
+#include "higgs/codec_test_util.hpp"
 #include "codec_encoder.hpp"
 #include "test_skip.hpp"
 #include "higgs_config.hpp"
@@ -27,17 +28,6 @@ namespace {
 
 using Catch::Matchers::Contains;
 
-double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
-  REQUIRE(want.size() == got.size());
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 double max_abs(const std::vector<float>& want, const std::vector<float>& got) {
   double m = 0.0;
   for (std::size_t i = 0; i < want.size(); ++i) m = std::max(m, std::abs(static_cast<double>(got[i]) - want[i]));
@@ -45,16 +35,6 @@ double max_abs(const std::vector<float>& want, const std::vector<float>& got) {
 }
 
 fs::path encode_fixture() { return fixture_dir("higgs-tiny-codec-enc"); }
-
-std::unique_ptr<higgs::CodecEncoder> loaded_encoder(const fs::path& dir) {
-  auto weights = open_checkpoint(dir);
-  auto encoder = std::make_unique<higgs::CodecEncoder>(weights, higgs::kCodecPrefix);
-  const LoadPlan plan = make_load_plan(encoder->requirements(), *weights);
-  INFO(plan.table());
-  REQUIRE(plan.ok());
-  encoder->load();
-  return encoder;
-}
 
 TEST_CASE("codec encoder geometry is derived from the stored shapes", "[higgs][codec][encode]") {
   auto encoder = loaded_encoder(encode_fixture());

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "codec.hpp"
+#include "higgs/codec_test_util.hpp"
 #include "codec_encoder.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "higgs_config.hpp"
@@ -20,27 +21,6 @@
 
 namespace zoo::ptest {
 namespace {
-
-double rel_l2(const std::vector<float>& want, const std::vector<float>& got) {
-  REQUIRE(want.size() == got.size());
-  double num = 0.0, den = 0.0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    const double d = static_cast<double>(got[i]) - want[i];
-    num += d * d;
-    den += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
-std::unique_ptr<higgs::CodecEncoder> loaded_encoder(const fs::path& dir) {
-  auto weights = open_checkpoint(dir);
-  auto encoder = std::make_unique<higgs::CodecEncoder>(weights, higgs::kCodecPrefix);
-  const LoadPlan plan = make_load_plan(encoder->requirements(), *weights);
-  INFO(plan.table());
-  REQUIRE(plan.ok());
-  encoder->load();
-  return encoder;
-}
 
 TEST_CASE("codec encode on CUDA matches transformers, every stage, and the CPU codes", "[higgs][codec][codec_cuda][encode]") {
   ZOO_REQUIRE_CUDA_DEVICE();
