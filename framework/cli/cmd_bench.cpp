@@ -17,7 +17,7 @@
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
 #include "zoo/kernels/thread_pool.hpp"
-#include "zoo/sampling.hpp"
+#include "zoo/generation.hpp"
 
 namespace zoo::cli {
 namespace {
@@ -157,31 +157,34 @@ int bench(const BenchOptions& options) {
   const auto [read_bytes, read_bytes_source] = decode_bytes(opened, opened.model->runtime_stats());
   nlohmann::json decode = nlohmann::json::array();
   const auto& contexts = options.decode_contexts.empty() ? options.prompt_lens : options.decode_contexts;
-  OutputRequest decode_outputs;
-  // Models without a text head (text_generation_unsupported) decode as before: nothing to pick.
+  // As generate() decodes greedily: the session picks the token where the logits are, or
+  // (--full-logits) returns the row and the host picks; a model without a text head
+  // (text_generation_unsupported) computes its outputs and nothing is picked.
   const bool text = opened.model->text_generation_unsupported().empty();
-  if (!options.full_logits && text) decode_outputs.sample = SampleRequest{};
+  GenerationOptions gen;
+  gen.max_new_tokens = options.new_tokens + 1;  // the first new token comes out of the prefill
+  gen.pick = !text ? GenerationOptions::Pick::None
+             : options.full_logits ? GenerationOptions::Pick::Host
+                                   : GenerationOptions::Pick::Session;
   for (long long context : contexts) {
     if (table && decode.empty())
       fmt::print("\n{:<10} {:>10} {:>14} {:>12} {:>20} {:>14}\n", "phase", "context", "tokens/s", "ms/token",
                  "ms/token min..max", "weights GB/s");
-    const auto ids = random_ids(context, info.vocab_size, 99 + static_cast<std::uint64_t>(context));
+    Prompt prompt;
+    prompt.ids = random_ids(context, info.vocab_size, 99 + static_cast<std::uint64_t>(context));
     std::vector<double> per_token;
     for (int r = 0; r <= options.repeat; ++r) {
       progress.show(fmt::format("decode {} tokens at context {}", options.new_tokens, context), r, options.repeat);
+      // Feed back a deterministic sequence, not the pick: random weights may repeat one token forever.
+      std::int64_t next = prompt.ids.back();
+      gen.feed = [&next, vocab = info.vocab_size](std::int64_t) { return next = (next * 31 + 7) % vocab; };
       auto session = opened.model->new_session();
-      auto result = session->forward({ids, {}, {}, {}});
-      std::int64_t next = ids.back();
-      const auto start = Clock::now();
-      for (int i = 0; i < options.new_tokens; ++i) {
-        // As generate() decodes greedily: the session picks the token where the logits are, or
-        // (--full-logits) returns the row and the host picks.
-        result = session->forward({std::span(&next, 1), {}, {}, decode_outputs});
-        if (!result.sampled && !result.logits.empty()) (void)sample_logits(result.logits.span<float>(), SampleRequest{});
-        // Feed back a deterministic token, not the pick: random weights may repeat one forever.
-        next = (next * 31 + 7) % info.vocab_size;
-      }
-      if (r > 0) per_token.push_back(seconds_since(start) / options.new_tokens);
+      Clock::time_point first;
+      (void)generate(*session, prompt, gen, [&first, seen = false](std::int64_t) mutable {
+        if (!seen) first = Clock::now();  // decoding starts once the prefill has given its token
+        seen = true;
+      });
+      if (r > 0) per_token.push_back(seconds_since(first) / options.new_tokens);  // r == 0 warms up
     }
     progress.clear();
     const Spread t = spread(per_token);

@@ -12,12 +12,10 @@
 #include "numeric_option.hpp"
 #include "run_helpers.hpp"
 #include "seed.hpp"
-#include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/generation_config.hpp"
-#include "zoo/input_file.hpp"
-#include "zoo/request.hpp"
+#include "zoo/prompt_input.hpp"
 #include "zoo/safetensors.hpp"
 #include "zoo/tokenizer.hpp"
 #include "zoo/utf8_stream.hpp"
@@ -88,80 +86,19 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
 
 using Clock = std::chrono::steady_clock;
 
-// All of a file, or of stdin for "-", through the input layer: a FIFO, device or directory is an
-// error naming it, and either is capped in size. InputError naming the file.
-std::string read_all(const std::string& file, std::string_view what, std::size_t max_bytes) {
-  if (file == "-") return read_stdin_text(what, max_bytes);
-  return read_text_file(file, what, max_bytes);
-}
-
-// The model's tokenizer: --tokenizer, else tokenizer.json in the checkpoint directory; nullopt when
-// there is none and none is needed.
-std::optional<Tokenizer> open_tokenizer(const GenerateOptions& o, const OpenedModel& opened, bool needed) {
-  std::error_code ec;
-  const std::filesystem::path file =
-      o.tokenizer.empty() ? checkpoint_directory(opened.spec) / "tokenizer.json" : std::filesystem::path(o.tokenizer);
-  if (o.tokenizer.empty() && !std::filesystem::exists(file, ec)) {
-    if (!needed) return std::nullopt;
-    throw InputError(fmt::format("{}: no such file (text prompts need the model's tokenizer.json; give one with "
-                                 "--tokenizer, or token ids with --request)",
-                                 file.string()));
-  }
-  return Tokenizer::from_file(file);
-}
-
-Request encode_prompt(const std::optional<Tokenizer>& tokenizer, const std::string& text, const std::string& label) {
-  Request request;
-  request.file = label;
-  try {
-    request.input_ids = tokenizer->encode(text);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", label, e.what()));
-  }
-  if (request.input_ids.empty()) throw InputError(fmt::format("{}: the prompt is empty", label));
-  return request;
-}
-
-// The request to run: token ids from --request (a file, or stdin for "-"), or text from --prompt /
-// --prompt-file (stdin for "-"), wrapped in the model's chat template with --chat, then encoded.
-Request make_request(const GenerateOptions& o, const OpenedModel& opened, const std::optional<Tokenizer>& tokenizer) {
-  const auto given =
-      o.request_flag->count() + o.prompt_flag->count() + o.prompt_file_flag->count() + o.messages_flag->count();
-  if (given != 1) throw InputError("generate: give exactly one of --prompt, --prompt-file, --messages and --request");
-  if (!o.chat && (!o.template_settings.empty() || !o.template_name.empty()))
-    throw InputError("--set, --template: need --chat (they are the chat template's)");
-  if (o.request_flag->count()) {
-    if (o.chat) throw InputError("--chat: applies to text prompts (--prompt, --prompt-file), not to --request ids");
-    return o.request == "-" ? parse_request(read_all("-", "a request JSON", kMaxJsonFileBytes), "<stdin>") : load_request(o.request);
-  }
-  if (o.messages_flag->count()) {
-    // A whole conversation, rendered by the model's chat template as `zoo template` renders it.
-    if (!o.chat) throw InputError("--messages: needs --chat (the conversation is rendered by the chat template)");
-    if (!o.system.empty()) throw InputError("--system: give the system message in the --messages file");
-    ChatInput input = read_chat_input(o.messages, "");
-    jinja::RenderOptions render_options;
-    apply_chat_settings(input, o.template_settings, "", render_options);
-    const auto tmpl = load_chat_template(checkpoint_directory(opened.spec), o.template_name, !input.tools.is_none());
-    return encode_prompt(tokenizer, tmpl.render(input, render_options), o.messages == "-" ? "<stdin>" : o.messages);
-  }
-  const std::string label = o.prompt_file.empty() ? std::string("--prompt") : (o.prompt_file == "-" ? "<stdin>" : o.prompt_file);
-  std::string text = o.prompt_file.empty() ? o.prompt : read_all(o.prompt_file, "a prompt text file", kMaxTextFileBytes);
-  if (o.chat) {
-    ChatInput input;
-    for (const auto& [role, content] : {std::pair<const char*, const std::string*>{"system", &o.system}, {"user", &text}}) {
-      if (role == std::string_view("system") && o.system.empty()) continue;
-      jinja::Dict m;
-      m.set("role", jinja::Value(role));
-      m.set("content", jinja::Value(*content));
-      input.messages.list->push_back(jinja::Value::make_dict(std::move(m)));
-    }
-    jinja::RenderOptions render_options;
-    apply_chat_settings(input, o.template_settings, "", render_options);
-    text = load_chat_template(checkpoint_directory(opened.spec), o.template_name).render(input, render_options);
-  } else if (!o.system.empty()) {
-    throw InputError("--system: needs --chat (a system message is part of a chat template)");
-  }
-  return encode_prompt(tokenizer, text, label);
+// The prompt source the flags name; a flag given counts even when empty (`--prompt ""` is an empty
+// prompt, not a missing one).
+PromptOptions prompt_options(const GenerateOptions& o) {
+  PromptOptions p;
+  if (o.request_flag->count()) p.request_file = o.request;
+  if (o.prompt_flag->count()) p.text = o.prompt;
+  if (o.prompt_file_flag->count()) p.text_file = o.prompt_file;
+  if (o.messages_flag->count()) p.messages_file = o.messages;
+  p.chat = o.chat;
+  p.system = o.system;
+  p.template_name = o.template_name;
+  p.template_settings = o.template_settings;
+  return p;
 }
 
 // Prints generated tokens as they come: text through the tokenizer (special tokens left out, as
@@ -218,8 +155,9 @@ int run_generate(const GenerateOptions& o) {
                                    o.eos_flag->count() ? "--eos" : "eos id (from the model directory)", id, vocab));
   Sampler check_flags(gen.sampling);  // sampling settings are checked before the (slow) load
   const bool text_prompt = !o.request_flag->count();
-  const auto tokenizer = open_tokenizer(o, opened, text_prompt || !o.tokenizer.empty());
-  const Request request = make_request(o, opened, tokenizer);
+  const auto model_dir = checkpoint_directory(opened.spec);
+  const auto tokenizer = open_model_tokenizer(model_dir, o.tokenizer, text_prompt || !o.tokenizer.empty());
+  const Request request = build_request(prompt_options(o), model_dir, tokenizer);
   load_model(opened, !o.quiet);  // a model may need its weights to build a prompt
   // The last new token is not fed back, so the cache holds prompt + max_new_tokens - 1.
   const Prompt prompt = prepare_prompt(*opened.model, request, opened.spec.max_context, o.max_new_tokens - 1);

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "model_options.hpp"
-#include "zoo/chat_template.hpp"
 #include "zoo/runtime.hpp"
 
 namespace zoo::cli {
@@ -29,13 +28,9 @@ void add_tokenize_command(CLI::App& app, Action& run);
 void add_tts_command(CLI::App& app, Action& run);
 void add_template_command(CLI::App& app, Action& run);
 
-// Chat input for `zoo template` and `zoo generate --chat` (cmd_template.cpp): the model directory
-// of MODEL (a directory, or a model YAML's checkpoint directory); the --messages file (a list, or
-// {"messages", "tools"}; - for stdin) and --tools file; --set KEY=JSON variables and --date.
+// The model directory of MODEL for `zoo template` (cmd_template.cpp): a directory, or a model
+// YAML's checkpoint directory.
 std::filesystem::path chat_model_directory(const std::string& model);
-ChatInput read_chat_input(const std::string& messages_file, const std::string& tools_file);
-void apply_chat_settings(ChatInput& input, const std::vector<std::string>& settings, const std::string& date,
-                         jinja::RenderOptions& options);
 
 // MODEL argument -> tokenizer.json (a model directory, a tokenizer.json, or a model YAML whose
 // checkpoint has one beside it). InputError naming what is missing.

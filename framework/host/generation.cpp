@@ -49,47 +49,62 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
   if (options.max_new_tokens <= 0) return out;
   out.reserve(static_cast<std::size_t>(options.max_new_tokens));
 
+  using Pick = GenerationOptions::Pick;
+  if (options.pick == Pick::None && !options.feed)
+    throw std::invalid_argument("generate: Pick::None needs a feed (nothing is picked to feed back)");
   Sampler sampler(options.sampling);
   session.reset();
+  // One draw per new token, whoever picks it: the same seed gives the same ids either way.
+  SampleRequest draw;
   // Logits, or the token the session picked from them where they were computed.
   auto outputs = [&] {
-    return OutputRequest{.hidden = false, .logits = true, .all_positions = false, .sample = sampler.request()};
+    if (options.pick == Pick::None) return OutputRequest{};
+    draw = sampler.request();
+    OutputRequest asked{.hidden = false, .logits = true, .all_positions = false, .sample = draw};
+    if (options.pick == Pick::Host) asked.sample.reset();
+    return asked;
   };
-  OutputRequest asked = outputs();
-  ForwardResult result = session.forward(prompt.step(asked));
+  // The host's pick from the last logits row.
+  auto host_pick = [&](const ForwardResult& result) {
+    const HostTensor& logits = result.logits;
+    if (logits.empty() || logits.shape().empty() || logits.shape().back() <= 0 || logits.dtype() != DType::F32)
+      throw std::runtime_error(fmt::format("generate: the model returned no float32 logits (shape {})",
+                                           shape_str(logits.shape())));
+    if (logits.shape().size() != 2)
+      throw std::runtime_error(fmt::format("generate: the model returned logits of shape {}, not [rows, vocab]",
+                                           shape_str(logits.shape())));
+    const auto vocab = static_cast<std::size_t>(logits.shape().back());
+    const auto all = logits.span<float>();
+    return sample_logits(all.subspan(all.size() - vocab), draw);
+  };
+  ForwardResult result = session.forward(prompt.step(outputs()));
+  std::int64_t fed = prompt.ids.back();
   while (true) {
-    SampledToken picked;
-    if (result.sampled) {
-      picked = *result.sampled;
+    std::int64_t token;
+    if (options.pick == Pick::None) {
+      token = options.feed(fed);
     } else {
-      const HostTensor& logits = result.logits;
-      if (logits.empty() || logits.shape().empty() || logits.shape().back() <= 0 || logits.dtype() != DType::F32)
-        throw std::runtime_error(fmt::format("generate: the model returned no float32 logits (shape {})",
-                                             shape_str(logits.shape())));
-      if (logits.shape().size() != 2)
-        throw std::runtime_error(fmt::format("generate: the model returned logits of shape {}, not [rows, vocab]",
-                                             shape_str(logits.shape())));
-      const auto vocab = static_cast<std::size_t>(logits.shape().back());
-      const auto all = logits.span<float>();
-      picked = sample_logits(all.subspan(all.size() - vocab), *asked.sample);  // the last row
+      const SampledToken picked = result.sampled ? *result.sampled : host_pick(result);
+      // NaN or +inf logits mean the forward pass is broken (bad weights, overflow in a low-precision
+      // dtype); a token drawn from them would be noise presented as output. -inf alone is a masked
+      // token, fine unless every token is masked.
+      if (!picked.valid())
+        throw ValidationError(fmt::format(
+            "generate: the model returned non-finite logits for new token {} ({}); the weights or the compute dtype "
+            "are broken",
+            out.size(),
+            picked.bad_index >= 0 ? fmt::format("{} at id {}", picked.bad_value, picked.bad_index)
+                                  : "every one is -inf"));
+      token = picked.id;
     }
-    // NaN or +inf logits mean the forward pass is broken (bad weights, overflow in a low-precision
-    // dtype); a token drawn from them would be noise presented as output. -inf alone is a masked
-    // token, fine unless every token is masked.
-    if (!picked.valid())
-      throw ValidationError(fmt::format(
-          "generate: the model returned non-finite logits for new token {} ({}); the weights or the compute dtype "
-          "are broken",
-          out.size(),
-          picked.bad_index >= 0 ? fmt::format("{} at id {}", picked.bad_value, picked.bad_index) : "every one is -inf"));
-    const std::int64_t token = picked.id;
     out.push_back(token);
     if (on_token) on_token(token);
     if (std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), token) != options.eos_token_ids.end()) break;
     if (static_cast<int>(out.size()) >= options.max_new_tokens) break;
-    // The token just produced is fed back; no forward pass after the last one is needed.
-    asked = outputs();
-    result = session.forward(ForwardStep{std::span<const std::int64_t>(&out.back(), 1), {}, {}, asked});
+    // The token just produced (or what `feed` makes of it) is fed back; no forward pass after the
+    // last one is needed.
+    fed = options.feed && options.pick != Pick::None ? options.feed(token) : token;
+    result = session.forward(ForwardStep{std::span<const std::int64_t>(&fed, 1), {}, {}, outputs()});
   }
   return out;
 }

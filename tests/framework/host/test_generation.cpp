@@ -420,3 +420,53 @@ TEST_CASE("generate: a sampled token from broken logits is an error, never a tok
   options.max_new_tokens = 2;
   CHECK(generate(fine, prompt, options) == std::vector<std::int64_t>{2, 2});
 }
+
+TEST_CASE("generate: Pick::Host asks for logits only and picks the same ids with the same draws", "[generation]") {
+  Prompt prompt;
+  prompt.ids = {2, 7};
+  for (const SamplingOptions& o : {SamplingOptions{}, SamplingOptions{.temperature = 2.0f, .top_k = 0, .top_p = 1.0f, .seed = 21},
+                                   SamplingOptions{.temperature = 1.5f, .top_k = 4, .top_p = 0.8f, .seed = 22}}) {
+    GenerationOptions on_device;
+    on_device.max_new_tokens = 12;
+    on_device.sampling = o;
+    GenerationOptions on_host = on_device;
+    on_host.pick = GenerationOptions::Pick::Host;
+    SamplingSession device, host;
+    const auto want = generate(device, prompt, on_device);
+    CHECK(generate(host, prompt, on_host) == want);
+    // The host pick never asks the session to sample: it is the path an A/B compares against.
+    CHECK(host.requests.empty());
+    REQUIRE(host.calls.size() == want.size());
+    for (const auto& call : host.calls) CHECK((call.outputs.logits && !call.outputs.sample));
+  }
+}
+
+TEST_CASE("generate: a feed replaces the fed-back token; Pick::None picks nothing and needs a feed", "[generation]") {
+  Prompt prompt;
+  prompt.ids = {5, 6, 7};
+  std::int64_t next = 1;
+  GenerationOptions options;
+  options.max_new_tokens = 5;
+  options.feed = [&next](std::int64_t) { return next = (next * 3 + 1) % kVocab; };
+  FakeSession fed;
+  const auto picked = generate(fed, prompt, options);
+  CHECK(picked.size() == 5);
+  // What went in after the prompt is the feed's sequence 4, 13, 8, 9, not the picks.
+  REQUIRE(fed.calls.size() == 5);
+  CHECK(fed.calls[1].ids == std::vector<std::int64_t>{4});
+  CHECK(fed.calls[4].ids == std::vector<std::int64_t>{9});
+  CHECK(picked[1] == favourite(4, 3));
+
+  next = 1;
+  options.pick = GenerationOptions::Pick::None;
+  FakeSession none;
+  const auto out = generate(none, prompt, options);
+  CHECK(out == std::vector<std::int64_t>{4, 13, 8, 9, 12});
+  REQUIRE(none.calls.size() == 5);
+  for (const auto& call : none.calls) CHECK(!call.outputs.sample);
+  CHECK(none.calls[4].ids == std::vector<std::int64_t>{9});
+
+  options.feed = nullptr;
+  FakeSession nothing;
+  CHECK_THROWS_WITH(generate(nothing, prompt, options), Catch::Contains("needs a feed"));
+}

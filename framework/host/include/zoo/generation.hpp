@@ -39,11 +39,22 @@ struct GenerationOptions {
   int max_new_tokens = 16;
   SamplingOptions sampling;
   std::vector<std::int64_t> eos_token_ids;  // stop after emitting any of them (a model may have several)
+  // Where each token is picked. Session: the session samples where its logits are
+  // (OutputRequest::sample), falling back to the host when it cannot. Host: the session returns the
+  // logits row and the host samples it (the path before device sampling, kept for A/B). None: the
+  // session computes its default outputs and nothing is picked; `feed` supplies every next token
+  // and the fed tokens are what comes out (timing a model that has no text head).
+  enum class Pick { Session, Host, None };
+  Pick pick = Pick::Session;
+  // The token fed back after each new one, given that new token; unset: the token itself. A
+  // benchmark over random weights feeds a fixed sequence, since such weights may repeat one token
+  // forever and a real loop would then stop at an eos or stall in a cache.
+  std::function<std::int64_t(std::int64_t)> feed;
 };
 
 // Prefills the prompt in a fresh session, then decodes one token at a time, asking the session to
 // sample (OutputRequest::sample) so a device that can keeps the logits to itself; a session that
-// returns logits instead is sampled on the host, to the same ids. `on_token` (optional) sees each
+// returns logits instead is sampled on the host, to the same ids (see GenerationOptions::pick). `on_token` (optional) sees each
 // new id as it is produced. Logits holding NaN or +inf (or only -inf) are a
 // ValidationError: nothing is sampled from a broken forward pass.
 std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const GenerationOptions& options,
