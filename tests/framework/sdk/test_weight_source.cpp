@@ -6,6 +6,7 @@
 #include "zoo/alias_weight_source.hpp"
 #include "zoo/checkpoint.hpp"
 #include "zoo/safetensors.hpp"
+#include "zoo/sliced_weight_source.hpp"
 #include "zoo/weight_source.hpp"
 
 using namespace zoo;
@@ -262,4 +263,35 @@ TEST_CASE("alias source: the first matching rule wins and shadowed tensors are n
   REQUIRE(outer.info("top.y"));
   CHECK(outer.info("top.y")->stored_name == "old.y");
   CHECK(outer.view("top.y").data == base->view("old.y").data);
+}
+
+TEST_CASE("sliced source: fused tensors read as their row ranges, without a copy", "[weights][sliced]") {
+  TempDir dir;
+  // qkv [2 + 1 + 1, 3] and gate_up [2 + 2, 3], values 0..11 and 100..111 by row.
+  std::vector<float> qkv(12), gate_up(12), other{7, 8};
+  for (int i = 0; i < 12; ++i) qkv[i] = static_cast<float>(i), gate_up[i] = 100.0f + static_cast<float>(i);
+  write_safetensors(dir / "model.safetensors",
+                    {{"l.0.attn.qkv.weight", TensorView{qkv.data(), DType::F32, {4, 3}, {}}},
+                     {"l.0.mlp.gate_up.weight", TensorView{gate_up.data(), DType::F32, {4, 3}, {}}},
+                     {"l.0.norm.weight", TensorView{other.data(), DType::F32, {2}, {}}}},
+                    {{"format", "pt"}});
+  auto base = open_checkpoint(dir.path());
+  const SlicedWeightSource sliced(base, {{"attn.qkv.weight", {{"attn.q.weight", 2}, {"attn.k.weight", 1}, {"attn.v.weight", 1}}},
+                                         {"mlp.gate_up.weight", {{"mlp.gate.weight", 2}, {"mlp.up.weight", 2}}}});
+  CHECK(sliced.names() == std::vector<std::string>{"l.0.attn.k.weight", "l.0.attn.q.weight", "l.0.attn.v.weight",
+                                                   "l.0.mlp.gate.weight", "l.0.mlp.up.weight", "l.0.norm.weight"});
+  const TensorView k = sliced.view("l.0.attn.k.weight");
+  CHECK(k.shape == Shape{1, 3});
+  CHECK(k.as<float>()[0] == 6.0f);  // row 2 of qkv
+  CHECK(k.data == static_cast<const std::byte*>(base->view("l.0.attn.qkv.weight").data) + 2 * 3 * sizeof(float));
+  CHECK(sliced.view("l.0.mlp.up.weight").as<float>()[0] == 106.0f);
+  CHECK(sliced.info("l.0.attn.q.weight")->shape == Shape{2, 3});
+  CHECK(sliced.info("l.0.attn.q.weight")->nbytes == 2 * 3 * sizeof(float));
+  CHECK(sliced.stored_name("l.0.attn.v.weight") == "l.0.attn.qkv.weight");
+  CHECK(sliced.view("l.0.norm.weight").as<float>()[1] == 8.0f);
+  CHECK_FALSE(sliced.contains("l.1.attn.q.weight"));
+  // A stored tensor whose rows are not the parts' sum is an error naming it, never a wrong slice.
+  const SlicedWeightSource wrong(base, {{"attn.qkv.weight", {{"attn.q.weight", 2}, {"attn.k.weight", 2}, {"attn.v.weight", 2}}}});
+  CHECK_THAT(input_error([&] { (void)wrong.view("l.0.attn.q.weight"); }),
+             Contains("l.0.attn.qkv.weight") && Contains("does not split into 6 rows"));
 }
