@@ -98,10 +98,20 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::
 
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
                      const std::int64_t* positions, const float* inv_freq, float attention_scaling) {
+  rope_half_split(x, tokens, heads, head_dim, head_dim, positions, inv_freq, attention_scaling);
+}
+
+void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
+                     std::int64_t rotary_dim, const std::int64_t* positions, const float* inv_freq,
+                     float attention_scaling) {
   if (head_dim % 2 != 0) {
     throw std::invalid_argument("rope_half_split: head_dim must be even, got " + std::to_string(head_dim));
   }
-  ops().rope_half_split(x, tokens, heads, head_dim, positions, inv_freq, attention_scaling);
+  if (rotary_dim <= 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim) {
+    throw std::invalid_argument("rope_half_split: rotary_dim must be even and in 2.." + std::to_string(head_dim) +
+                                ", got " + std::to_string(rotary_dim));
+  }
+  ops().rope_half_split(x, tokens, heads, head_dim, rotary_dim, positions, inv_freq, attention_scaling);
 }
 
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
@@ -110,19 +120,28 @@ void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int
     throw std::invalid_argument("rope_half_split: head_dim must be even, got " + std::to_string(head_dim));
   }
   const std::vector<float> inv_freq = rope_default_inv_freq(head_dim, theta);
-  ops().rope_half_split(x, tokens, heads, head_dim, positions, inv_freq.data(), 1.0f);
+  ops().rope_half_split(x, tokens, heads, head_dim, head_dim, positions, inv_freq.data(), 1.0f);
 }
 
 
 void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
                           std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
                           float scale) {
+  attention_causal_gqa(q, k, v, out, tokens, start, q_heads, kv_heads, head_dim, AttentionOptions{.scale = scale});
+}
+
+void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
+                          std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
+                          const AttentionOptions& options) {
   if (kv_heads <= 0 || q_heads <= 0 || q_heads % kv_heads != 0) {
     throw std::invalid_argument("attention_causal_gqa: q_heads (" + std::to_string(q_heads) +
                                 ") must be a positive multiple of kv_heads (" + std::to_string(kv_heads) + ")");
   }
   if (start < 0) throw std::invalid_argument("attention_causal_gqa: start must be >= 0");
-  ops().attention_causal_gqa(q, k, v, out, tokens, start, q_heads, kv_heads, head_dim, scale);
+  if (!(options.softcap >= 0.0f) || options.window < 0)
+    throw std::invalid_argument("attention_causal_gqa: softcap and window must be >= 0");
+  ops().attention_causal_gqa(q, k, v, out, tokens, start, q_heads, kv_heads, head_dim, options.scale, options.softcap,
+                             options.window);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, std::int64_t n) { ops().silu_mul(gate, up, out, n); }

@@ -11,10 +11,11 @@
               bool accumulate);                                                                            \
   void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps); \
   void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,           \
-                       const std::int64_t* positions, const float* inv_freq, float attention_scaling);     \
+                       std::int64_t rotary_dim, const std::int64_t* positions, const float* inv_freq,      \
+                       float attention_scaling);                                                           \
   void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens, \
                             std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads,              \
-                            std::int64_t head_dim, float scale);                                           \
+                            std::int64_t head_dim, float scale, float softcap, std::int64_t window);       \
   void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);                           \
   void add_inplace(float* y, const float* x, std::int64_t n);
 

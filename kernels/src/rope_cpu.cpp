@@ -14,11 +14,14 @@
 
 namespace zoo::kernels::cpu::ZOO_CPU_ISA_NS {
 
-// head_dim is checked to be even by the dispatcher (cpu_dispatch.cpp).
+// rotary_dim is checked to be even and at most head_dim by the dispatcher (cpu_dispatch.cpp). The
+// rotated part is the first rotary_dim values of each head, split in halves; the rest pass
+// through (partial rotary, as transformers' cat([rotated, pass])).
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
-                     const std::int64_t* positions, const float* inv_freq, float attention_scaling) {
-  if (tokens <= 0 || heads <= 0 || head_dim <= 0) return;
-  const std::int64_t half = head_dim / 2;
+                     std::int64_t rotary_dim, const std::int64_t* positions, const float* inv_freq,
+                     float attention_scaling) {
+  if (tokens <= 0 || heads <= 0 || head_dim <= 0 || rotary_dim <= 0) return;
+  const std::int64_t half = rotary_dim / 2;
   const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 14) / (heads * head_dim));
   ThreadPool::global().parallel_for(tokens, grain, [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> cos_t(static_cast<std::size_t>(half)), sin_t(static_cast<std::size_t>(half));

@@ -19,6 +19,8 @@ struct AttentionCase {
   std::int64_t tokens, start, q_heads, kv_heads, head_dim;
   float scale;
   float stddev = 1.0f;  // of q and k
+  float softcap = 0.0f;
+  std::int64_t window = 0;
 };
 
 void check_attention(const AttentionCase& c, std::uint32_t seed) {
@@ -33,8 +35,14 @@ void check_attention(const AttentionCase& c, std::uint32_t seed) {
   std::fill(k.begin() + context * c.kv_heads * d, k.end(), std::numeric_limits<float>::quiet_NaN());
   std::fill(v.begin() + context * c.kv_heads * d, v.end(), std::numeric_limits<float>::quiet_NaN());
   std::vector<float> out(q.size(), -7.0f);
+  // Keys before a query's window must never be read either: poison the first one when it is out.
+  if (c.window > 0 && c.start + 1 > c.window) {
+    std::fill(k.begin(), k.begin() + c.kv_heads * d, std::numeric_limits<float>::quiet_NaN());
+    std::fill(v.begin(), v.begin() + c.kv_heads * d, std::numeric_limits<float>::quiet_NaN());
+  }
   zoo::kernels::cpu::attention_causal_gqa(q.data(), k.data(), v.data(), out.data(), c.tokens, c.start, c.q_heads,
-                                          c.kv_heads, d, c.scale);
+                                          c.kv_heads, d,
+                                          {.scale = c.scale, .softcap = c.softcap, .window = c.window});
 
   const std::int64_t group = c.q_heads / c.kv_heads;
   Mismatches bad;
@@ -42,10 +50,11 @@ void check_attention(const AttentionCase& c, std::uint32_t seed) {
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     for (std::int64_t h = 0; h < c.q_heads; ++h) {
       const std::int64_t g = h / group, length = c.start + t + 1;
+      const std::int64_t first = c.window > 0 ? std::max<std::int64_t>(0, length - c.window) : 0;
       const float* qv = q.data() + (t * c.q_heads + h) * d;
-      scores.assign(static_cast<std::size_t>(length), 0.0);
+      scores.assign(static_cast<std::size_t>(length), -INFINITY);
       double max_score = -INFINITY, max_abs_dot = 0.0, max_abs_v = 0.0;
-      for (std::int64_t j = 0; j < length; ++j) {
+      for (std::int64_t j = first; j < length; ++j) {
         const float* kv = k.data() + (j * c.kv_heads + g) * d;
         double s = 0.0, abs_sum = 0.0;
         for (std::int64_t i = 0; i < d; ++i) {
@@ -53,6 +62,7 @@ void check_attention(const AttentionCase& c, std::uint32_t seed) {
           abs_sum += std::abs(static_cast<double>(qv[i]) * kv[i]);
         }
         scores[j] = s * c.scale;
+        if (c.softcap > 0) scores[j] = std::tanh(scores[j] / c.softcap) * c.softcap;
         max_score = std::max(max_score, scores[j]);
         max_abs_dot = std::max(max_abs_dot, abs_sum * c.scale);
         for (std::int64_t i = 0; i < d; ++i) max_abs_v = std::max(max_abs_v, std::abs(double{v[(j * c.kv_heads + g) * d + i]}));
@@ -60,7 +70,7 @@ void check_attention(const AttentionCase& c, std::uint32_t seed) {
       double sum = 0.0;
       for (auto& s : scores) sum += (s = std::exp(s - max_score));
       std::fill(want.begin(), want.end(), 0.0);
-      for (std::int64_t j = 0; j < length; ++j) {
+      for (std::int64_t j = first; j < length; ++j) {
         for (std::int64_t i = 0; i < d; ++i) want[i] += scores[j] / sum * v[(j * c.kv_heads + g) * d + i];
       }
       // Worst-case float32 error: each score is off by at most score_err = d * 2^-24 * sum|q k| *
@@ -76,7 +86,8 @@ void check_attention(const AttentionCase& c, std::uint32_t seed) {
   }
   std::ostringstream what;
   what << "tokens=" << c.tokens << " start=" << c.start << " q_heads=" << c.q_heads << " kv_heads=" << c.kv_heads
-       << " head_dim=" << d << " scale=" << c.scale << " stddev=" << c.stddev << ": " << bad;
+       << " head_dim=" << d << " scale=" << c.scale << " stddev=" << c.stddev << " softcap=" << c.softcap
+       << " window=" << c.window << ": " << bad;
   INFO(what.str());
   CHECK(bad.count == 0);
 }
@@ -127,4 +138,29 @@ TEST_CASE("attention_causal_gqa: the first token attends only to itself", "[kern
   CHECK_THROWS_AS(zoo::kernels::cpu::attention_causal_gqa(q.data(), k.data(), v.data(), out.data(), 1, 0, 3, 2, d,
                                                           0.3f),
                   std::invalid_argument);
+}
+
+TEST_CASE("attention_causal_gqa: a sliding window and a softcap match the double loop", "[kernels][attention]") {
+  std::uint32_t seed = 900;
+  // Windows shorter and longer than the context, at prefill and decode, with and without caps.
+  for (const AttentionCase& c : {AttentionCase{9, 0, 4, 2, 16, 0.25f, 1.0f, 0.0f, 3},
+                                 AttentionCase{1, 20, 4, 1, 32, 0.2f, 1.0f, 0.0f, 5},
+                                 AttentionCase{6, 7, 2, 2, 64, 0.125f, 1.0f, 0.0f, 100},
+                                 AttentionCase{12, 0, 4, 2, 16, 0.25f, 3.0f, 1.5f, 0},
+                                 AttentionCase{5, 9, 8, 2, 64, 0.1f, 2.0f, 2.0f, 4}})
+    check_attention(c, seed++);
+}
+
+TEST_CASE("attention_causal_gqa: window 1 attends to the query's own value only", "[kernels][attention]") {
+  const std::int64_t d = 8;
+  std::mt19937 rng(77);
+  const auto q = normal_vector(rng, 3 * 2 * d);
+  const auto k = normal_vector(rng, 3 * d);
+  const auto v = normal_vector(rng, 3 * d);
+  std::vector<float> out(q.size());
+  zoo::kernels::cpu::attention_causal_gqa(q.data(), k.data(), v.data(), out.data(), 3, 0, 2, 1, d,
+                                          {.scale = 0.3f, .softcap = 0.0f, .window = 1});
+  for (std::int64_t t = 0; t < 3; ++t)
+    for (std::int64_t h = 0; h < 2; ++h)
+      for (std::int64_t i = 0; i < d; ++i) CHECK(out[(t * 2 + h) * d + i] == v[t * d + i]);
 }

@@ -189,3 +189,44 @@ TEST_CASE("top_k returns the k largest, descending, ties to the lower index", "[
     CHECK(got == std::vector<std::int64_t>{1, 3, 2});
   }
 }
+
+TEST_CASE("gelu_tanh_mul and gelu_mul match their formulas in double, and differ from each other",
+          "[kernels][elementwise]") {
+  std::mt19937 rng(55);
+  const std::int64_t n = 70000;  // split over threads
+  auto gate = normal_vector(rng, n, 3.0f);
+  const auto up = normal_vector(rng, n);
+  for (float e : {-30.0f, -8.0f, 0.0f, 8.0f, 30.0f}) gate.push_back(e);
+  std::vector<float> up_all = up;
+  up_all.resize(gate.size(), 1.0f);
+  const auto m = static_cast<std::int64_t>(gate.size());
+  std::vector<float> tanh_out(gate.size()), erf_out(gate.size());
+  zoo::kernels::cpu::gelu_tanh_mul(gate.data(), up_all.data(), tanh_out.data(), m);
+  zoo::kernels::cpu::gelu_mul(gate.data(), up_all.data(), erf_out.data(), m);
+  Mismatches bad_tanh, bad_erf;
+  double largest_gap = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const double x = gate[i], u = up_all[i];
+    const double t = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u;
+    const double e = 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))) * u;
+    bad_tanh.check(i, tanh_out[i], t, 2e-6 * std::abs(t) + 1e-6 * std::abs(x * u) + 1e-30);
+    bad_erf.check(i, erf_out[i], e, 2e-6 * std::abs(e) + 1e-6 * std::abs(x * u) + 1e-30);
+    largest_gap = std::max(largest_gap, std::abs(t - e));
+  }
+  INFO("tanh: " << bad_tanh << "; erf: " << bad_erf);
+  CHECK(bad_tanh.count == 0);
+  CHECK(bad_erf.count == 0);
+  CHECK(largest_gap > 1e-4);  // the two forms are not interchangeable
+}
+
+TEST_CASE("softcap_inplace and scale_inplace", "[kernels][elementwise]") {
+  std::vector<float> x{-1000.0f, -3.0f, 0.0f, 0.5f, 3.0f, 1000.0f};
+  auto capped = x;
+  zoo::kernels::cpu::softcap_inplace(capped.data(), static_cast<std::int64_t>(capped.size()), 2.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CHECK(capped[i] == Approx(std::tanh(x[i] / 2.0) * 2.0).epsilon(1e-6));
+    CHECK(std::abs(capped[i]) <= 2.0f);
+  }
+  zoo::kernels::cpu::scale_inplace(x.data(), static_cast<std::int64_t>(x.size()), 0.5f);
+  CHECK(x[4] == 1.5f);
+}

@@ -148,3 +148,26 @@ TEST_CASE("rope_half_split at position 0 is the identity and rejects odd head_di
   CHECK_THROWS_AS(zoo::kernels::cpu::rope_half_split(x.data(), 1, 1, 7, positions.data(), 10000.0f),
                   std::invalid_argument);
 }
+
+TEST_CASE("rope_half_split: partial rotary turns the first rotary_dim values and passes the rest", "[kernels][rope]") {
+  const std::int64_t tokens = 3, heads = 2, head_dim = 12, rotary = 8;
+  std::mt19937 rng(31);
+  const auto x0 = normal_vector(rng, tokens * heads * head_dim);
+  const std::vector<std::int64_t> positions{0, 5, 17};
+  const std::vector<float> inv_freq = zoo::kernels::cpu::rope_default_inv_freq(rotary, 10000.0);
+  auto x = x0;
+  zoo::kernels::cpu::rope_half_split(x.data(), tokens, heads, head_dim, rotary, positions.data(), inv_freq.data(), 1.0f);
+  // The rotated part equals rope over a head of rotary_dim values.
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t base = (t * heads + h) * head_dim;
+      std::vector<float> part(x0.begin() + base, x0.begin() + base + rotary);
+      zoo::kernels::cpu::rope_half_split(part.data(), 1, 1, rotary, &positions[t], inv_freq.data(), 1.0f);
+      for (std::int64_t i = 0; i < rotary; ++i) CHECK(x[base + i] == part[i]);
+      for (std::int64_t i = rotary; i < head_dim; ++i) CHECK(x[base + i] == x0[base + i]);
+    }
+  CHECK_THROWS_AS(zoo::kernels::cpu::rope_half_split(x.data(), 1, 1, head_dim, 14, positions.data(), inv_freq.data(), 1.0f),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(zoo::kernels::cpu::rope_half_split(x.data(), 1, 1, head_dim, 7, positions.data(), inv_freq.data(), 1.0f),
+                  std::invalid_argument);
+}

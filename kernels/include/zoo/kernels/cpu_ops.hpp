@@ -39,6 +39,11 @@ void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::
 // are multiplied by attention_scaling (1 except for YaRN-style scaling), all in float32.
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
                      const std::int64_t* positions, const float* inv_freq, float attention_scaling = 1.0f);
+// Partial rotary: only the first `rotary_dim` values of each head (even, <= head_dim) are rotated,
+// split in halves of rotary_dim / 2 (inv_freq has rotary_dim / 2 entries); the rest pass through.
+void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
+                     std::int64_t rotary_dim, const std::int64_t* positions, const float* inv_freq,
+                     float attention_scaling);
 // The same with the unscaled table rope_default_inv_freq(head_dim, theta).
 void rope_half_split(float* x, std::int64_t tokens, std::int64_t heads, std::int64_t head_dim,
                      const std::int64_t* positions, float theta);
@@ -56,8 +61,28 @@ void attention_causal_gqa(const float* q, const float* k, const float* v, float*
                           std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
                           float scale);
 
+// What else a family's attention does to its scores.
+struct AttentionOptions {
+  float scale = 1.0f;
+  float softcap = 0.0f;     // > 0: scaled scores become softcap * tanh(score / softcap)
+  std::int64_t window = 0;  // > 0: a query at position p sees keys at p - window + 1 .. p only
+};
+void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
+                          std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
+                          const AttentionOptions& options);
+
 // out = silu(gate) * up, elementwise over n values.
 void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);
+// out = gelu(gate) * up with torch's tanh approximation (gelu_pytorch_tanh):
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+void gelu_tanh_mul(const float* gate, const float* up, float* out, std::int64_t n);
+// out = gelu(gate) * up, the exact erf form: 0.5 x (1 + erf(x / sqrt(2))).
+void gelu_mul(const float* gate, const float* up, float* out, std::int64_t n);
+
+// x = cap * tanh(x / cap) over n values (logit soft-capping).
+void softcap_inplace(float* x, std::int64_t n, float cap);
+// x *= s over n values.
+void scale_inplace(float* x, std::int64_t n, float s);
 
 // y += x over n values.
 void add_inplace(float* y, const float* x, std::int64_t n);
