@@ -23,7 +23,7 @@ std::unique_ptr<zoo::Model> create(const zoo::ModelArgs& args, zoo::Host& host) 
   // Sizes, eps, RoPE (both config layouts, all scaling types), tied head, biases: read and checked;
   // fields that change the math and are not computed (partial rotary, sliding windows, ...) refused.
   zoo::layers::DecoderSpec spec = zoo::layers::read_hf_decoder_config(args.config, "my_dense", "my_dense config");
-  spec.qk_norm = true;  // what makes this family differ
+  spec.qk_norm = zoo::layers::QkNorm::per_head;  // what makes this family differ
   return zoo::layers::make_decoder_model(std::move(spec), args, host);
 }
 

@@ -1,6 +1,8 @@
 // DecoderSpec: checks, derived sizes, and the names and shapes of the tensors a spec reads.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 #include "zoo/layers/decoder.hpp"
@@ -20,9 +22,31 @@ void DecoderSpec::check(const std::string& label) const {
   if (num_heads % num_kv_heads != 0)
     throw InputError(fmt::format("{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", label,
                                  num_heads, num_kv_heads));
-  if (static_cast<std::int64_t>(rope.inv_freq.size()) != head_dim / 2)
-    throw InputError(fmt::format("{}: the RoPE table has {} frequencies, head_dim {} needs {}", label,
-                                 rope.inv_freq.size(), head_dim, head_dim / 2));
+  if (rotary_dim < 0 || rotary_dim % 2 != 0 || rotary_dim > head_dim)
+    throw InputError(fmt::format("{}: the rotary dimension {} must be even and at most head_dim {}", label, rotary_dim,
+                                 head_dim));
+  if (ropes.empty()) throw InputError(fmt::format("{}: no RoPE table", label));
+  if (norm_placement != NormPlacement::pre && (names.post_attn_out_norm.empty() || names.post_mlp_norm.empty()))
+    throw InputError(fmt::format("{}: sandwich and post norms need the names of the attention and MLP output norms", label));
+  if (norm_placement == NormPlacement::sandwich && names.pre_mlp_norm.empty())
+    throw InputError(fmt::format("{}: sandwich norms need the name of the pre-MLP norm", label));
+  for (const auto& rope : ropes)
+    if (static_cast<std::int64_t>(rope.inv_freq.size()) != rotary() / 2)
+      throw InputError(fmt::format("{}: the RoPE table has {} frequencies, {} rotary dimensions need {}", label,
+                                   rope.inv_freq.size(), rotary(), rotary() / 2));
+  if (!layers.empty() && static_cast<std::int64_t>(layers.size()) != num_layers)
+    throw InputError(fmt::format("{}: {} layer specs for {} layers", label, layers.size(), num_layers));
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const LayerSpec& s = layers[l];
+    if (s.rope < 0 || s.rope >= static_cast<int>(ropes.size()))
+      throw InputError(fmt::format("{}: layer {} uses RoPE table {} of {}", label, l, s.rope, ropes.size()));
+    if (s.attention == AttentionKind::sliding && s.window <= 0)
+      throw InputError(fmt::format("{}: layer {} slides with a window of {} tokens", label, l, s.window));
+  }
+  for (auto [value, name] : {std::pair{query_scale, "query scale"}, {attn_softcap, "attention softcap"},
+                             {final_softcap, "final logit softcap"}, {embed_scale, "embedding scale"}})
+    if (!(value >= 0.0) || !std::isfinite(value))
+      throw InputError(fmt::format("{}: the {} must be a finite number >= 0, got {}", label, name, value));
   if (checked_parameter_count(label) <= 0) throw InputError(fmt::format("{}: the model has no parameters", label));
 }
 
@@ -45,14 +69,39 @@ std::int64_t DecoderSpec::kv_cache_elements(std::int64_t max_context, const std:
                          label + ": KV cache of max_context " + std::to_string(max_context) + " tokens");
 }
 
+bool DecoderSpec::has_sliding_window() const {
+  for (const auto& s : layers)
+    if (s.attention == AttentionKind::sliding) return true;
+  return false;
+}
+
 std::string DecoderSpec::summary() const {
   std::string extras;
-  if (qk_norm) extras += ", q/k norm";
+  if (qk_norm != QkNorm::none) extras += qk_norm == QkNorm::per_head ? ", q/k norm" : ", q/k norm (whole)";
+  if (norm == NormKind::rms_one_plus) extras += ", norm 1+w";
+  if (norm_placement != NormPlacement::pre)
+    extras += norm_placement == NormPlacement::sandwich ? ", sandwich norms" : ", post norms";
+  if (activation != Activation::silu) extras += activation == Activation::gelu_tanh ? ", gelu_tanh" : ", gelu";
+  if (has_sliding_window()) {
+    std::int64_t sliding = 0, window = 0;
+    for (const auto& s : layers)
+      if (s.attention == AttentionKind::sliding) ++sliding, window = s.window;
+    extras += fmt::format(", sliding window {} on {}/{} layers", window, sliding, num_layers);
+  }
+  if (rotary_dim > 0 && rotary_dim != head_dim) extras += fmt::format(", rotary {}/{}", rotary_dim, head_dim);
+  if (attn_softcap > 0) extras += fmt::format(", attn softcap {}", attn_softcap);
+  if (final_softcap > 0) extras += fmt::format(", logit softcap {}", final_softcap);
   if (qkv_bias || o_bias || mlp_bias) extras += ", biases";
   if (tie_word_embeddings) extras += ", tied head";
   return fmt::format("{} {:.2f}B params: {} layers, hidden {}, {} heads / {} kv x {}, ffn {}, vocab {}, rope {}{}", family,
                      static_cast<double>(parameter_count()) / 1e9, num_layers, hidden_size, num_heads, num_kv_heads,
-                     head_dim, intermediate_size, vocab_size, rope.summary, extras);
+                     head_dim, intermediate_size, vocab_size, rope_summary(), extras);
+}
+
+std::string DecoderSpec::rope_summary() const {
+  std::string s;
+  for (const auto& rope : ropes) s += (s.empty() ? "" : " + ") + rope.summary;
+  return s;
 }
 
 std::string DecoderSpec::layer_tensor(std::int64_t layer, const std::string& module, const char* kind) const {
@@ -69,7 +118,9 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& c, std::int64_t l) {
     out.push_back({p, c.layer_tensor(l, module, bias ? "bias" : "weight"), std::move(shape)});
   };
   using P = LayerParam;
-  add(P::input_norm, n.input_norm, {H});
+  const bool pre_norms = c.norm_placement != NormPlacement::post;
+  const bool out_norms = c.norm_placement != NormPlacement::pre;
+  if (pre_norms) add(P::input_norm, n.input_norm, {H});
   add(P::q, n.q_proj, {c.q_dim(), H});
   if (c.qkv_bias) add(P::q_bias, n.q_proj, {c.q_dim()}, true);
   add(P::k, n.k_proj, {c.kv_dim(), H});
@@ -78,17 +129,20 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& c, std::int64_t l) {
   if (c.qkv_bias) add(P::v_bias, n.v_proj, {c.kv_dim()}, true);
   add(P::o, n.o_proj, {H, c.q_dim()});
   if (c.o_bias) add(P::o_bias, n.o_proj, {H}, true);
-  if (c.qk_norm) {
-    add(P::q_norm, n.q_norm, {D});
-    add(P::k_norm, n.k_norm, {D});
+  if (c.qk_norm != QkNorm::none) {
+    const bool whole = c.qk_norm == QkNorm::whole;
+    add(P::q_norm, n.q_norm, {whole ? c.q_dim() : D});
+    add(P::k_norm, n.k_norm, {whole ? c.kv_dim() : D});
   }
-  add(P::post_norm, n.post_attention_norm, {H});
+  if (out_norms) add(P::post_attn_out_norm, n.post_attn_out_norm, {H});
+  if (pre_norms) add(P::post_norm, c.norm_placement == NormPlacement::pre ? n.post_attention_norm : n.pre_mlp_norm, {H});
   add(P::gate, n.gate_proj, {I, H});
   if (c.mlp_bias) add(P::gate_bias, n.gate_proj, {I}, true);
   add(P::up, n.up_proj, {I, H});
   if (c.mlp_bias) add(P::up_bias, n.up_proj, {I}, true);
   add(P::down, n.down_proj, {H, I});
   if (c.mlp_bias) add(P::down_bias, n.down_proj, {H}, true);
+  if (out_norms) add(P::post_mlp_norm, n.post_mlp_norm, {H});
   return out;
 }
 

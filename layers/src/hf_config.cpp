@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string_view>
 
@@ -133,7 +135,7 @@ const std::vector<Rule>& rules() {
       {{"rope_scaling", kImplemented, "rope_type default, linear, llama3, yarn"}},
       {{"rope_parameters", kImplemented, "rope_type default, linear, llama3, yarn; partial_rotary_factor 1 only"}},
       {{"max_position_embeddings", kImplemented, "yarn's original_max_position_embeddings when that is not given"}},
-      {{"hidden_act", kImplemented, "silu only (SwiGLU)"}},
+      {{"hidden_act", kImplemented, "silu, gelu (erf), gelu_pytorch_tanh: act(gate) * up"}},
       {{"attention_bias", kImplemented, "biases on q/k/v and o"}},
       {{"mlp_bias", kImplemented, "biases on gate/up/down"}},
       {{"tie_word_embeddings", kImplemented, "the head is the embedding table"}},
@@ -155,6 +157,12 @@ const std::vector<Rule>& rules() {
       {{"final_logit_softcapping", kRefused, "tanh capping of the logits (null)"}},
       {{"query_pre_attn_scalar", kRefused, "attention scale other than 1/sqrt(head_dim)"}, is_head_dim},
       {{"hidden_activation", kRefused, "an MLP activation other than silu"}, is_silu},
+      {{"original_max_position_embeddings", kRefused,
+        "a base length for RoPE scaling at the top level (LongRoPE); read where the family's scaling does not use it"}},
+      {{"rope_local_base_freq", kRefused, "a RoPE base of its own for sliding-window layers"}},
+      {{"sliding_window_pattern", kRefused, "which layers slide (every Nth is global)"}},
+      {{"_sliding_window_pattern", kRefused, "which layers slide (every Nth is global), as transformers 5 saves it"}},
+      {{"use_bidirectional_attention", kRefused, "attention that is not causal (false)"}, is_false},
       {{"embedding_multiplier", kRefused, "scaled embeddings (1.0)"}, is_one},
       {{"scale_emb", kRefused, "scaled embeddings (1)"}, is_one},
       {{"residual_multiplier", kRefused, "scaled residual branches (1.0)"}, is_one},
@@ -181,7 +189,8 @@ const std::vector<Rule>& rules() {
       {{"attention_dropout", kIgnored, "dropout is off at inference"}},
       {{"resid_pdrop", kIgnored, "dropout is off at inference"}},
       {{"embd_pdrop", kIgnored, "dropout is off at inference"}},
-      {{"max_window_layers", kIgnored, "which layers a sliding window covers; windows are refused"}},
+      {{"max_window_layers", kIgnored, "which layers a sliding window covers, in the families that read it"}},
+      {{"cache_implementation", kIgnored, "how transformers stores its cache, not what it holds"}},
       {{"pretraining_tp", kIgnored, "split matmuls of the same product"}},
   };
   return table;
@@ -193,10 +202,13 @@ const Rule* find_rule(std::string_view name) {
   return nullptr;
 }
 
-// Refuses the fields that ask for math the decoder does not do; names the unknown ones.
-void check_fields(const json& config, const std::string& label, std::vector<std::string>& warnings) {
+// Refuses the fields that ask for math the decoder does not do for this family (those the family
+// reads are read below); names the unknown ones.
+void check_fields(const json& config, const std::string& label, const HfFamilyRules& family,
+                  std::vector<std::string>& warnings) {
   for (const Rule& rule : rules()) {
     if (rule.field.use != kRefused || !present(config, rule.field.name)) continue;
+    if (family.reads.count(rule.field.name) || family.activation_field == rule.field.name) continue;
     const json& value = config.at(rule.field.name);
     if (rule.runs && rule.runs(value, config)) continue;
     const std::string what = rule.what ? rule.what(value) : fmt::format("{} {}", rule.field.name, value.dump());
@@ -236,7 +248,13 @@ bool hf_bool(const nlohmann::json& config, const char* key, bool fallback, const
   return config.at(key).get<bool>();
 }
 
-RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::string& label) {
+namespace {
+
+bool keyed_by_layer_type(const json& rope) {
+  return rope.is_object() && (rope.contains("full_attention") || rope.contains("sliding_attention"));
+}
+
+RopeParameters read_rope(const nlohmann::json& config, const std::string& label, bool partial_rotary) {
   // Newer configs nest everything under rope_parameters; older ones have a flat rope_theta and
   // the scaling under rope_scaling. A null flat value means "see the nested one".
   const nlohmann::json* rope = nullptr;
@@ -254,12 +272,18 @@ RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::
     }
   }
   RopeParameters p;
+  if (rope && keyed_by_layer_type(*rope))
+    throw InputError(fmt::format("{}: {} keyed by layer type is not supported: RoPE parameters per layer type", label,
+                                 where));
   if (rope) p.type = rope_type(*rope);
   // Transformers 5 keeps the rotary fraction with the other RoPE settings, whatever the type.
-  if (rope && present(*rope, "partial_rotary_factor") && !is_one(rope->at("partial_rotary_factor"), config))
-    throw InputError(fmt::format("{}: {}.partial_rotary_factor {} is not supported: {}", label, where,
-                                 rope->at("partial_rotary_factor").dump(),
-                                 find_rule("partial_rotary_factor")->field.note));
+  if (rope && present(*rope, "partial_rotary_factor")) {
+    if (!partial_rotary && !is_one(rope->at("partial_rotary_factor"), config))
+      throw InputError(fmt::format("{}: {}.partial_rotary_factor {} is not supported: {}", label, where,
+                                   rope->at("partial_rotary_factor").dump(),
+                                   find_rule("partial_rotary_factor")->field.note));
+    p.partial_rotary_factor = number_in(rope->at("partial_rotary_factor"), where + ".partial_rotary_factor", 0.0, 1.0 + 1e-9, label);
+  }
   if (present(config, "rope_theta")) {
     p.theta = number_in(config.at("rope_theta"), "rope_theta", kMinRopeTheta, kMaxRopeTheta, label);
   } else if (rope && present(*rope, "rope_theta")) {
@@ -300,10 +324,100 @@ RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::
   return p;
 }
 
-DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label) {
+// The activation `field` names: silu, gelu (erf) or gelu_pytorch_tanh; InputError otherwise.
+Activation read_activation(const json& config, const HfFamilyRules& family, const std::string& label) {
+  const std::string& field = family.activation_field;
+  if (!present(config, field.c_str())) return Activation::silu;
+  const json& v = config.at(field);
+  if (v == "silu") return Activation::silu;
+  if (v == "gelu_pytorch_tanh") return Activation::gelu_tanh;
+  if (v == "gelu") return family.gelu_means_tanh ? Activation::gelu_tanh : Activation::gelu;
+  throw InputError(fmt::format("{}: unsupported {} {} (supported: silu, gelu, gelu_pytorch_tanh)", label, field, v.dump()));
+}
+
+// Which layers slide, and through how many tokens: config.json's layer_types when it has them,
+// else the family's rule; none where use_sliding_window is false (transformers then drops the
+// window whatever the layer types say).
+void read_layer_types(const json& config, const HfFamilyRules& family, DecoderSpec& c, const std::string& label) {
+  if (!family.sliding_layer) return;  // the table refuses windows for this family
+  if (present(config, "use_sliding_window") && !hf_bool(config, "use_sliding_window", false, label)) return;
+  std::vector<bool> sliding(static_cast<std::size_t>(c.num_layers));
+  if (present(config, "layer_types")) {
+    const json& types = config.at("layer_types");
+    if (!types.is_array() || static_cast<std::int64_t>(types.size()) != c.num_layers)
+      throw InputError(fmt::format("{}: layer_types must be a list of {} entries (num_hidden_layers)", label, c.num_layers));
+    for (std::size_t l = 0; l < types.size(); ++l) {
+      if (types[l] != "full_attention" && types[l] != "sliding_attention")
+        throw InputError(fmt::format("{}: layer_types[{}] {} is not supported: the decoder runs full_attention and "
+                                     "sliding_attention layers",
+                                     label, l, types[l].dump()));
+      sliding[l] = types[l] == "sliding_attention";
+    }
+  } else {
+    for (std::int64_t l = 0; l < c.num_layers; ++l) sliding[static_cast<std::size_t>(l)] = family.sliding_layer(l, config);
+  }
+  // Without a window size transformers runs those layers with full attention.
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end() || !present(config, "sliding_window")) return;
+  const std::int64_t window = bounded_int(config.at("sliding_window"), "sliding_window", kMaxPositions, label);
+  c.layers.assign(static_cast<std::size_t>(c.num_layers), LayerSpec{});
+  for (std::size_t l = 0; l < sliding.size(); ++l)
+    if (sliding[l]) c.layers[l] = {AttentionKind::sliding, window, 0};
+}
+
+// The RoPE tables: one for every layer, or (families reading rope_local_base_freq) the full
+// layers' and the sliding layers' own, from rope_parameters keyed by layer type (transformers 5)
+// or from rope_theta + rope_scaling and rope_local_base_freq (older configs).
+void read_ropes(const json& config, const HfFamilyRules& family, DecoderSpec& c, const std::string& label) {
+  const bool partial = family.reads.count("partial_rotary_factor") > 0;
+  const bool local = family.reads.count("rope_local_base_freq") > 0;
+  RopeParameters full, slide;
+  const bool keyed = present(config, "rope_parameters") && keyed_by_layer_type(config.at("rope_parameters"));
+  if (keyed && local) {
+    for (const auto& [type, out] : {std::pair<const char*, RopeParameters*>{"full_attention", &full},
+                                    {"sliding_attention", &slide}}) {
+      json part = json::object();
+      if (config.at("rope_parameters").contains(type)) part["rope_parameters"] = config.at("rope_parameters").at(type);
+      *out = read_rope(part, label + " (rope_parameters." + type + ")", partial);
+    }
+  } else {
+    full = read_rope(config, label, partial);
+    if (local) {
+      slide.theta = present(config, "rope_local_base_freq")
+                        ? number_in(config.at("rope_local_base_freq"), "rope_local_base_freq", kMinRopeTheta,
+                                    kMaxRopeTheta, label)
+                        : 10000.0;  // transformers' default local base
+    }
+  }
+  double factor = full.partial_rotary_factor;
+  if (partial && present(config, "partial_rotary_factor"))
+    factor = number_in(config.at("partial_rotary_factor"), "partial_rotary_factor", 0.0, 1.0 + 1e-9, label);
+  if (factor != 1.0) {
+    // transformers: int(head_dim * factor) dimensions rotate.
+    const auto rotary = static_cast<std::int64_t>(static_cast<double>(c.head_dim) * factor);
+    if (rotary <= 0 || rotary % 2 != 0)
+      throw InputError(fmt::format("{}: partial_rotary_factor {} gives {} rotary dimensions of head_dim {}; it must "
+                                   "be even and positive",
+                                   label, factor, rotary, c.head_dim));
+    c.rotary_dim = rotary;
+  }
+  c.ropes = {make_rope_table(full, c.rotary(), label)};
+  if (!local || c.layers.empty()) return;
+  c.ropes.push_back(make_rope_table(slide, c.rotary(), label));
+  for (auto& layer : c.layers)
+    if (layer.attention == AttentionKind::sliding) layer.rope = 1;
+}
+
+}  // namespace
+
+RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::string& label) {
+  return read_rope(config, label, false);
+}
+
+DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label,
+                                   const HfFamilyRules& rules) {
   if (!config.is_object()) throw InputError(fmt::format("{}: config is not a JSON object", label));
   DecoderSpec c;
-  check_fields(config, label, c.config_warnings);
+  check_fields(config, label, rules, c.config_warnings);
   c.family = family;
   if (config.contains("model_type") && config.at("model_type").is_string()) c.model_type = config.at("model_type");
   c.vocab_size = positive_int(config, "vocab_size", kMaxVocab, label);
@@ -325,8 +439,13 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   // rms_norm_eps is added to a mean of squares: meaningful only small and positive.
   if (config.contains("rms_norm_eps")) c.rms_norm_eps = number_in(config.at("rms_norm_eps"), "rms_norm_eps", 0.0, 1.0, label);
 
-  if (config.contains("hidden_act") && config.at("hidden_act") != "silu")
-    throw InputError(fmt::format("{}: unsupported hidden_act {} (only silu)", label, config.at("hidden_act").dump()));
+  c.activation = read_activation(config, rules, label);
+  auto scalar = [&](const char* key) {
+    return rules.reads.count(key) && present(config, key) ? number_in(config.at(key), key, 0.0, 1e9, label) : 0.0;
+  };
+  c.attn_softcap = scalar("attn_logit_softcapping");
+  c.final_softcap = scalar("final_logit_softcapping");
+  if (const double s = scalar("query_pre_attn_scalar"); s > 0) c.query_scale = 1.0 / std::sqrt(s);
   c.qkv_bias = c.o_bias = hf_bool(config, "attention_bias", false, label);
   c.mlp_bias = hf_bool(config, "mlp_bias", false, label);
   if (config.contains("tie_word_embeddings")) {
@@ -340,7 +459,8 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   // A window that is switched off is still a window size: a nonsense one is a broken config.
   if (present(config, "sliding_window"))
     (void)bounded_int(config.at("sliding_window"), "sliding_window", kMaxPositions, label);
-  c.rope = make_rope_table(read_hf_rope_parameters(config, label), c.head_dim, label);
+  read_layer_types(config, rules, c, label);
+  read_ropes(config, rules, c, label);
   c.check(label);
   return c;
 }

@@ -34,7 +34,7 @@ TEST_CASE("decoder spec: switches add exactly their tensors and tap stages", "[l
   CHECK(has(plain, "lm_head.weight"));
 
   DecoderSpec qk = small({{"tie_word_embeddings", true}});
-  qk.qk_norm = true;
+  qk.qk_norm = zoo::layers::QkNorm::per_head;
   CHECK(has(qk, "model.layers.1.self_attn.k_norm.weight"));
   CHECK_FALSE(has(qk, "lm_head.weight"));
   CHECK(zoo::layers::layer_stages(qk).size() == 17);
@@ -68,7 +68,7 @@ TEST_CASE("decoder spec: inconsistent sizes are InputErrors naming the field", "
   gqa.num_kv_heads = 3;
   CHECK_THAT(error_for(gqa), Contains("num_key_value_heads"));
   DecoderSpec table = small();
-  table.rope.inv_freq.pop_back();
+  table.ropes[0].inv_freq.pop_back();
   CHECK_THAT(error_for(table), Contains("RoPE table"));
   DecoderSpec zero = small();
   zero.intermediate_size = 0;

@@ -17,7 +17,7 @@
 #include "zoo/trace.hpp"
 #include "zoo/weight_source.hpp"
 #if defined(ZOO_WITH_CUDA)
-#include "cuda/cuda_model_util.hpp"
+#include "qwen3/cuda_golden_checks.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 #endif
 
@@ -162,57 +162,7 @@ TEST_CASE("llama fixtures on CUDA match their transformers bf16 golden", "[llama
     const fs::path golden_path = dir / "golden-bf16.safetensors";
     if (!fs::exists(golden_path)) continue;  // made on the GPU host; see tests/fixtures/README.md
     INFO("fixture " << name);
-    const ModelArgs args = cuda_test::cuda_bf16_args(dir);
-    const auto& plugin = registry().resolve_config(args.config, (dir / "config.json").string());
-    CHECK(plugin.name == "llama");
-    auto model = registry().create_model(plugin.name, args);
-    model->load();
-    const Prompt prompt = model->prepare(load_request(dir / "request.json"));
-    TraceRecorder trace(PointSelection({"*"}));
-    model->new_session()->forward(prompt.step(), &trace);
-
-    const TraceFile golden(golden_path);
-    const HostTensor hidden_golden = golden.get("final_norm");
-    const HostTensor* hidden = trace.find("final_norm");
-    REQUIRE(hidden != nullptr);
-    const auto h = compare_tensors("final_norm", hidden_golden.view(), hidden->view());
-    INFO("final_norm cosine " << h.cosine);
-    CHECK(h.cosine >= 0.9998);
-
-    const HostTensor expected = golden.get("logits");
-    const HostTensor* actual = trace.find("logits");
-    REQUIRE(actual != nullptr);
-    const auto m = compare_tensors("logits", expected.view(), actual->view(), 16, true);
-    REQUIRE(m.shape_match);
-    INFO("logits cosine " << m.cosine << ", max regret " << m.max_regret << ", argmax " << m.argmax_matches << "/"
-                          << m.rows);
-    CHECK(m.cosine >= 0.9999);
-    CHECK(m.max_regret <= 0.20);
-    // Argmax must agree on every row whose golden top-2 margin is not a tie. bf16 logits are
-    // rounded to 8 significant bits, so a margin of up to two bf16 steps at the top value's size
-    // is a tie that either implementation may break either way.
-    const auto V = expected.shape()[1];
-    const auto g = expected.span<float>();
-    const auto a = actual->span<float>();
-    for (std::int64_t r = 0; r < m.rows; ++r) {
-      const auto row = g.subspan(static_cast<std::size_t>(r * V), static_cast<std::size_t>(V));
-      const auto arow = a.subspan(static_cast<std::size_t>(r * V), static_cast<std::size_t>(V));
-      std::size_t top = 0;
-      float second = -std::numeric_limits<float>::infinity();
-      for (std::size_t i = 1; i < row.size(); ++i) {
-        if (row[i] > row[top]) {
-          second = row[top];
-          top = i;
-        } else if (row[i] > second) {
-          second = row[i];
-        }
-      }
-      const double step = std::ldexp(1.0, std::ilogb(std::abs(row[top])) - 7);  // bf16 spacing at the top value
-      if (row[top] - second <= 2 * step) continue;
-      const auto actual_top = static_cast<std::size_t>(std::max_element(arow.begin(), arow.end()) - arow.begin());
-      INFO("row " << r << ": golden margin " << row[top] - second);
-      CHECK(actual_top == top);
-    }
+    check_cuda_bf16_golden(dir, "llama");
     ++checked;
   }
   if (checked == 0) ZOO_SKIP("no golden-bf16.safetensors in the llama fixtures (made on the GPU host)");

@@ -120,7 +120,9 @@ const std::vector<Row>& rows() {
        {},
        {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}, {"max_position_embeddings", 4096}}},
       {"hidden_act", {{"hidden_act", "silu"}}, Expect::same},
-      {"hidden_act", {{"hidden_act", "gelu"}}, Expect::refused, "hidden_act \"gelu\""},
+      {"hidden_act", {{"hidden_act", "gelu"}}, Expect::different},
+      {"hidden_act", {{"hidden_act", "gelu_pytorch_tanh"}}, Expect::different},
+      {"hidden_act", {{"hidden_act", "gelu_new"}}, Expect::refused, "hidden_act \"gelu_new\""},
       {"attention_bias", {{"attention_bias", true}}, Expect::plan_problem},
       {"mlp_bias", {{"mlp_bias", true}}, Expect::plan_problem},
       {"tie_word_embeddings", {{"tie_word_embeddings", false}}, Expect::plan_problem},
@@ -151,6 +153,17 @@ const std::vector<Row>& rows() {
       {"query_pre_attn_scalar", {{"query_pre_attn_scalar", 16}}, Expect::same},
       {"hidden_activation", {{"hidden_activation", "gelu_pytorch_tanh"}}, Expect::refused},
       {"hidden_activation", {{"hidden_activation", "silu"}}, Expect::same},
+      // Read by the families that have them (gemma, phi3), refused for Qwen3.
+      {"rope_local_base_freq", {{"rope_local_base_freq", 10000.0}}, Expect::refused},
+      {"rope_local_base_freq", {{"rope_local_base_freq", nullptr}}, Expect::same},
+      {"sliding_window_pattern", {{"sliding_window_pattern", 6}}, Expect::refused},
+      {"sliding_window_pattern", {{"sliding_window_pattern", nullptr}}, Expect::same},
+      {"_sliding_window_pattern", {{"_sliding_window_pattern", 6}}, Expect::refused},
+      {"_sliding_window_pattern", {{"_sliding_window_pattern", nullptr}}, Expect::same},
+      {"original_max_position_embeddings", {{"original_max_position_embeddings", 4096}}, Expect::refused},
+      {"original_max_position_embeddings", {{"original_max_position_embeddings", nullptr}}, Expect::same},
+      {"use_bidirectional_attention", {{"use_bidirectional_attention", true}}, Expect::refused},
+      {"use_bidirectional_attention", {{"use_bidirectional_attention", false}}, Expect::same},
       {"embedding_multiplier", {{"embedding_multiplier", 12.0}}, Expect::refused},
       {"embedding_multiplier", {{"embedding_multiplier", 1.0}}, Expect::same},
       {"residual_multiplier", {{"residual_multiplier", 0.22}}, Expect::refused},
@@ -191,6 +204,7 @@ const std::vector<Row>& rows() {
       {"embd_pdrop", {{"embd_pdrop", 0.1}}, Expect::same},
       {"max_window_layers", {{"max_window_layers", 1}}, Expect::same},
       {"pretraining_tp", {{"pretraining_tp", 2}}, Expect::same},
+      {"cache_implementation", {{"cache_implementation", "hybrid"}}, Expect::same},
   };
   return r;
 }
@@ -273,13 +287,24 @@ TEST_CASE("hf config fields: num_hidden_layers below the checkpoint's layers war
 }
 
 TEST_CASE("hf config fields: the llama plugin's families go through the same table", "[llama][hf_config]") {
-  // A Mistral window applies whenever it is set (its config has no use_sliding_window).
+  // A Mistral window applies whenever it is set (its config has no use_sliding_window): one
+  // shorter than the request changes the logits, a longer one does not.
   const json mistral = load_hf_config(fixture_dir("mistral-tiny"));
-  CHECK_THAT(open_with("mistral-tiny", with(mistral, {{"sliding_window", 4096}})).error,
-             Contains("config.json") && Contains("sliding_window 4096"));
   const Outcome plain = open_with("mistral-tiny", mistral);
   CHECK(plain.error.empty());
   CHECK(plain.log.empty());
+  REQUIRE(plain.logits);
+  const Outcome wide = open_with("mistral-tiny", with(mistral, {{"sliding_window", 4096}}));
+  REQUIRE(wide.logits);
+  CHECK(same_logits(*wide.logits, *plain.logits));
+  const Outcome narrow = open_with("mistral-tiny", with(mistral, {{"sliding_window", 4}}));
+  REQUIRE(narrow.logits);
+  CHECK_FALSE(same_logits(*narrow.logits, *plain.logits));
+  CHECK_THAT(open_with("mistral-tiny", with(mistral, {{"sliding_window", 0}})).error,
+             Contains("config.json") && Contains("sliding_window"));
+  // Llama's transformers code has no window: one set is refused, never applied or dropped.
+  CHECK_THAT(open_with("llama-tiny", with(load_hf_config(fixture_dir("llama-tiny")), {{"sliding_window", 8}})).error,
+             Contains("config.json") && Contains("sliding_window 8"));
   // Qwen2 checkpoints state a window and switch it off.
   const json qwen2 = load_hf_config(fixture_dir("qwen2-tiny"));
   REQUIRE(qwen2.at("sliding_window") == 32768);

@@ -25,9 +25,10 @@ check() {
   done
 }
 
-check 'qwen|higgs|audio' framework kernels
-# The decoder runtime is configured by plugins; "llama3" there is a RoPE scaling type, not a model.
-check 'qwen|higgs|audio|mistral|llama([^3]|$)' layers
+# "llama-cli"/"llama-bench" name another tool's spellings of flags; "llama3" is a RoPE scaling type.
+check 'qwen|higgs|audio|mistral|gemma|olmo|phi-?3|llama([^3-]|$)' framework kernels
+# The decoder runtime is configured by plugins.
+check 'qwen|higgs|audio|mistral|gemma|olmo|phi-?3|llama([^3]|$)' layers
 check 'higgs|audio' plugins/qwen3
 
 # The check itself must be able to fail: the plugins that are allowed to use the words do.

@@ -75,6 +75,18 @@ __device__ __forceinline__ void load_v_frag(std::uint32_t (&b)[4], std::uint32_t
   ldmatrix_x4_trans(b, tile + swz<D>(key0 + ((m & 1) << 3) + (lane & 7), 2 * dn + (m >> 1)));
 }
 
+// A raw score (q . k) in log2 units for the online softmax: scaled, soft-capped when softcap > 0
+// (softcap * tanh(score * scale / softcap), as transformers' eager attention), or -inf when the
+// key at kpos is masked for the query at qpos: past it (causal), at or past k_end, or before its
+// window (window > 0).
+__device__ __forceinline__ float masked_score(float s, std::int64_t kpos, std::int64_t qpos, std::int64_t k_end,
+                                              float scale, float softcap, std::int64_t window) {
+  if (kpos >= k_end || kpos > qpos || (window > 0 && kpos <= qpos - window)) return -INFINITY;
+  constexpr float kLog2e = 1.4426950408889634f;
+  if (softcap > 0.0f) return softcap * tanhf(s * scale / softcap) * kLog2e;
+  return s * (scale * kLog2e);
+}
+
 __device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
   return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));

@@ -49,6 +49,8 @@ struct DecodeParams {
   int min_tiles;       // tiles per warp in the shortest split
   int q_tokens, q_heads, kv_heads, group;
   float scale_log2;
+  float scale, softcap;
+  std::int64_t window;
 };
 
 template <int D, int KT>
@@ -248,7 +250,9 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
-        s[n][e] = (kpos >= k_end || kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2;
+        s[n][e] = p.softcap > 0.0f || p.window > 0
+                      ? masked_score(s[n][e], kpos, qpos[e >> 1], k_end, p.scale, p.softcap, p.window)
+                      : ((kpos >= k_end || kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2);
       }
     }
     online_softmax<KT / 8, D / 8>(s, o, m, l);
@@ -487,6 +491,9 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.kv_heads = a.kv_heads;
   p.group = a.q_heads / a.kv_heads;
   p.scale_log2 = attention_scale(a.scale, a.head_dim) * 1.4426950408889634f;
+  p.scale = attention_scale(a.scale, a.head_dim);
+  p.softcap = a.softcap;
+  p.window = a.window;
   const int row_groups = (p.group * a.q_tokens + 15) / 16;
   switch (a.head_dim) {
     case 64: launch_decode<64, 32, true>(p, cluster, row_groups, stream); break;

@@ -34,6 +34,8 @@ struct PrefillParams {
   std::int64_t tokens, start;
   int q_heads, group;  // group = q_heads / kv_heads
   float scale_log2;    // scale * log2(e)
+  float scale, softcap;
+  std::int64_t window;
 };
 
 template <int D, int WARPS, int BC, bool Q_REGS>
@@ -100,13 +102,24 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid);
     cp_async_commit();
     if (active) {
-      const bool need_mask = k0 + BC - 1 > first_pos;
+      if (p.softcap > 0.0f || p.window > 0) {
 #pragma unroll
-      for (int n = 0; n < BC / 8; ++n) {
+        for (int n = 0; n < BC / 8; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
-          s[n][e] = (need_mask && kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2;
+          for (int e = 0; e < 4; ++e) {
+            const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
+            s[n][e] = masked_score(s[n][e], kpos, qpos[e >> 1], kv_end, p.scale, p.softcap, p.window);
+          }
+        }
+      } else {
+        const bool need_mask = k0 + BC - 1 > first_pos;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
+            s[n][e] = (need_mask && kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2;
+          }
         }
       }
       online_softmax<BC / 8, D / 8>(s, o, m, l);
@@ -208,6 +221,9 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   p.q_heads = a.q_heads;
   p.group = a.q_heads / a.kv_heads;
   p.scale_log2 = attention_scale(a.scale, a.head_dim) * 1.4426950408889634f;
+  p.scale = attention_scale(a.scale, a.head_dim);
+  p.softcap = a.softcap;
+  p.window = a.window;
   switch (a.head_dim) {
     case 64: launch_prefill<64, 8, 64, true, 2>(p, stream); break;
     case 128:
@@ -247,7 +263,8 @@ std::int64_t PrefillAttention::cudnn_min_tokens() {
 void PrefillAttention::run(const PrefillAttentionArgs& a, cudaStream_t stream) {
   check_args(a);
   if (a.tokens == 0) return;
-  if (a.tokens >= cudnn_min_tokens() && env_flag("ZOO_CUDNN", true)) {
+  const bool plain = a.softcap <= 0.0f && a.window <= 0;  // what cuDNN's graph here computes
+  if (plain && a.tokens >= cudnn_min_tokens() && env_flag("ZOO_CUDNN", true)) {
 #if ZOO_WITH_CUDNN
     if (impl_->cudnn.run(a, stream)) {
       impl_->last = "cudnn";

@@ -26,6 +26,18 @@ __device__ __forceinline__ float silu_times(float gate, float up) {
   return round_bf16(gate / (1.0f + expf(-gate))) * up;
 }
 
+// The same for the GELUs: torch's tanh form (gelu_pytorch_tanh) and the exact erf form, in float32
+// rounded to bf16, times up.
+__device__ __forceinline__ float gelu_tanh_times(float x, float up) {
+  constexpr float kBeta = 0.7978845608028654f;  // sqrt(2) * (2 / sqrt(pi)) * 0.5
+  constexpr float kKappa = 0.044715f;
+  const float inner = kBeta * (x + kKappa * x * x * x);
+  return round_bf16(0.5f * x * (1.0f + tanhf(inner))) * up;
+}
+__device__ __forceinline__ float gelu_erf_times(float x, float up) {
+  return round_bf16(x * 0.5f * (1.0f + erff(x * 0.7071067811865476f))) * up;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -47,14 +47,19 @@ __global__ void scatter_rows_kernel(const std::int32_t* __restrict__ positions, 
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
 // One block per row. Pass 1 (ADD: h = bf16(h + x), written back) accumulates the sum of squares
-// in float32; pass 2 re-reads the same elements (each thread its own, so in-place is safe).
-template <int VEC, bool ADD>
-__global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__ w, bf16* y, int dim, float eps) {
+// in float32; pass 2 re-reads the same elements (each thread its own, so in-place is safe). Rows
+// are x_stride / y_stride elements apart (h shares x's layout). ONE_PLUS: y = bf16(x * inv * (1 +
+// w)) in float32, rounded once (the 1 + w norms); else y = bf16(w * bf16(x * inv)). Without a weight
+// (w null, ADD only) y = h: the residual stream itself (norms after the sublayers only).
+template <int VEC, bool ADD, bool ONE_PLUS>
+__global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__ w, bf16* y, int dim, float eps,
+                                std::int64_t x_stride, std::int64_t y_stride) {
   __shared__ float scratch[32];
   // A PDL link of the decode chain (launch.cuh): everything here depends on the previous kernel.
   allow_dependent_launch();
   grid_dependency_wait();
-  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * dim;
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * x_stride;
+  const std::int64_t out_base = static_cast<std::int64_t>(blockIdx.x) * y_stride;
   const bf16* src = ADD ? h + base : x + base;
   float ss = 0.0f;
   for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
@@ -75,26 +80,30 @@ __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__
   for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
     float v[VEC], g[VEC];
     load_f32<VEC>(src + i, v);
-    load_f32<VEC>(w + i, g);
+    if (w) {
+      load_f32<VEC>(w + i, g);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = g[j] * round_bf16(v[j] * inv);
-    store_bf16<VEC>(y + base + i, v);
+      for (int j = 0; j < VEC; ++j) v[j] = ONE_PLUS ? v[j] * inv * (1.0f + g[j]) : g[j] * round_bf16(v[j] * inv);
+    }
+    store_bf16<VEC>(y + out_base + i, v);
   }
 }
 
-template <bool ADD>
+template <bool ADD, bool ONE_PLUS>
 void launch_rms_norm(const Bf16* x, Bf16* h, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
-                     cudaStream_t stream) {
-  if (rows < 0 || dim <= 0) throw std::invalid_argument("rms_norm: bad shape");
+                     std::int64_t x_stride, std::int64_t y_stride, cudaStream_t stream) {
+  if (rows < 0 || dim <= 0 || x_stride < dim || y_stride < dim) throw std::invalid_argument("rms_norm: bad shape");
+  if (!w && !ADD) throw std::invalid_argument("rms_norm: no weight");
   if (rows == 0) return;
-  const bool vec = dim % 8 == 0 && aligned16(x) && aligned16(h) && aligned16(w) && aligned16(y);
+  const bool vec = dim % 8 == 0 && x_stride % 8 == 0 && y_stride % 8 == 0 && aligned16(x) && aligned16(h) &&
+                   (!w || aligned16(w)) && aligned16(y);
   const int d = static_cast<int>(dim);
   if (vec) {
-    launch_pdl(rms_norm_kernel<8, ADD>, static_cast<unsigned>(rows), row_threads(dim / 8), 0, stream, dev(x), dev(h),
-               dev(w), dev(y), d, eps);
+    launch_pdl(rms_norm_kernel<8, ADD, ONE_PLUS>, static_cast<unsigned>(rows), row_threads(dim / 8), 0, stream, dev(x),
+               dev(h), w ? dev(w) : nullptr, dev(y), d, eps, x_stride, y_stride);
   } else {
-    launch_pdl(rms_norm_kernel<1, ADD>, static_cast<unsigned>(rows), row_threads(dim), 0, stream, dev(x), dev(h), dev(w),
-               dev(y), d, eps);
+    launch_pdl(rms_norm_kernel<1, ADD, ONE_PLUS>, static_cast<unsigned>(rows), row_threads(dim), 0, stream, dev(x),
+               dev(h), w ? dev(w) : nullptr, dev(y), d, eps, x_stride, y_stride);
   }
   ZOO_CUDA_CHECK_LAUNCH();
 }
@@ -115,7 +124,8 @@ struct QkParams {
   bf16* k_normed;
   const std::int32_t* positions;
   std::int64_t start, tokens;
-  int q_heads, kv_heads, head_dim;
+  int q_heads, kv_heads, head_dim, rotary_dim;
+  bool one_plus;
   float eps, theta, attention_scaling;
 };
 
@@ -133,7 +143,7 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   const int slot = static_cast<int>(item % slots);
   if (t >= a.tokens) return;
   const std::int64_t pos = a.positions ? static_cast<std::int64_t>(a.positions[t]) : a.start + t;
-  const int D = a.head_dim, half = D / 2;
+  const int D = a.head_dim, half = a.rotary_dim / 2;
 
   if (slot >= a.q_heads + a.kv_heads) {
     const int g = slot - a.q_heads - a.kv_heads;
@@ -153,24 +163,35 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
 
   float inv = 1.0f;
   if (w) {
+    // Summed in pairs (i, i + D/2) whatever the rotary part: the order every head_dim has used.
     float ss = 0.0f;
-    for (int p = lane; p < half; p += 32) {
-      const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
+    for (int i = lane; i < D / 2; i += 32) {
+      const float x1 = to_f32(src[i]), x2 = to_f32(src[i + D / 2]);
       ss += x1 * x1 + x2 * x2;
     }
     ss = warp_sum(ss);
     inv = rsqrtf(ss / static_cast<float>(D) + a.eps);
   }
+  // The normed value of element i (transformers' q/k norm module, in bf16).
+  auto normed_at = [&](int i) {
+    const float x = to_f32(src[i]);
+    if (!w) return x;
+    return a.one_plus ? round_bf16(x * inv * (1.0f + to_f32(w[i]))) : round_bf16(to_f32(w[i]) * round_bf16(x * inv));
+  };
+  // Partial rotary: elements past rotary_dim pass through (normed, not rotated).
+  for (int i = a.rotary_dim + lane; i < D; i += 32) {
+    const float n = normed_at(i);
+    if (normed) normed[i] = to_bf16(n);
+    dst[i] = to_bf16(n);
+  }
   const float fpos = static_cast<float>(pos);
   for (int p = lane; p < half; p += 32) {
-    const float x1 = to_f32(src[p]), x2 = to_f32(src[p + half]);
-    const float n1 = w ? round_bf16(to_f32(w[p]) * round_bf16(x1 * inv)) : x1;
-    const float n2 = w ? round_bf16(to_f32(w[p + half]) * round_bf16(x2 * inv)) : x2;
+    const float n1 = normed_at(p), n2 = normed_at(p + half);
     if (normed) {
       normed[p] = to_bf16(n1);
       normed[p + half] = to_bf16(n2);
     }
-    // transformers: inv_freq = 1 / theta ** (arange(0, D, 2).float() / D), freqs = inv_freq * pos,
+    // transformers: inv_freq = 1 / theta ** (arange(0, R, 2).float() / R), freqs = inv_freq * pos,
     // all float32; cos/sin in float32 then cast to the activation dtype. The power is taken in
     // float64 and rounded: the correctly rounded float32 value that torch's CPU pow (where the
     // buffer is made) and the CPU reference get; powf's 2-ulp error would shift large angles.
@@ -178,7 +199,7 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
     if (a.inv_freq) {
       inv_freq = a.inv_freq[p];
     } else {
-      const float exponent = static_cast<float>(2 * p) / static_cast<float>(D);
+      const float exponent = static_cast<float>(2 * p) / static_cast<float>(a.rotary_dim);
       inv_freq = 1.0f / static_cast<float>(pow(static_cast<double>(a.theta), static_cast<double>(exponent)));
     }
     const float freq = inv_freq * fpos;
@@ -217,19 +238,25 @@ void scatter_rows_f32(const std::int32_t* positions, const float* rows, std::int
 }
 
 void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
-              cudaStream_t stream) {
+              cudaStream_t stream, NormWeight kind, std::int64_t x_stride, std::int64_t y_stride) {
   // h is unused without ADD; pass x so the alignment check sees a real pointer.
-  launch_rms_norm<false>(x, const_cast<Bf16*>(x), w, y, rows, dim, eps, stream);
+  auto* h = const_cast<Bf16*>(x);
+  const std::int64_t xs = x_stride ? x_stride : dim, ys = y_stride ? y_stride : dim;
+  if (kind == NormWeight::one_plus) launch_rms_norm<false, true>(x, h, w, y, rows, dim, eps, xs, ys, stream);
+  else launch_rms_norm<false, false>(x, h, w, y, rows, dim, eps, xs, ys, stream);
 }
 
 void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
-                  cudaStream_t stream) {
-  launch_rms_norm<true>(x, h, w, y, rows, dim, eps, stream);
+                  cudaStream_t stream, NormWeight kind) {
+  if (kind == NormWeight::one_plus) launch_rms_norm<true, true>(x, h, w, y, rows, dim, eps, dim, dim, stream);
+  else launch_rms_norm<true, false>(x, h, w, y, rows, dim, eps, dim, dim, stream);
 }
 
 void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
-  if (args.tokens < 0 || args.q_heads <= 0 || args.kv_heads <= 0 || args.head_dim <= 0 || args.head_dim % 2 != 0)
-    throw std::invalid_argument("qk_norm_rope_cache: bad shape (head_dim must be even, heads positive)");
+  const int rotary = args.rotary_dim ? args.rotary_dim : args.head_dim;
+  if (args.tokens < 0 || args.q_heads <= 0 || args.kv_heads <= 0 || args.head_dim <= 0 || rotary % 2 != 0 ||
+      rotary <= 0 || rotary > args.head_dim)
+    throw std::invalid_argument("qk_norm_rope_cache: bad shape (rotary_dim even and <= head_dim, heads positive)");
   if (!args.q || !args.k || !args.v || !args.q_out || !args.k_cache || !args.v_cache ||
       (args.q_norm_weight == nullptr) != (args.k_norm_weight == nullptr))
     throw std::invalid_argument("qk_norm_rope_cache: missing pointer");
@@ -255,6 +282,8 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.q_heads,
              args.kv_heads,
              args.head_dim,
+             rotary,
+             args.one_plus,
              args.eps,
              args.theta,
              args.attention_scaling};

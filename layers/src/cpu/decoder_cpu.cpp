@@ -92,6 +92,8 @@ class CpuSession : public Session, private DecoderOps {
     float* h = h_.data();
     for (std::int64_t t = 0; t < T_; ++t)
       std::memcpy(&h[t * H], w_.embed.as<float>() + step.ids[static_cast<std::size_t>(t)] * H, H * sizeof(float));
+    // The scale is the embedding module's (transformers' ScaledWordEmbedding): token rows only.
+    if (c_.embed_scale > 0) ops::scale_inplace(h, T_ * H, static_cast<float>(c_.embed_scale));
     for (std::size_t i = 0; i < step.override_positions.size(); ++i)
       std::memcpy(&h[step.override_positions[i] * H], &step.override_rows[i * H], H * sizeof(float));
     if (const TableRows& r = step.table_rows; r.table >= 0) {
@@ -104,7 +106,7 @@ class CpuSession : public Session, private DecoderOps {
       }
     }
   }
-  void input_norm() override { norm(w_.layers[0].get(P::input_norm)); }
+  void input_norm() override { norm(w_.layers[0].get(P::input_norm)); }  // a copy without one
   void qkv(std::int64_t l) override {
     const auto& L = w_.layers[l];
     const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim();
@@ -115,32 +117,43 @@ class CpuSession : public Session, private DecoderOps {
   void qk_norm_rope_cache(std::int64_t l, bool keep_normed) override {
     const auto& L = w_.layers[l];
     const std::int64_t D = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads, kvd = c_.kv_dim();
-    if (c_.qk_norm) {
-      ops::rms_norm(q_.data(), L.get(P::q_norm), q_.data(), T_ * nh, D, eps());
-      ops::rms_norm(k_.data(), L.get(P::k_norm), k_.data(), T_ * nkv, D, eps());
+    if (c_.qk_norm != QkNorm::none) {
+      // Per head: rows of head_dim; whole: one row per token over the projection.
+      const bool per_head = c_.qk_norm == QkNorm::per_head;
+      ops::rms_norm(q_.data(), L.get(P::q_norm), q_.data(), per_head ? T_ * nh : T_, per_head ? D : c_.q_dim(), eps());
+      ops::rms_norm(k_.data(), L.get(P::k_norm), k_.data(), per_head ? T_ * nkv : T_, per_head ? D : kvd, eps());
       if (keep_normed) {
         q_normed_ = q_;
         k_normed_ = k_;
       }
     }
-    const float* inv_freq = c_.rope.inv_freq.data();
-    ops::rope_half_split(q_.data(), T_, nh, D, positions_.data(), inv_freq, c_.rope.attention_scaling);
-    ops::rope_half_split(k_.data(), T_, nkv, D, positions_.data(), inv_freq, c_.rope.attention_scaling);
+    const RopeTable& rope = c_.rope_of(l);
+    ops::rope_half_split(q_.data(), T_, nh, D, c_.rotary(), positions_.data(), rope.inv_freq.data(),
+                         rope.attention_scaling);
+    ops::rope_half_split(k_.data(), T_, nkv, D, c_.rotary(), positions_.data(), rope.inv_freq.data(),
+                         rope.attention_scaling);
     std::memcpy(k_cache_[l].data() + pos_ * kvd, k_.data(), k_.size() * sizeof(float));
     std::memcpy(v_cache_[l].data() + pos_ * kvd, v_.data(), v_.size() * sizeof(float));
   }
   void attention(std::int64_t l) override {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+    const LayerSpec layer = c_.layer(l);
+    const ops::AttentionOptions options{.scale = c_.attention_scale(),
+                                        .softcap = static_cast<float>(c_.attn_softcap),
+                                        .window = layer.attention == AttentionKind::sliding ? layer.window : 0};
     ops::attention_causal_gqa(q_.data(), k_cache_[l].data(), v_cache_[l].data(), attn_.data(), T_, pos_, c_.num_heads,
-                              c_.num_kv_heads, c_.head_dim, scale);
+                              c_.num_kv_heads, c_.head_dim, options);
   }
   void o_proj(std::int64_t l) override {
     const auto& L = w_.layers[l];
     linear(attn_.data(), L.get(P::o), L.get(P::o_bias), tmp_.data(), c_.hidden_size, c_.q_dim());
   }
+  void out_norm(std::int64_t l, OutNorm which) override {
+    const float* weight = w_.layers[l].get(which == OutNorm::attention ? P::post_attn_out_norm : P::post_mlp_norm);
+    ops::rms_norm(tmp_.data(), weight, tmp_.data(), T_, c_.hidden_size, eps());
+  }
   void add_norm(std::int64_t l, NextNorm next) override {
     ops::add_inplace(h_.data(), tmp_.data(), T_ * c_.hidden_size);
-    if (next == NextNorm::post_attention) norm(w_.layers[l].get(P::post_norm));
+    if (next == NextNorm::pre_mlp) norm(w_.layers[l].get(P::post_norm));
     else norm(l + 1 < c_.num_layers ? w_.layers[l + 1].get(P::input_norm) : w_.final_norm.as<float>());
   }
   void gate_up(std::int64_t l) override {
@@ -149,7 +162,14 @@ class CpuSession : public Session, private DecoderOps {
     linear(x_.data(), L.get(P::gate), L.get(P::gate_bias), gate_.data(), I, H);
     linear(x_.data(), L.get(P::up), L.get(P::up_bias), up_.data(), I, H);
   }
-  void act() override { ops::silu_mul(gate_.data(), up_.data(), gate_.data(), T_ * c_.intermediate_size); }
+  void act() override {
+    const std::int64_t n = T_ * c_.intermediate_size;
+    switch (c_.activation) {
+      case Activation::silu: ops::silu_mul(gate_.data(), up_.data(), gate_.data(), n); break;
+      case Activation::gelu_tanh: ops::gelu_tanh_mul(gate_.data(), up_.data(), gate_.data(), n); break;
+      case Activation::gelu: ops::gelu_mul(gate_.data(), up_.data(), gate_.data(), n); break;
+    }
+  }
   void gate_up_act(std::int64_t l) override {
     gate_up(l);
     act();
@@ -162,6 +182,7 @@ class CpuSession : public Session, private DecoderOps {
     const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
     logits_ = HostTensor(DType::F32, {rows, V});
     ops::linear(last_rows(rows), w_.head().as<float>(), logits_.as<float>(), rows, V, H);
+    if (c_.final_softcap > 0) ops::softcap_inplace(logits_.as<float>(), rows * V, static_cast<float>(c_.final_softcap));
   }
   void sample(std::int64_t row) override {
     const std::int64_t V = c_.vocab_size;
@@ -181,14 +202,16 @@ class CpuSession : public Session, private DecoderOps {
     const auto [data, cols] = [&]() -> std::pair<const float*, std::int64_t> {
       switch (value) {
         case Value::embed: case Value::attn_residual: case Value::output: return {h_.data(), H};
-        case Value::input_norm: case Value::post_attn_norm: case Value::final_norm: return {x_.data(), H};
+        case Value::input_norm: case Value::post_attn_norm: case Value::pre_mlp_norm: case Value::final_norm:
+          return {x_.data(), H};
         case Value::q_proj: case Value::q_rope: return {q_.data(), qd};
         case Value::k_proj: case Value::k_rope: return {k_.data(), kvd};
         case Value::v_proj: return {v_.data(), kvd};
         case Value::q_norm: return {q_normed_.data(), qd};
         case Value::k_norm: return {k_normed_.data(), kvd};
         case Value::attn: return {attn_.data(), qd};
-        case Value::o_proj: case Value::down_proj: return {tmp_.data(), H};
+        case Value::o_proj: case Value::down_proj: case Value::post_attn_out_norm: case Value::post_mlp_norm:
+          return {tmp_.data(), H};
         case Value::gate_proj: case Value::act: return {gate_.data(), I};
         case Value::up_proj: return {up_.data(), I};
         case Value::logits: return {logits_.as<float>(), c_.vocab_size};
@@ -201,7 +224,11 @@ class CpuSession : public Session, private DecoderOps {
   }
 
   float eps() const { return static_cast<float>(c_.rms_norm_eps); }
-  void norm(const float* weight) { ops::rms_norm(h_.data(), weight, x_.data(), T_, c_.hidden_size, eps()); }
+  // x = rms_norm(h) with `weight`; x = h where the placement has no norm (weight null).
+  void norm(const float* weight) {
+    if (weight) ops::rms_norm(h_.data(), weight, x_.data(), T_, c_.hidden_size, eps());
+    else x_ = h_;
+  }
   // y = in @ W^T (+ bias) over the step's rows.
   void linear(const float* in, const float* weight, const float* bias, float* out, std::int64_t n, std::int64_t k) {
     ops::linear(in, weight, out, T_, n, k);
@@ -257,11 +284,19 @@ class CpuBackend : public DecoderBackend {
       return out;
     };
     auto fetch = [&](const std::string& name) { return widen(source.view(name)); };
+    // A 1 + w norm scales by 1 + w computed in float32, as transformers does: folded here once.
+    auto fetch_norm = [&](const std::string& name) {
+      HostTensor w = fetch(name);
+      if (c_.norm == NormKind::rms_one_plus)
+        for (float& v : std::span(w.as<float>(), static_cast<std::size_t>(w.numel()))) v = 1.0f + v;
+      return w;
+    };
     w_.embed = fetch(c_.embed_weight());
     w_.layers.resize(static_cast<std::size_t>(c_.num_layers));
     for (std::int64_t l = 0; l < c_.num_layers; ++l)
-      for (const auto& t : layer_tensors(c_, l)) w_.layers[l][t.param] = fetch(t.name);
-    w_.final_norm = fetch(c_.final_norm_weight());
+      for (const auto& t : layer_tensors(c_, l))
+        w_.layers[l][t.param] = is_norm(t.param) ? fetch_norm(t.name) : fetch(t.name);
+    w_.final_norm = fetch_norm(c_.final_norm_weight());
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(c_.lm_head_weight());
     for (const auto& t : tables) {
       w_.tables.emplace_back(t.name, widen(t.rows));

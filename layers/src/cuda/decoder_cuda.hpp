@@ -61,6 +61,8 @@ class CudaSession : public Session, private DecoderOps {
   void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) override;
   void attention(std::int64_t layer) override;
   void o_proj(std::int64_t layer) override;
+  void out_norm(std::int64_t layer, OutNorm which) override;
+  cu::NormWeight norm_kind() const;
   void add_norm(std::int64_t layer, NextNorm next) override;
   void gate_up(std::int64_t layer) override;
   void act() override;

@@ -4,6 +4,8 @@
 // value lives on the device.
 #include "decoder_cuda.hpp"
 
+#include "zoo/dtype.hpp"
+
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
 HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
@@ -28,6 +30,8 @@ void CudaSession::embed() {
   cudaStream_t s = *b_.stream_;
   const std::int64_t H = c_.hidden_size;
   cu::embedding_gather(b_.w_.embed, c_.vocab_size, H, ids_dev_.as<std::int32_t>(), T_, a_.h.as<Bf16>(), s);
+  // transformers' scaled embedding: the rows times the scale cast to the weight dtype (bf16).
+  if (c_.embed_scale > 0) cu::scale(a_.h.as<Bf16>(), T_ * H, round_to_bf16(static_cast<float>(c_.embed_scale)), s);
   profile_.mark("embedding");
   if (!step.override_positions.empty()) {  // never in a graph (not graphable)
     const auto n = static_cast<std::int64_t>(step.override_positions.size());
@@ -47,9 +51,19 @@ void CudaSession::embed() {
   }
 }
 
+cu::NormWeight CudaSession::norm_kind() const {
+  return c_.norm == NormKind::rms_one_plus ? cu::NormWeight::one_plus : cu::NormWeight::times_w;
+}
+
 void CudaSession::input_norm() {
-  cu::rms_norm(a_.h.as<Bf16>(), b_.w_.layers[0].input_norm, a_.x.as<Bf16>(), T_, c_.hidden_size,
-               static_cast<float>(c_.rms_norm_eps), *b_.stream_);
+  const Bf16* weight = b_.w_.layers[0].input_norm;
+  if (!weight) {  // norms after the sublayers only: layer 0 reads the embeddings as they are
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(a_.x.data(), a_.h.data(), static_cast<std::size_t>(T_ * c_.hidden_size) * 2,
+                                   cudaMemcpyDeviceToDevice, *b_.stream_));
+    return;
+  }
+  cu::rms_norm(a_.h.as<Bf16>(), weight, a_.x.as<Bf16>(), T_, c_.hidden_size, static_cast<float>(c_.rms_norm_eps),
+               *b_.stream_, norm_kind());
   profile_.mark("norm");
 }
 
@@ -65,6 +79,12 @@ void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
   const LayerPtrs& L = b_.w_.layers[l];
   const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkv_cols = qd + 2 * kvd;
   auto* qkv = a_.qkv.as<Bf16>();
+  const bool whole = c_.qk_norm == QkNorm::whole;
+  if (whole) {  // over each token's whole q and k projections, in place; the fused kernel only rotates
+    const auto eps = static_cast<float>(c_.rms_norm_eps);
+    cu::rms_norm(qkv, L.q_norm, qkv, T_, qd, eps, *b_.stream_, norm_kind(), qkv_cols, qkv_cols);
+    cu::rms_norm(qkv + qd, L.k_norm, qkv + qd, T_, kvd, eps, *b_.stream_, norm_kind(), qkv_cols, qkv_cols);
+  }
   cu::QkNormRopeArgs rope;
   rope.q = qkv;
   rope.q_stride = qkv_cols;
@@ -72,27 +92,32 @@ void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
   rope.k_stride = qkv_cols;
   rope.v = qkv + qd + kvd;
   rope.v_stride = qkv_cols;
-  rope.q_norm_weight = L.q_norm;
-  rope.k_norm_weight = L.k_norm;
+  rope.q_norm_weight = whole ? nullptr : L.q_norm;
+  rope.k_norm_weight = whole ? nullptr : L.k_norm;
+  rope.one_plus = c_.norm == NormKind::rms_one_plus;
+  rope.rotary_dim = static_cast<int>(c_.rotary());
   rope.q_out = a_.q.as<Bf16>();
   rope.k_cache = k_cache(l);
   rope.v_cache = v_cache(l);
-  rope.q_normed = keep_normed ? a_.q_normed.as<Bf16>() : nullptr;
-  rope.k_normed = keep_normed ? a_.k_normed.as<Bf16>() : nullptr;
+  rope.q_normed = keep_normed && !whole ? a_.q_normed.as<Bf16>() : nullptr;
+  rope.k_normed = keep_normed && !whole ? a_.k_normed.as<Bf16>() : nullptr;
   rope.positions = positions_dev_.as<std::int32_t>();
   rope.tokens = T_;
   rope.q_heads = static_cast<int>(c_.num_heads);
   rope.kv_heads = static_cast<int>(c_.num_kv_heads);
   rope.head_dim = static_cast<int>(c_.head_dim);
   rope.eps = static_cast<float>(c_.rms_norm_eps);
-  rope.inv_freq = b_.w_.inv_freq;
-  rope.attention_scaling = c_.rope.attention_scaling;
+  rope.inv_freq = b_.w_.inv_freq[static_cast<std::size_t>(c_.layer(l).rope)];
+  rope.attention_scaling = c_.rope_of(l).attention_scaling;
   cu::qk_norm_rope_cache(rope, *b_.stream_);
   profile_.mark("qk norm+rope");
 }
 
 void CudaSession::attention(std::int64_t l) {
   cudaStream_t s = *b_.stream_;
+  const LayerSpec layer = c_.layer(l);
+  const std::int64_t window = layer.attention == AttentionKind::sliding ? layer.window : 0;
+  const float scale = c_.attention_scale(), softcap = static_cast<float>(c_.attn_softcap);
   if (T_ <= kMaxDecodeTokens) {
     cu::DecodeAttentionArgs d;
     d.q = a_.q.as<Bf16>();
@@ -105,6 +130,9 @@ void CudaSession::attention(std::int64_t l) {
     d.q_heads = static_cast<int>(c_.num_heads);
     d.kv_heads = static_cast<int>(c_.num_kv_heads);
     d.head_dim = static_cast<int>(c_.head_dim);
+    d.scale = scale;
+    d.softcap = softcap;
+    d.window = window;
     d.workspace = decode_workspace_.data();
     d.workspace_bytes = decode_workspace_.size();
     cu::attention_decode(d, s);
@@ -119,6 +147,9 @@ void CudaSession::attention(std::int64_t l) {
     p.q_heads = static_cast<int>(c_.num_heads);
     p.kv_heads = static_cast<int>(c_.num_kv_heads);
     p.head_dim = static_cast<int>(c_.head_dim);
+    p.scale = scale;
+    p.softcap = softcap;
+    p.window = window;
     b_.prefill_attention_->run(p, s);
   }
   profile_.mark("attention");
@@ -131,13 +162,21 @@ void CudaSession::o_proj(std::int64_t l) {
   profile_.mark("gemm o");
 }
 
+void CudaSession::out_norm(std::int64_t l, OutNorm which) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  cu::rms_norm(a_.tmp.as<Bf16>(), which == OutNorm::attention ? L.post_attn_out_norm : L.post_mlp_norm,
+               a_.tmp.as<Bf16>(), T_, c_.hidden_size, static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
+  profile_.mark("norm");
+}
+
 // The residual add fused with the norm that follows it.
 void CudaSession::add_norm(std::int64_t l, NextNorm next) {
-  const Bf16* weight = next == NextNorm::post_attention ? b_.w_.layers[l].post_norm
+  const Bf16* weight = next == NextNorm::pre_mlp ? b_.w_.layers[l].post_norm
                        : l + 1 < c_.num_layers         ? b_.w_.layers[l + 1].input_norm
                                                        : b_.w_.final_norm;
+  // A null weight (no norm there: NormPlacement::post) leaves x = h.
   cu::add_rms_norm(a_.h.as<Bf16>(), a_.tmp.as<Bf16>(), weight, a_.x.as<Bf16>(), T_, c_.hidden_size,
-                   static_cast<float>(c_.rms_norm_eps), *b_.stream_);
+                   static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
   profile_.mark("add+norm");
 }
 
@@ -149,13 +188,16 @@ void CudaSession::gate_up(std::int64_t l) {
 }
 
 void CudaSession::act() {
-  cu::silu_and_mul(a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
-  profile_.mark("silu*mul");
+  const auto act = c_.activation == Activation::silu        ? cu::GatedActivation::silu
+                   : c_.activation == Activation::gelu_tanh ? cu::GatedActivation::gelu_tanh
+                                                            : cu::GatedActivation::gelu;
+  cu::act_and_mul(act, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
+  profile_.mark("act*mul");
 }
 
 void CudaSession::gate_up_act(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
-  if (L.gate_up_bias) {
+  if (L.gate_up_bias || c_.activation != Activation::silu) {  // the GEMV fuses SiLU only
     gate_up(l);
     act();
     return;
@@ -177,6 +219,8 @@ void CudaSession::logits(std::int64_t rows) {
   ensure_logits(rows);
   b_.gemm_->linear(last_rows(rows), b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size,
                    *b_.stream_);
+  if (c_.final_softcap > 0)
+    cu::softcap(logits_dev_.as<float>(), rows * c_.vocab_size, static_cast<float>(c_.final_softcap), *b_.stream_);
   logits_computed_ = rows;
   profile_.mark("gemm head");
 }
@@ -226,16 +270,22 @@ void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value
   const Where w = [&]() -> Where {
     switch (value) {
       case Value::embed: case Value::attn_residual: case Value::output: return {a_.h.as<Bf16>(), H, H};
-      case Value::input_norm: case Value::post_attn_norm: case Value::final_norm: return {a_.x.as<Bf16>(), H, H};
+      case Value::input_norm: case Value::post_attn_norm: case Value::pre_mlp_norm: case Value::final_norm:
+        return {a_.x.as<Bf16>(), H, H};
       case Value::q_proj: return {a_.qkv.as<Bf16>(), qd, qkv_cols};
       case Value::k_proj: return {a_.qkv.as<Bf16>() + qd, kvd, qkv_cols};
       case Value::v_proj: return {a_.qkv.as<Bf16>() + qd + kvd, kvd, qkv_cols};
-      case Value::q_norm: return {a_.q_normed.as<Bf16>(), qd, qd};
-      case Value::k_norm: return {a_.k_normed.as<Bf16>(), kvd, kvd};
+      // A whole-projection norm is done in place in the q|k|v buffer (the projections are tapped before).
+      case Value::q_norm:
+        return c_.qk_norm == QkNorm::whole ? Where{a_.qkv.as<Bf16>(), qd, qkv_cols} : Where{a_.q_normed.as<Bf16>(), qd, qd};
+      case Value::k_norm:
+        return c_.qk_norm == QkNorm::whole ? Where{a_.qkv.as<Bf16>() + qd, kvd, qkv_cols}
+                                           : Where{a_.k_normed.as<Bf16>(), kvd, kvd};
       case Value::q_rope: return {a_.q.as<Bf16>(), qd, qd};
       case Value::k_rope: return {k_cache(l) + pos_ * kvd, kvd, kvd};
       case Value::attn: return {a_.attn.as<Bf16>(), qd, qd};
-      case Value::o_proj: case Value::down_proj: return {a_.tmp.as<Bf16>(), H, H};
+      case Value::o_proj: case Value::down_proj: case Value::post_attn_out_norm: case Value::post_mlp_norm:
+        return {a_.tmp.as<Bf16>(), H, H};
       case Value::gate_proj: return {a_.gate_up.as<Bf16>(), I, 2 * I};
       case Value::up_proj: return {a_.gate_up.as<Bf16>() + I, I, 2 * I};
       case Value::act: return {a_.act.as<Bf16>(), I, I};

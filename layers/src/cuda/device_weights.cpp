@@ -89,9 +89,11 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
   // Where each layer parameter goes. Packed ones (q|k|v rows back to back form the
   // [qd + 2 kvd, H] projection; gate|up the [2I, H] one; likewise their biases) share a slot.
   struct Slot {
-    std::size_t input_norm, qkv, qkv_bias = kAbsent, o, o_bias = kAbsent, q_norm = kAbsent, k_norm = kAbsent,
-        post_norm, gate_up, gate_up_bias = kAbsent, down, down_bias = kAbsent;
+    std::size_t input_norm = kAbsent, qkv, qkv_bias = kAbsent, o, o_bias = kAbsent, q_norm = kAbsent,
+                k_norm = kAbsent, post_norm = kAbsent, gate_up, gate_up_bias = kAbsent, down, down_bias = kAbsent,
+                post_attn_out_norm = kAbsent, post_mlp_norm = kAbsent;
   };
+  const bool whole_qk = spec.qk_norm == QkNorm::whole;
   const std::size_t embed_off = reserve(static_cast<std::size_t>(spec.vocab_size * H));
   plan.push_back({spec.embed_weight(), embed_off});
   std::vector<Slot> slots(static_cast<std::size_t>(spec.num_layers));
@@ -110,8 +112,8 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
         case P::v_bias: at = o.qkv_bias + (qd + kvd) * b; break;
         case P::o: at = o.o = reserve(static_cast<std::size_t>(H * qd)); break;
         case P::o_bias: at = o.o_bias = reserve(H); break;
-        case P::q_norm: at = o.q_norm = reserve(spec.head_dim); break;
-        case P::k_norm: at = o.k_norm = reserve(spec.head_dim); break;
+        case P::q_norm: at = o.q_norm = reserve(static_cast<std::size_t>(whole_qk ? qd : spec.head_dim)); break;
+        case P::k_norm: at = o.k_norm = reserve(static_cast<std::size_t>(whole_qk ? kvd : spec.head_dim)); break;
         case P::post_norm: at = o.post_norm = reserve(H); break;
         case P::gate: at = o.gate_up = reserve(static_cast<std::size_t>(2 * I * H)); break;
         case P::up: at = o.gate_up + I * H * b; break;
@@ -119,6 +121,8 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
         case P::up_bias: at = o.gate_up_bias + I * b; break;
         case P::down: at = o.down = reserve(static_cast<std::size_t>(H * I)); break;
         case P::down_bias: at = o.down_bias = reserve(H); break;
+        case P::post_attn_out_norm: at = o.post_attn_out_norm = reserve(H); break;
+        case P::post_mlp_norm: at = o.post_mlp_norm = reserve(H); break;
       }
       plan.push_back({t.name, at});
     }
@@ -130,8 +134,11 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
     head_off = reserve(static_cast<std::size_t>(spec.vocab_size * H));
     plan.push_back({spec.lm_head_weight(), head_off});
   }
-  const std::size_t rope_off = cursor;
-  cursor += align_up(spec.rope.inv_freq.size() * sizeof(float));
+  std::vector<std::size_t> rope_offs;
+  for (const auto& rope : spec.ropes) {
+    rope_offs.push_back(cursor);
+    cursor += align_up(rope.inv_freq.size() * sizeof(float));
+  }
   std::vector<std::size_t> table_offs;
   for (const auto& t : tables) {
     table_offs.push_back(reserve(static_cast<std::size_t>(t.rows.numel())));
@@ -144,7 +151,7 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
   w.embed = at(embed_off);
   w.final_norm = at(norm_off);
   w.head = at(head_off);
-  w.inv_freq = reinterpret_cast<float*>(base + rope_off);
+  for (const std::size_t off : rope_offs) w.inv_freq.push_back(reinterpret_cast<float*>(base + off));
   for (std::size_t i = 0; i < tables.size(); ++i) {
     w.tables.push_back({tables[i].name, at(table_offs[i]), tables[i].rows.shape[0]});
     w.table_rows.push_back(tables[i].rows.shape[0]);
@@ -152,9 +159,10 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
   for (const auto& o : slots)
     w.layers.push_back({at(o.input_norm), at(o.qkv), at(o.qkv_bias), at(o.o), at(o.o_bias), at(o.q_norm),
                          at(o.k_norm), at(o.post_norm), at(o.gate_up), at(o.gate_up_bias), at(o.down),
-                         at(o.down_bias)});
-  ZOO_CUDA_CHECK(cudaMemcpyAsync(w.inv_freq, spec.rope.inv_freq.data(), spec.rope.inv_freq.size() * sizeof(float),
-                                 cudaMemcpyHostToDevice, stream));
+                         at(o.down_bias), at(o.post_attn_out_norm), at(o.post_mlp_norm)});
+  for (std::size_t i = 0; i < spec.ropes.size(); ++i)
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(w.inv_freq[i], spec.ropes[i].inv_freq.data(),
+                                   spec.ropes[i].inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
 
   std::size_t total = 0, done = 0;
   for (const auto& p : plan) total += p.view ? p.view->nbytes() : source.info(p.name)->nbytes;

@@ -15,10 +15,10 @@ namespace cu = zoo::kernels::cuda;
 using cu::Bf16;
 
 // Device addresses of one layer's weights inside the single weight allocation.
-// Absent parameters (biases, q/k norm) are null.
+// Absent parameters (biases, q/k norm, the norms a placement lacks) are null.
 struct LayerPtrs {
   Bf16 *input_norm, *qkv, *qkv_bias, *o, *o_bias, *q_norm, *k_norm, *post_norm, *gate_up, *gate_up_bias, *down,
-      *down_bias;
+      *down_bias, *post_attn_out_norm, *post_mlp_norm;
 };
 
 // A row table (Model::add_row_table) in the weight allocation, bf16.
@@ -31,7 +31,7 @@ struct DeviceTable {
 struct DeviceWeights {
   cu::DeviceBuffer storage;
   Bf16 *embed = nullptr, *final_norm = nullptr, *head = nullptr;
-  float* inv_freq = nullptr;  // the RoPE table
+  std::vector<float*> inv_freq;  // the RoPE tables (DecoderSpec::ropes)
   std::vector<LayerPtrs> layers;
   std::vector<DeviceTable> tables;
   std::vector<std::int64_t> table_rows;  // tables[i].count, for check_step

@@ -8,34 +8,46 @@ namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace {
 
 // The per-layer values in the order a layer computes them: its tap stages.
-constexpr std::array kLayerValues = {Value::input_norm, Value::q_proj,    Value::k_proj,        Value::v_proj,
-                                     Value::q_norm,     Value::k_norm,    Value::q_rope,        Value::k_rope,
-                                     Value::attn,       Value::o_proj,    Value::attn_residual, Value::post_attn_norm,
-                                     Value::gate_proj,  Value::up_proj,   Value::act,           Value::down_proj,
-                                     Value::output};
+constexpr std::array kLayerValues = {
+    Value::input_norm,    Value::q_proj,         Value::k_proj,         Value::v_proj,    Value::q_norm,
+    Value::k_norm,        Value::q_rope,         Value::k_rope,         Value::attn,      Value::o_proj,
+    Value::post_attn_out_norm, Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm,
+    Value::gate_proj,     Value::up_proj,        Value::act,            Value::down_proj, Value::post_mlp_norm,
+    Value::output};
 
 bool has_value(const DecoderSpec& spec, Value value) {
-  return spec.qk_norm || (value != Value::q_norm && value != Value::k_norm);
+  const NormPlacement placement = spec.norm_placement;
+  switch (value) {
+    case Value::q_norm: case Value::k_norm: return spec.qk_norm != QkNorm::none;
+    case Value::input_norm: return placement != NormPlacement::post;
+    case Value::post_attn_norm: return placement == NormPlacement::pre;
+    case Value::pre_mlp_norm: return placement == NormPlacement::sandwich;
+    case Value::post_attn_out_norm: case Value::post_mlp_norm: return placement != NormPlacement::pre;
+    default: return true;
+  }
 }
 
 // Taps of one step: free when there is no hook.
 class Taps {
  public:
-  Taps(DecoderOps& ops, DiagnosticHook* hook) : ops_(ops), hook_(hook) {}
+  Taps(const DecoderSpec& spec, DecoderOps& ops, DiagnosticHook* hook) : spec_(spec), ops_(ops), hook_(hook) {}
   bool on() const { return hook_ != nullptr; }
   bool wants(const char* name) const { return hook_ && hook_->wants(name); }
   void put(Value value) {
     if (hook_ && hook_->wants(value_name(value))) ops_.tap(*hook_, value_name(value), value, -1);
   }
+  // The per-layer values the spec has, among `values`.
   void layer(std::int64_t l, std::initializer_list<Value> values) {
     if (!hook_) return;
     for (Value value : values) {
+      if (!has_value(spec_, value)) continue;
       const std::string name = fmt::format("layer.{}.{}", l, value_name(value));
       if (hook_->wants(name)) ops_.tap(*hook_, name, value, l);
     }
   }
 
  private:
+  const DecoderSpec& spec_;
   DecoderOps& ops_;
   DiagnosticHook* hook_;
 };
@@ -55,12 +67,15 @@ const char* value_name(Value value) {
     case Value::k_rope: return "k_rope";
     case Value::attn: return "attn";
     case Value::o_proj: return "o_proj";
+    case Value::post_attn_out_norm: return "post_attn_out_norm";
     case Value::attn_residual: return "attn_residual";
     case Value::post_attn_norm: return "post_attn_norm";
+    case Value::pre_mlp_norm: return "pre_mlp_norm";
     case Value::gate_proj: return "gate_proj";
     case Value::up_proj: return "up_proj";
     case Value::act: return "act";
     case Value::down_proj: return "down_proj";
+    case Value::post_mlp_norm: return "post_mlp_norm";
     case Value::output: return "output";
     case Value::final_norm: return "final_norm";
     case Value::logits: return "logits";
@@ -77,7 +92,9 @@ std::vector<std::string> layer_stages(const DecoderSpec& spec) {
 
 void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t tokens, const GraphOutputs& outputs,
                        DiagnosticHook* hook) {
-  Taps taps(ops, hook);
+  Taps taps(spec, ops, hook);
+  const bool out_norms = spec.norm_placement != NormPlacement::pre;
+  const bool qk_norm = spec.qk_norm != QkNorm::none;
   ops.embed();
   taps.put(Value::embed);
   ops.input_norm();
@@ -85,15 +102,18 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
     taps.layer(l, {Value::input_norm});
     ops.qkv(l);
     taps.layer(l, {Value::q_proj, Value::k_proj, Value::v_proj});
-    ops.qk_norm_rope_cache(l, taps.on() && spec.qk_norm);
-    if (spec.qk_norm) taps.layer(l, {Value::q_norm, Value::k_norm});
-    taps.layer(l, {Value::q_rope, Value::k_rope});
+    ops.qk_norm_rope_cache(l, taps.on() && qk_norm);
+    taps.layer(l, {Value::q_norm, Value::k_norm, Value::q_rope, Value::k_rope});
     ops.attention(l);
     taps.layer(l, {Value::attn});
     ops.o_proj(l);
     taps.layer(l, {Value::o_proj});
-    ops.add_norm(l, NextNorm::post_attention);
-    taps.layer(l, {Value::attn_residual, Value::post_attn_norm});
+    if (out_norms) {
+      ops.out_norm(l, OutNorm::attention);
+      taps.layer(l, {Value::post_attn_out_norm});
+    }
+    ops.add_norm(l, NextNorm::pre_mlp);
+    taps.layer(l, {Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm});
     if (taps.on()) {
       ops.gate_up(l);
       taps.layer(l, {Value::gate_proj, Value::up_proj});
@@ -104,6 +124,10 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
     taps.layer(l, {Value::act});
     ops.down(l);
     taps.layer(l, {Value::down_proj});
+    if (out_norms) {
+      ops.out_norm(l, OutNorm::mlp);
+      taps.layer(l, {Value::post_mlp_norm});
+    }
     ops.add_norm(l, NextNorm::next_input);
     taps.layer(l, {Value::output});
   }

@@ -15,14 +15,18 @@ namespace zoo::layers::inline ZOO_LAYERS_ABI {
 // A value the graph names: what a tap records (DESIGN.md tap names) and what a backend must be
 // able to show at the moment the graph taps it.
 enum class Value {
-  embed, input_norm, q_proj, k_proj, v_proj, q_norm, k_norm, q_rope, k_rope, attn, o_proj, attn_residual,
-  post_attn_norm, gate_proj, up_proj, act, down_proj, output, final_norm, logits
+  embed, input_norm, q_proj, k_proj, v_proj, q_norm, k_norm, q_rope, k_rope, attn, o_proj, post_attn_out_norm,
+  attn_residual, post_attn_norm, pre_mlp_norm, gate_proj, up_proj, act, down_proj, post_mlp_norm, output,
+  final_norm, logits
 };
 const char* value_name(Value value);
 
-// The norm that follows a residual add: the layer's post-attention norm, or the next layer's
-// input norm (the final norm after the last layer).
-enum class NextNorm { post_attention, next_input };
+// The norm that follows a residual add: the layer's pre-MLP norm, or the next layer's input norm
+// (the final norm after the last layer). Where the placement has no such norm (NormPlacement::post)
+// the normed value is the residual stream itself.
+enum class NextNorm { pre_mlp, next_input };
+// A norm of a sublayer's output before its residual add (sandwich and post placements).
+enum class OutNorm { attention, mlp };
 
 // What a step computes after the layers, on the last `rows` positions.
 struct GraphOutputs {
@@ -39,19 +43,21 @@ class DecoderOps {
  public:
   virtual ~DecoderOps() = default;
   virtual void embed() = 0;       // h = token rows, then override rows and summed table rows
-  virtual void input_norm() = 0;  // x = rms_norm(h) with layer 0's input norm
+  virtual void input_norm() = 0;  // x = norm(h) with layer 0's input norm (x = h without one)
   virtual void qkv(std::int64_t layer) = 0;
-  // q/k per-head norm (when the spec has it; its results kept for taps when keep_normed), RoPE
-  // on q and k, k and v written into the cache.
+  // q/k norm (per head or whole, when the spec has one; its results kept for taps when
+  // keep_normed), RoPE on q and k (the rotary part; the layer's table), k and v into the cache.
   virtual void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) = 0;
-  virtual void attention(std::int64_t layer) = 0;  // causal GQA attention over the cache
+  // Causal GQA attention over the cache: the spec's scale and softcap, the layer's window.
+  virtual void attention(std::int64_t layer) = 0;
   virtual void o_proj(std::int64_t layer) = 0;
-  virtual void add_norm(std::int64_t layer, NextNorm next) = 0;  // h += proj; x = rms_norm(h)
+  virtual void out_norm(std::int64_t layer, OutNorm which) = 0;  // proj = norm(proj)
+  virtual void add_norm(std::int64_t layer, NextNorm next) = 0;  // h += proj; x = norm(h)
   virtual void gate_up(std::int64_t layer) = 0;
-  virtual void act() = 0;                        // act = silu(gate) * up
+  virtual void act() = 0;                        // act = activation(gate) * up
   virtual void gate_up_act(std::int64_t layer) = 0;  // both, fused where the backend can: no taps
   virtual void down(std::int64_t layer) = 0;
-  virtual void logits(std::int64_t rows) = 0;  // the head on the last `rows` rows of x
+  virtual void logits(std::int64_t rows) = 0;  // the head on the last `rows` rows of x, soft-capped
   virtual void sample(std::int64_t row) = 0;
   virtual void head(int table, std::int64_t rows) = 0;
   virtual void sample_head(int table, std::int64_t row) = 0;

@@ -1,7 +1,7 @@
-// Llama-family dense decoders: LlamaForCausalLM (llama), MistralForCausalLM without a sliding
-// window (mistral; the shared reader refuses one) and Qwen2ForCausalLM (qwen2). All three are the
+// Llama-family dense decoders: LlamaForCausalLM (llama), MistralForCausalLM (mistral; a
+// sliding_window, when set, covers every layer) and Qwen2ForCausalLM (qwen2). All three are the
 // shared decoder runtime (layers/decoder.hpp) with the standard Hugging Face names; they differ
-// only in which biases exist, which this file states. RoPE scaling (linear, llama3, yarn), both
+// only in which biases exist and in Mistral's window, which this file states. RoPE scaling (linear, llama3, yarn), both
 // config layouts and the fields refused or ignored come from the shared reader.
 #include <fmt/format.h>
 
@@ -28,11 +28,15 @@ std::string model_type(const nlohmann::json& config) {
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
   const std::string type = model_type(args.config);
   const std::string label = type + " config";
-  layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "llama", label);
+  layers::HfFamilyRules rules;
+  if (type == "mistral") {
+    rules.reads = {"sliding_window"};
+    rules.sliding_layer = [](std::int64_t, const nlohmann::json&) { return true; };
+  }
+  layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "llama", label, rules);
   spec.model_type = type;
   if (type == "mistral") {
-    // Mistral's attention has no biases. Its config has no use_sliding_window, so the shared
-    // reader refuses any sliding_window it sets.
+    // Mistral's attention has no biases.
     spec.qkv_bias = spec.o_bias = spec.mlp_bias = false;
   } else if (type == "qwen2") {
     // Qwen2 always has q/k/v biases and none on o_proj or the MLP (its config has no switch);

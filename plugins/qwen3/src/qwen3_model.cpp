@@ -16,7 +16,7 @@ const ZooPluginDescriptor* descriptor() {
 
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
   layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "qwen3", "qwen3 config");
-  spec.qk_norm = true;
+  spec.qk_norm = layers::QkNorm::per_head;
   return layers::make_decoder_model(std::move(spec), args, host);
 }
 

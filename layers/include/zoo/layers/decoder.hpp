@@ -1,12 +1,13 @@
 #pragma once
 // The dense decoder-only transformer that most causal LMs are: embedding (with override rows),
-// N pre-norm blocks [RMSNorm, GQA attention with RoPE and a KV cache, RMSNorm, SwiGLU MLP], a
-// final RMSNorm and a tied or untied head. A model plugin describes its model with a DecoderSpec
-// (sizes, switches, RoPE table, tensor names) and gets a complete Model: requirements, loading,
-// a float32 CPU reference backend and a bf16 CUDA backend (cuBLASLt, packed q|k|v and gate|up,
-// decode graphs), every DESIGN.md tap point, step validation and profiling.
+// N blocks [norms, GQA attention with RoPE and a KV cache, gated MLP], a final norm and a tied or
+// untied head. A model plugin describes its model with a DecoderSpec (sizes, the kinds below,
+// per-layer LayerSpecs, RoPE tables, tensor names) and gets a complete Model: requirements,
+// loading, a float32 CPU reference backend and a bf16 CUDA backend (cuBLASLt, packed q|k|v and
+// gate|up, decode graphs), every DESIGN.md tap point, step validation and profiling.
 //
 // Nothing here knows a model family: what differs between families is data in the spec.
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -34,7 +35,12 @@ struct DecoderTensorNames {
   std::string o_proj = "self_attn.o_proj";
   std::string q_norm = "self_attn.q_norm";
   std::string k_norm = "self_attn.k_norm";
-  std::string post_attention_norm = "post_attention_layernorm";
+  std::string post_attention_norm = "post_attention_layernorm";  // the pre-MLP norm (NormPlacement::pre)
+  // Sandwich and post norms (NormPlacement::sandwich, post): of the attention output, before the
+  // MLP, and of the MLP output. Empty: the family's placement has none.
+  std::string post_attn_out_norm;
+  std::string pre_mlp_norm;
+  std::string post_mlp_norm;
   std::string gate_proj = "mlp.gate_proj";
   std::string up_proj = "mlp.up_proj";
   std::string down_proj = "mlp.down_proj";
@@ -48,6 +54,26 @@ struct RopeTable {
   std::string summary = "default";  // for `zoo plan` ("llama3 x8", "yarn x4", ...)
 };
 
+// How a norm scales: RMSNorm's x * w, or x * (1 + w) (the stored weight is an offset from 1).
+enum class NormKind { rms, rms_one_plus };
+// Where a block's norms sit. pre: input norm before attention, a norm before the MLP. sandwich:
+// those plus a norm of the attention output and of the MLP output before each residual add.
+// post: only the output norms, nothing before the sublayers. (docs/plugins.md: who uses which.)
+enum class NormPlacement { pre, sandwich, post };
+// q/k normalization before RoPE: none, RMSNorm over each head, or over the whole projection
+// (weights of num_heads x head_dim and num_kv_heads x head_dim).
+enum class QkNorm { none, per_head, whole };
+// The gated MLP's activation: act(gate) * up.
+enum class Activation { silu, gelu_tanh, gelu };
+enum class AttentionKind { full, sliding };
+
+// What differs between the layers of one model.
+struct LayerSpec {
+  AttentionKind attention = AttentionKind::full;
+  std::int64_t window = 0;  // sliding: a query at position p sees keys p - window + 1 .. p
+  int rope = 0;             // which of DecoderSpec::ropes this layer rotates with
+};
+
 struct DecoderSpec {
   std::string family;      // the plugin's name, in messages and ModelInfo
   std::string model_type;  // HF model_type for ModelInfo; empty: the family
@@ -59,14 +85,30 @@ struct DecoderSpec {
   std::int64_t num_kv_heads = 0;
   std::int64_t head_dim = 0;
   double rms_norm_eps = 1e-6;
-  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE
+  NormKind norm = NormKind::rms;
+  NormPlacement norm_placement = NormPlacement::pre;
+  QkNorm qk_norm = QkNorm::none;
+  Activation activation = Activation::silu;
+  // Attention scores are q.k * query_scale; 0: 1 / sqrt(head_dim).
+  double query_scale = 0.0;
+  double attn_softcap = 0.0;   // > 0: scores become c * tanh(score / c)
+  double final_softcap = 0.0;  // > 0: logits become c * tanh(logit / c)
+  // Token embeddings are multiplied by this (e.g. sqrt(hidden_size), rounded to the compute
+  // dtype as transformers does); 0: not scaled. Override and table rows are not scaled.
+  double embed_scale = 0.0;
+  // Rotary dimensions per head (partial rotary): the first rotary_dim values rotate; 0: head_dim.
+  std::int64_t rotary_dim = 0;
   bool qkv_bias = false;  // biases on q_proj, k_proj, v_proj
   bool o_bias = false;    // bias on o_proj
   bool mlp_bias = false;  // biases on gate_proj, up_proj, down_proj
   // With a tied head the head is the embedding table, even when the file also has an lm_head.
   bool tie_word_embeddings = false;
   std::int64_t max_position_embeddings = 0;  // informational
-  RopeTable rope;
+  // The RoPE tables; layers[l].rope picks one (e.g. global and local bases). Each has
+  // rotary() / 2 frequencies.
+  std::vector<RopeTable> ropes = std::vector<RopeTable>(1);
+  // One entry per layer, or empty: every layer full attention with ropes[0].
+  std::vector<LayerSpec> layers;
   DecoderTensorNames names;
   // What reading config.json found that does not stop the model (read_hf_decoder_config fills
   // it); make_decoder_model logs each line as a warning.
@@ -74,6 +116,14 @@ struct DecoderSpec {
 
   std::int64_t q_dim() const { return num_heads * head_dim; }
   std::int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  std::int64_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  float attention_scale() const {
+    return query_scale > 0 ? static_cast<float>(query_scale) : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  LayerSpec layer(std::int64_t l) const { return layers.empty() ? LayerSpec{} : layers[static_cast<std::size_t>(l)]; }
+  const RopeTable& rope_of(std::int64_t l) const { return ropes[static_cast<std::size_t>(layer(l).rope)]; }
+  // Whether any layer attends through a window (backends that cannot are refused).
+  bool has_sliding_window() const;
   // Checks the sizes (positive, GQA-compatible, even head_dim, table length) and that every
   // derived size fits in 64 bits; InputError naming `label` otherwise. make_decoder_model calls it.
   void check(const std::string& label) const;
@@ -84,6 +134,7 @@ struct DecoderSpec {
   // max_context when it is out of range or the size does not fit in 64 bits.
   std::int64_t kv_cache_elements(std::int64_t max_context, const std::string& label) const;
   std::string summary() const;
+  std::string rope_summary() const;  // "default", "yarn x4 + default" (one entry per table)
 
   // Checkpoint names, derived from `names`.
   std::string layer_tensor(std::int64_t layer, const std::string& module, const char* kind = "weight") const;
@@ -92,12 +143,18 @@ struct DecoderSpec {
   std::string lm_head_weight() const { return names.lm_head + ".weight"; }
 };
 
-// One layer's parameters in forward order; which exist depends on the spec's switches.
+// One layer's parameters in forward order; which exist depends on the spec's switches. post_norm
+// is the norm before the MLP (pre and sandwich placements).
 enum class LayerParam {
-  input_norm, q, q_bias, k, k_bias, v, v_bias, o, o_bias, q_norm, k_norm, post_norm,
-  gate, gate_bias, up, up_bias, down, down_bias
+  input_norm, q, q_bias, k, k_bias, v, v_bias, o, o_bias, q_norm, k_norm, post_attn_out_norm, post_norm,
+  gate, gate_bias, up, up_bias, down, down_bias, post_mlp_norm
 };
-inline constexpr std::size_t kLayerParamCount = static_cast<std::size_t>(LayerParam::down_bias) + 1;
+inline constexpr std::size_t kLayerParamCount = static_cast<std::size_t>(LayerParam::post_mlp_norm) + 1;
+// Whether a parameter is a norm's weight (scaled as 1 + w under NormKind::rms_one_plus).
+constexpr bool is_norm(LayerParam p) {
+  return p == LayerParam::input_norm || p == LayerParam::q_norm || p == LayerParam::k_norm ||
+         p == LayerParam::post_attn_out_norm || p == LayerParam::post_norm || p == LayerParam::post_mlp_norm;
+}
 struct LayerTensor {
   LayerParam param;
   std::string name;
@@ -109,7 +166,8 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& spec, std::int64_t lay
 std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& spec);
 
 // The per-layer tap stages this spec emits, in forward order (DESIGN.md; q_norm/k_norm only with
-// qk_norm).
+// a q/k norm; input_norm and the pre-MLP norm only where the placement has them, the pre-MLP norm
+// named post_attn_norm under NormPlacement::pre and pre_mlp_norm under sandwich).
 std::vector<std::string> layer_stages(const DecoderSpec& spec);
 
 // A Model over `args.weights`: float32 on the CPU, bf16 on CUDA. Checks the spec first, then

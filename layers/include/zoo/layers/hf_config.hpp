@@ -8,6 +8,8 @@
 // The reader knows its fields from one table (hf_config_fields): each is implemented, refused or
 // ignored. A field the table does not know is ignored with one warning naming it, because
 // configs carry many harmless extras and refusing them would refuse real checkpoints.
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,11 +36,35 @@ struct HfField {
 const std::vector<HfField>& hf_config_fields();
 const char* hf_field_use_name(HfFieldUse use);
 
+// What a family's transformers code reads that the others do not. The table's refused fields stay
+// refused for a family unless it lists them in `reads`; then the reader implements them:
+//   partial_rotary_factor (top level or in the RoPE parameters): the first int(head_dim x f)
+//     dimensions rotate;
+//   attn_logit_softcapping, final_logit_softcapping: tanh capping of scores and logits;
+//   query_pre_attn_scalar: scores scaled by its inverse square root;
+//   hidden_activation: the activation, when `activation_field` names it;
+//   sliding_window, use_sliding_window, layer_types (and max_window_layers,
+//     sliding_window_pattern where `sliding_layer` reads them): which layers attend through a
+//     window, from layer_types when config.json has it, else from `sliding_layer`;
+//   rope_local_base_freq, or rope_parameters keyed by layer type: a second RoPE table for the
+//     sliding layers.
+struct HfFamilyRules {
+  std::set<std::string> reads;
+  // The field naming the MLP activation: "hidden_act", or "hidden_activation" where a family keeps it there.
+  std::string activation_field = "hidden_act";
+  // Whether "gelu" means the tanh form (a family whose transformers config converts it on load).
+  bool gelu_means_tanh = false;
+  // Whether layer `layer` slides when config.json has no layer_types (the family's default, as
+  // its transformers config computes layer_types). Needed for sliding_window to be read.
+  std::function<bool(std::int64_t layer, const nlohmann::json& config)> sliding_layer;
+};
+
 // `family` goes into the spec; `label` names the source in messages ("ckpt/config.json").
 // Sets qkv_bias and o_bias from attention_bias and mlp_bias from mlp_bias; a plugin adjusts the
-// switches its family fixes (qk_norm, a qkv bias that the config does not state). Warnings (the
-// unknown fields) go into spec.config_warnings, which make_decoder_model logs.
-DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label);
+// switches its family fixes (qk_norm, norms, a qkv bias that the config does not state). Warnings
+// (the unknown fields) go into spec.config_warnings, which make_decoder_model logs.
+DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label,
+                                   const HfFamilyRules& rules = {});
 
 // The RoPE parameters alone (read_hf_decoder_config uses it).
 RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::string& label);

@@ -24,6 +24,7 @@ struct RopeParameters {
   std::optional<double> mscale, mscale_all_dim;
   double beta_fast = 32.0, beta_slow = 1.0;
   bool truncate = true;
+  double partial_rotary_factor = 1.0;  // as stated in the RoPE parameters (transformers 5 keeps it there)
 };
 
 // The table for `head_dim` (even). InputError naming `label` when the parameters make no sense

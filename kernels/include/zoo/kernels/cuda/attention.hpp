@@ -5,7 +5,8 @@
 //   k/v:     [max_positions, kv_heads, head_dim]  (the cache; position p at row p)
 //   out:     [q_tokens, q_heads, head_dim]
 // Query head h reads kv head h / (q_heads / kv_heads). Scores are scaled by `scale` (0 means
-// head_dim^-0.5), the softmax runs in float32 (online, FlashAttention-2 style), probabilities
+// head_dim^-0.5), then (softcap > 0) capped as softcap * tanh(score / softcap); with window > 0 a
+// query at position p sees keys p - window + 1 .. p only. The softmax runs in float32 (online, FlashAttention-2 style), probabilities
 // are rounded to bf16 for the P@V product (as flash/SDPA kernels do), the output is bf16.
 // head_dim must be 64, 128 or 256; all pointers 16-byte aligned.
 #include <cmath>
@@ -31,6 +32,8 @@ struct PrefillAttentionArgs {
   std::int64_t start = 0;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0.0f;
+  float softcap = 0.0f;     // > 0: scores capped with tanh
+  std::int64_t window = 0;  // > 0: sliding-window attention
 
   // The strides in effect (0 resolved to packed rows).
   std::int64_t q_row_stride() const { return q_stride ? q_stride : std::int64_t{q_heads} * head_dim; }
@@ -100,6 +103,8 @@ struct DecodeAttentionArgs {
   const std::int32_t* kv_len_device = nullptr;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 0.0f;
+  float softcap = 0.0f;     // as PrefillAttentionArgs
+  std::int64_t window = 0;
   void* workspace = nullptr;  // decode_attention_workspace_bytes(...) bytes of device memory, zeroed once
   std::size_t workspace_bytes = 0;
 };

@@ -28,14 +28,19 @@ void sum_table_rows(const Bf16* table, std::int64_t table_rows, std::int64_t hid
                     cudaStream_t stream);
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
-// y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))): normalized in float32, cast to bf16, then
-// multiplied by the bf16 weight, like transformers' RMSNorm modules. In-place (y == x) is allowed.
+// times_w: y = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))): normalized in float32, cast to bf16,
+// then multiplied by the bf16 weight, like transformers' RMSNorm modules. one_plus: y = bf16(x *
+// rsqrt(...) * (1 + w)) all in float32 and rounded once, like transformers' 1 + w norms. In-place (y == x) is
+// allowed. Rows are x_stride / y_stride elements apart (0: dim), so a slice of a packed
+// projection can be normed where it lies.
+enum class NormWeight { times_w, one_plus };
 void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
-              cudaStream_t stream);
+              cudaStream_t stream, NormWeight kind = NormWeight::times_w, std::int64_t x_stride = 0,
+              std::int64_t y_stride = 0);
 // Residual add fused with the next norm: h = bf16(h + x); y = rms_norm(h). The residual stream
-// stays bf16 like transformers' (each add rounds).
+// stays bf16 like transformers' (each add rounds). Without a weight (w null) y = h.
 void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
-                  cudaStream_t stream);
+                  cudaStream_t stream, NormWeight kind = NormWeight::times_w);
 
 // ---- per-head q/k RMSNorm + half-split RoPE + KV-cache write ------------------------------------
 // For each token t at position p = positions ? positions[t] : start + t:
@@ -46,7 +51,9 @@ void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t r
 // (both null) there is no per-head norm. rope(x) = x * cos + rotate_half(x) * sin with
 // cos/sin = cos/sin(p * inv_freq[i]) * attention_scaling computed in float32 and cast to bf16,
 // each product and the sum rounded to bf16, as torch does in bf16. inv_freq is the model's table
-// (device, head_dim / 2 floats); without one, the default 1 / theta^(2i / D). q, k, v may be slices of one packed QKV projection
+// (device, rotary_dim / 2 floats); without one, the default 1 / theta^(2i / R). With rotary_dim
+// R < head_dim only the first R values of a head rotate (pairs (i, i + R/2)); the rest pass
+// through, normed. q, k, v may be slices of one packed QKV projection
 // (row strides in elements). q_normed / k_normed, when set, also receive the normed values
 // before rotation (trace taps), laid out like q_out / [tokens, kv_heads, D].
 struct QkNormRopeArgs {
@@ -68,6 +75,8 @@ struct QkNormRopeArgs {
   std::int64_t start = 0;
   std::int64_t tokens = 0;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
+  int rotary_dim = 0;     // the rotated part of each head (partial rotary); 0: head_dim
+  bool one_plus = false;  // the norms scale by 1 + w
   float eps = 1e-6f;
   float theta = 1e6f;
   float attention_scaling = 1.0f;
@@ -80,6 +89,16 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream);
 void silu_and_mul(const Bf16* gate_up, Bf16* out, std::int64_t tokens, std::int64_t inter, cudaStream_t stream);
 void silu_and_mul(const Bf16* gate, std::int64_t gate_stride, const Bf16* up, std::int64_t up_stride, Bf16* out,
                   std::int64_t tokens, std::int64_t inter, cudaStream_t stream);
+// The other gated activations on the packed form: out = bf16(bf16(act(gate)) * up), act the tanh
+// GELU (gelu_pytorch_tanh) or the erf GELU, computed in float32 like torch's bf16 kernels.
+enum class GatedActivation { silu, gelu_tanh, gelu };
+void act_and_mul(GatedActivation act, const Bf16* gate_up, Bf16* out, std::int64_t tokens, std::int64_t inter,
+                 cudaStream_t stream);
+// x = bf16(x * s) over n values (s is applied as given: round it to bf16 first to match a bf16
+// tensor product).
+void scale(Bf16* x, std::int64_t n, float s, cudaStream_t stream);
+// x = cap * tanh(x / cap) over n float32 values (logit soft-capping).
+void softcap(float* x, std::int64_t n, float cap, cudaStream_t stream);
 // out = a + b (bf16: rounded once). out may alias a or b.
 void add(const Bf16* a, const Bf16* b, Bf16* out, std::int64_t n, cudaStream_t stream);
 void add(const float* a, const float* b, float* out, std::int64_t n, cudaStream_t stream);
