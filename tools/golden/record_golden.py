@@ -6,7 +6,10 @@
                      [--points GLOB,...] [--threads N]
 
 MODEL_DIR is a Hugging Face directory (config.json + safetensors) that
-AutoModelForCausalLM.from_pretrained loads (Qwen3, Llama, Mistral, Qwen2, ...). The request is
+AutoModelForCausalLM.from_pretrained loads, of a model_type in NORM_LAYOUTS (Qwen3, Llama,
+Mistral, Qwen2, Phi-3, Gemma 1/2/3, OLMo-2): where a block's norms sit decides which module
+output is which Zoo stage, so a model_type the table does not know is refused (exit 2) rather than
+labelled by guesswork. The request is
 Zoo's request JSON ({"input_ids": [...]}). One prefill forward runs with forward hooks on the
 standard module names; the result is written sequence-major, float32 (I64 input_ids), exactly as
 `zoo trace` writes a trace and tools/fixtures writes the committed goldens:
@@ -20,7 +23,7 @@ standard module names; the result is written sequence-major, float32 (I64 input_
 How each value is captured (module names relative to the decoder, `model.`):
     embed           embed_tokens output; hidden_states[0] instead (with a note) where they differ
     input_norm      layers.L.input_layernorm output
-    q/k/v_proj      layers.L.self_attn.{q,k,v}_proj output
+    q/k/v_proj      layers.L.self_attn.{q,k,v}_proj output (Phi-3: qkv_proj output, split)
     q_norm, k_norm  layers.L.self_attn.{q,k}_norm output, only where the model has them (Qwen3);
                     Llama, Mistral and Qwen2 have none and their traces hold no q_norm/k_norm
     q_rope, k_rope  what the attention's module-level apply_rotary_pos_emb returns: the recorder
@@ -31,9 +34,14 @@ How each value is captured (module names relative to the decoder, `model.`):
                     output, else q_proj); __metadata__ rope_capture says which
     attn            self_attn.o_proj input
     o_proj          self_attn.o_proj output
-    attn_residual   post_attention_layernorm input
-    post_attn_norm  post_attention_layernorm output
-    gate/up_proj    mlp.{gate,up}_proj output
+    attn_residual   post_attention_layernorm input (pre layout; sandwich: pre_feedforward_layernorm
+                    input; post: the MLP's input)
+    post_attn_norm  post_attention_layernorm output (pre layout only)
+    post_attn_out_norm  sandwich and post layouts: post_attention_layernorm output (the attention
+                    output normed before the residual add: not Zoo's pre-MLP post_attn_norm)
+    pre_mlp_norm    sandwich: pre_feedforward_layernorm output
+    post_mlp_norm   sandwich and post: post_feedforward_layernorm output
+    gate/up_proj    mlp.{gate,up}_proj output (Phi-3: gate_up_proj output, halves)
     act             mlp.down_proj input (= act_fn(gate) * up, checked at layer 0)
     down_proj       mlp.down_proj output
     output          layers.L output (checked == hidden_states[L+1] for L < N-1)
@@ -64,9 +72,25 @@ GENERATOR = "tools/golden/record_golden.py"
 
 STAGES = (
     "input_norm", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "q_rope", "k_rope",
-    "attn", "o_proj", "attn_residual", "post_attn_norm", "gate_proj", "up_proj", "act",
-    "down_proj", "output",
+    "attn", "o_proj", "post_attn_out_norm", "attn_residual", "post_attn_norm", "pre_mlp_norm",
+    "gate_proj", "up_proj", "act", "down_proj", "post_mlp_norm", "output",
 )
+
+# Where each model_type's block norms sit (docs/validation.md has the table per family):
+#   pre       input_layernorm before attention, post_attention_layernorm before the MLP
+#   sandwich  input_layernorm, post_attention_layernorm on the attention output,
+#             pre_feedforward_layernorm before the MLP, post_feedforward_layernorm on its output
+#   post      post_attention_layernorm and post_feedforward_layernorm on the sublayer outputs only
+NORM_LAYOUTS = {
+    "llama": "pre", "mistral": "pre", "qwen2": "pre", "qwen3": "pre", "phi3": "pre", "gemma": "pre",
+    "gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post",
+}
+LAYOUT_STAGES = {  # the stages each layout has besides the ones every layout has
+    "pre": {"input_norm", "attn_residual", "post_attn_norm"},
+    "sandwich": {"input_norm", "post_attn_out_norm", "attn_residual", "pre_mlp_norm", "post_mlp_norm"},
+    "post": {"post_attn_out_norm", "attn_residual", "post_mlp_norm"},
+}
+LAYOUT_FREE = set(STAGES) - set().union(*LAYOUT_STAGES.values())
 
 
 class UsageError(Exception):
@@ -116,8 +140,9 @@ class Recorder:
     """Forward hooks on the standard module names, plus a wrapper around the attention module's
     apply_rotary_pos_emb; `raw` maps tap names to the captured tensors (batch 1, any layout)."""
 
-    def __init__(self, core):
+    def __init__(self, core, layout: str = "pre"):
         self.core = core
+        self.layout = layout
         self.raw: dict[str, "torch.Tensor"] = {}
         self.rope_layout: dict[str, int] = {}
         self.handles = []
@@ -141,19 +166,36 @@ class Recorder:
                 self.absent.add(stage)
                 return None
 
-            self._out(sub(layer, "input_layernorm", "input_norm"), p + "input_norm")
-            for s in ("q_proj", "k_proj", "v_proj"):
-                self._out(sub(attn, s, s), p + s)
+            if self.layout != "post":
+                self._out(sub(layer, "input_layernorm", "input_norm"), p + "input_norm")
+            if attn is not None and isinstance(getattr(attn, "qkv_proj", None), nn.Module):
+                self._out(attn.qkv_proj, p + "_qkv")  # fused q|k|v (Phi-3), split in record()
+            else:
+                for s in ("q_proj", "k_proj", "v_proj"):
+                    self._out(sub(attn, s, s), p + s)
             for s in ("q_norm", "k_norm"):
                 self._out(sub(attn, s, s), p + s)
             o = sub(attn, "o_proj", "attn")
             self._in(o, p + "attn")
             self._out(o, p + "o_proj")
             post = sub(layer, "post_attention_layernorm", "post_attn_norm")
-            self._in(post, p + "attn_residual")
-            self._out(post, p + "post_attn_norm")
-            self._out(sub(mlp, "gate_proj", "gate_proj"), p + "gate_proj")
-            self._out(sub(mlp, "up_proj", "up_proj"), p + "up_proj")
+            if self.layout == "pre":
+                self._in(post, p + "attn_residual")
+                self._out(post, p + "post_attn_norm")
+            else:
+                self._out(post, p + "post_attn_out_norm")
+                self._out(sub(layer, "post_feedforward_layernorm", "post_mlp_norm"), p + "post_mlp_norm")
+            if self.layout == "sandwich":
+                pre = sub(layer, "pre_feedforward_layernorm", "pre_mlp_norm")
+                self._in(pre, p + "attn_residual")
+                self._out(pre, p + "pre_mlp_norm")
+            elif self.layout == "post":
+                self._in(mlp, p + "attn_residual")  # the residual stream the MLP reads
+            if mlp is not None and isinstance(getattr(mlp, "gate_up_proj", None), nn.Module):
+                self._out(mlp.gate_up_proj, p + "_gate_up")  # fused gate|up (Phi-3), halved in record()
+            else:
+                self._out(sub(mlp, "gate_proj", "gate_proj"), p + "gate_proj")
+                self._out(sub(mlp, "up_proj", "up_proj"), p + "up_proj")
             act_fn = getattr(mlp, "act_fn", None)
             if isinstance(act_fn, nn.Module):
                 self._out(act_fn, p + "_act_fn")  # only for the act cross-check
@@ -288,10 +330,30 @@ def record(model, core, cfg, ids: list[int], notes: list[str]) -> "OrderedDict":
     if vocab is not None and max(ids) >= vocab:
         raise UsageError(f"request: input id {max(ids)} is outside the vocabulary ({vocab})")
     n_layers = len(core.layers)
-    with torch.no_grad(), Recorder(core) as rec:
+    model_type = getattr(cfg, "model_type", "?")
+    if model_type not in NORM_LAYOUTS:
+        raise UsageError(f"model_type {model_type}: the recorder does not know where its block norms sit, so it "
+                         f"cannot say which module output is which stage (known: {', '.join(sorted(NORM_LAYOUTS))})")
+    layout = NORM_LAYOUTS[model_type]
+    with torch.no_grad(), Recorder(core, layout) as rec:
         out = model(input_ids=torch.tensor([ids], device=device), output_hidden_states=True,
                     use_cache=False)
     raw = rec.raw
+    heads = cfg.num_attention_heads
+    kv = getattr(cfg, "num_key_value_heads", None) or heads
+    D = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    for L in range(n_layers):
+        p = f"layer.{L}."
+        if p + "_qkv" in raw:
+            q, k, v = raw.pop(p + "_qkv").split([heads * D, kv * D, kv * D], dim=-1)
+            raw[p + "q_proj"], raw[p + "k_proj"], raw[p + "v_proj"] = q, k, v
+        if p + "_gate_up" in raw:
+            raw[p + "gate_proj"], raw[p + "up_proj"] = raw.pop(p + "_gate_up").chunk(2, dim=-1)
+        # Gemma 3 norms q and k after moving heads before tokens ([1, heads, T, D]); Qwen3 before.
+        for s, n in (("q_norm", heads), ("k_norm", kv)):
+            x = raw.get(p + s)
+            if x is not None and x.dim() == 4 and x.shape[1] == n and x.shape[2] == T and n != T:
+                raw[p + s] = x.transpose(1, 2)
     rope_capture = "patched apply_rotary_pos_emb"
     for L in range(n_layers):
         p = f"layer.{L}."
@@ -317,7 +379,7 @@ def record(model, core, cfg, ids: list[int], notes: list[str]) -> "OrderedDict":
         # DESIGN `embed` is what layer 0 receives.
         trace["embed"] = hs0
         notes.append("embed taken from hidden_states[0] (differs from the embed_tokens output)")
-    absent = set(rec.absent)
+    absent = set(rec.absent) | (set(STAGES) - LAYOUT_FREE - LAYOUT_STAGES[layout])
     for L in range(n_layers):
         for s in STAGES:
             name = f"layer.{L}.{s}"
@@ -338,7 +400,7 @@ def record(model, core, cfg, ids: list[int], notes: list[str]) -> "OrderedDict":
     if "layer.0._act_fn" in raw and "layer.0.act" in trace:
         act = flat(raw["layer.0._act_fn"] * raw["layer.0.up_proj"], T)
         if not torch.equal(act, trace["layer.0.act"]):
-            raise RuntimeError("layer.0.act != act_fn(gate_proj) * up_proj (not a SwiGLU MLP?)")
+            raise RuntimeError("layer.0.act != act_fn(gate_proj) * up_proj (not a gated MLP?)")
     return trace, sorted(absent, key=STAGES.index), rope_capture
 
 
@@ -366,6 +428,11 @@ def main(argv=None) -> int:
                     help="torch CPU threads (1 keeps float32 goldens reproducible bit for bit)")
     args = ap.parse_args(argv)
 
+    try:
+        import torch  # noqa: F401 - fail here, with the fix, rather than deep inside
+        import transformers  # noqa: F401
+    except ModuleNotFoundError as e:
+        fail(f"{e.name} is not installed: pip install -r {REPO_ROOT / 'tools' / 'requirements.txt'}", 2)
     try:
         ids = read_request(args.request)
         if not (args.model_dir / "config.json").is_file():

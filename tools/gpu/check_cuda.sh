@@ -20,7 +20,7 @@ mkdir -p "$out"
 # [cuda] cases of the test binaries that hold some.
 pre_hopper_cuda_tests() {
   ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_cuda && ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_higgs "[cuda]" &&
-    ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_llama "[cuda]"
+    ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_llama "[cuda]" && ZOO_CUDA_PRE_HOPPER=1 "$1"/bin/test_families "[cuda]"
 }
 log() { echo "[$(date +%T)] $*" | tee -a "$out/check.log"; }
 prefix=/opt/zoo-deps
@@ -43,6 +43,7 @@ log "bf16 goldens (transformers on the GPU)"
 python3 tools/fixtures/make_qwen3_fixtures.py --device cuda --dtype bfloat16 > "$out/goldens.log" 2>&1 \
   && python3 tools/fixtures/make_higgs_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
   && python3 tools/fixtures/make_llama_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
+  && python3 tools/fixtures/make_family_fixtures.py --device cuda --dtype bfloat16 >> "$out/goldens.log" 2>&1 \
   || log "golden generation failed (see goldens.log)"
 tar czf "$out/goldens-bf16.tgz" tests/fixtures/*/golden*-bf16.safetensors 2>/dev/null
 fi

@@ -1,0 +1,204 @@
+// The families that need LayerSpec values of their own (plugins gemma, phi3, olmo2; Mistral's
+// sliding window in llama), end to end on fixtures made by their transformers classes
+// (tools/fixtures/make_family_fixtures.py): every stage the family has within the strict and
+// semantic gates of configs/<fixture>.yaml, the same stage list as transformers', greedy generation
+// equal for the full length, KV-cache decode (past the sliding windows) equal to full prefills.
+// And the features matter: the same fixture with its window, soft-caps or partial rotary turned
+// off in config.json must fail its gates, so a backend that ignored them could not pass.
+#include "qwen3/decoder_golden_checks.hpp"
+
+#include <limits>
+#include <set>
+
+#include "test_skip.hpp"
+#include "zoo/compare.hpp"
+#include "zoo/model_spec.hpp"
+#include "zoo/request.hpp"
+#include "zoo/trace.hpp"
+#if defined(ZOO_WITH_CUDA)
+#include "qwen3/cuda_golden_checks.hpp"
+#include "zoo/kernels/cuda/common.hpp"
+#endif
+
+namespace zoo::ptest {
+namespace {
+
+struct FamilyFixture {
+  const char* name;
+  const char* plugin;
+  std::size_t stages;  // per layer, as the family's norm placement and q/k norm give them
+};
+
+// gemma-tiny: pre norms (15 stages); gemma2-tiny: sandwich (17); gemma3-tiny: sandwich + q/k norm
+// (19); phi3-tiny: pre (15); olmo2-tiny: post norms (15) + q/k norm (17); mistral-sw-tiny: 15.
+const FamilyFixture kFixtures[] = {{"gemma-tiny", "gemma", 15},  {"gemma2-tiny", "gemma", 17},
+                                   {"gemma3-tiny", "gemma", 19}, {"phi3-tiny", "phi3", 15},
+                                   {"olmo2-tiny", "olmo2", 17},  {"mistral-sw-tiny", "llama", 15}};
+
+fs::path config_of(const std::string& name) { return fs::path(ZOO_SOURCE_DIR) / "configs" / (name + ".yaml"); }
+
+NamedTensors named_views(const SafetensorsFile& file) {
+  NamedTensors out;
+  for (const auto& entry : file.entries()) out.emplace_back(entry.name, file.view(entry));
+  return out;
+}
+
+// The prompt's trace of `opened` against the fixture's golden under configs/<name>.yaml's gates.
+CompareReport compare_with_golden(OpenedModel& opened, const std::string& name, TraceRecorder& recorder) {
+  const fs::path dir = fixture_dir(name);
+  const Prompt prompt = opened.model->prepare(load_request(dir / "request.json"));
+  auto session = opened.model->new_session();
+  session->forward(prompt.step(), &recorder);
+  const auto T = static_cast<std::int64_t>(prompt.ids.size());
+  NamedTensors actual;
+  actual.emplace_back("input_ids", TensorView{prompt.ids.data(), DType::I64, {T}, Device{}});
+  for (const auto& [n, t] : recorder.tensors()) actual.emplace_back(n, t.view());
+  const auto golden_file = SafetensorsFile::open(dir / "golden.safetensors");
+  return compare_trace_tensors(named_views(*golden_file), actual, load_gates(config_of(name)));
+}
+
+void check_golden_trace(const FamilyFixture& fx) {
+  INFO("fixture " << fx.name);
+  OpenedModel opened = open_fixture(fixture_dir(fx.name));
+  REQUIRE(opened.model->info().plugin == fx.plugin);
+  TraceRecorder recorder(PointSelection({"*"}));
+  const CompareReport report = compare_with_golden(opened, fx.name, recorder);
+  INFO(report.table());
+  CHECK(report.evaluated());
+  CHECK(report.passed());
+
+  // The same tap points as transformers, and as many as the family's layout has.
+  const TraceFile golden(fixture_dir(fx.name) / "golden.safetensors");
+  std::set<std::string> expected, recorded;
+  for (const auto& n : golden.names())
+    if (n != "input_ids") expected.insert(n);
+  for (const auto& [n, t] : recorder.tensors()) recorded.insert(n);
+  CHECK(expected == recorded);
+  CHECK(expected.size() == 3 + fx.stages * static_cast<std::size_t>(opened.model->info().num_layers));
+}
+
+void check_generation(const FamilyFixture& fx) {
+  INFO("fixture " << fx.name);
+  OpenedModel opened = open_fixture(fixture_dir(fx.name));
+  const Prompt prompt = opened.model->prepare(load_request(fixture_dir(fx.name) / "request.json"));
+  check_generation_matches_golden(*opened.model, prompt, fixture_dir(fx.name));
+}
+
+void check_kv_cache(const FamilyFixture& fx) {
+  INFO("fixture " << fx.name);
+  OpenedModel opened = open_fixture(fixture_dir(fx.name));
+  const Prompt prompt = opened.model->prepare(load_request(fixture_dir(fx.name) / "request.json"));
+  check_kv_cache_matches_prefill(*opened.model, prompt, fixture_dir(fx.name), std::numeric_limits<std::size_t>::max());
+}
+
+// A copy of the fixture whose config.json has `patch` merged in.
+class PatchedFixture {
+ public:
+  PatchedFixture(const std::string& name, const nlohmann::json& patch) {
+    for (const auto& entry : fs::directory_iterator(fixture_dir(name))) {
+      const std::string file = entry.path().filename().string();
+      if (file.starts_with("model") || file == "request.json") fs::copy_file(entry.path(), dir_ / file);
+    }
+    nlohmann::json config = load_hf_config(fixture_dir(name));
+    for (const auto& [k, v] : patch.items()) config[k] = v;
+    dir_.write("config.json", config.dump(2));
+  }
+  const fs::path& path() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
+// The fixture with `patch` applied must still open and run, and fail its gates.
+void check_feature_matters(const std::string& name, const nlohmann::json& patch) {
+  INFO("fixture " << name << " with " << patch.dump());
+  PatchedFixture patched(name, patch);
+  OpenedModel opened = open_fixture(patched.path());
+  TraceRecorder recorder(PointSelection({"*"}));
+  const CompareReport report = compare_with_golden(opened, name, recorder);
+  INFO(report.table());
+  CHECK(report.evaluated());
+  CHECK_FALSE(report.passed());
+}
+
+}  // namespace
+
+TEST_CASE("family golden traces within the configs' gates", "[families]") {
+  for (const auto& fx : kFixtures) check_golden_trace(fx);
+}
+
+TEST_CASE("family greedy generation matches transformers", "[families]") {
+  for (const auto& fx : kFixtures) check_generation(fx);
+}
+
+TEST_CASE("family KV-cache decode equals a full prefill, past the sliding windows", "[families]") {
+  for (const auto& fx : kFixtures) check_kv_cache(fx);
+}
+
+TEST_CASE("family features matter: each switched off fails the gates", "[families]") {
+  // Full attention where the window is shorter than the request.
+  check_feature_matters("mistral-sw-tiny", {{"sliding_window", nullptr}});
+  check_feature_matters("gemma2-tiny", {{"sliding_window", 4096}});
+  check_feature_matters("phi3-tiny", {{"sliding_window", nullptr}});
+  // Partial rotary run as full rotary.
+  check_feature_matters("phi3-tiny", {{"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}});
+  // Soft-capping and the query scale.
+  check_feature_matters("gemma2-tiny", {{"attn_logit_softcapping", nullptr}});
+  check_feature_matters("gemma2-tiny", {{"final_logit_softcapping", nullptr}});
+  check_feature_matters("gemma2-tiny", {{"query_pre_attn_scalar", 64}});
+  // Gemma 3's sliding layers with the global layers' RoPE base.
+  check_feature_matters("gemma3-tiny", {{"rope_parameters",
+                                         {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},
+                                          {"full_attention",
+                                           {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 1000000.0}}}}}});
+}
+
+TEST_CASE("gemma 1's legacy hidden_act \"gelu\" is the tanh form, as transformers reads it", "[families]") {
+  PatchedFixture tanh("gemma-tiny", {{"hidden_act", "gelu_pytorch_tanh"}});
+  OpenedModel opened = open_fixture(tanh.path());
+  TraceRecorder recorder(PointSelection({"*"}));
+  const CompareReport report = compare_with_golden(opened, "gemma-tiny", recorder);
+  INFO(report.table());
+  CHECK(report.passed());
+  CHECK_THAT(opened.model->info().summary, Catch::Matchers::Contains("gelu_tanh"));
+}
+
+// CUDA (bf16) against transformers' bf16 golden made on the GPU host
+// (tools/fixtures/make_family_fixtures.py --device cuda --dtype bfloat16). A fixture whose head_dim
+// the CUDA kernels do not serve (Phi-3's 96) must be refused by name instead.
+TEST_CASE("family fixtures on CUDA match their transformers bf16 golden", "[families][cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  int checked = 0;
+  for (const auto& fx : kFixtures) {
+    const fs::path dir = fixture_dir(fx.name);
+    INFO("fixture " << fx.name);
+    const ModelArgs args = cuda_test::cuda_bf16_args(dir);
+    if (args.config.value("head_dim", std::int64_t{0}) == 96 ||
+        (!args.config.contains("head_dim") && args.config.at("hidden_size").get<std::int64_t>() /
+                                                      args.config.at("num_attention_heads").get<std::int64_t>() ==
+                                                  96)) {
+      CHECK_THROWS_WITH(registry().create_model(fx.plugin, args), Catch::Matchers::Contains("head_dim 96"));
+      continue;
+    }
+    if (!fs::exists(dir / "golden-bf16.safetensors")) continue;  // made on the GPU host
+    check_cuda_bf16_golden(dir, fx.plugin);
+    ++checked;
+  }
+  if (checked == 0) ZOO_SKIP("no golden-bf16.safetensors in the family fixtures (made on the GPU host)");
+#endif
+}
+
+TEST_CASE("family configs/*.yaml open with their plugin", "[families]") {
+  for (const auto& fx : kFixtures) {
+    INFO("config " << config_of(fx.name).string());
+    auto opened = open_model(load_model_spec(config_of(fx.name)), registry());
+    INFO(opened.plan.table());
+    REQUIRE(opened.plan.ok());
+    CHECK(opened.model->info().plugin == fx.plugin);
+  }
+}
+
+}  // namespace zoo::ptest
