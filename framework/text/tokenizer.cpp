@@ -1,4 +1,4 @@
-// Hugging Face tokenizer.json (byte-level BPE family), mirroring what the `tokenizers` library does
+// Hugging Face tokenizer.json (BPE family: byte-level and sentencepiece-style), mirroring what the `tokenizers` library does
 // for encode(add_special_tokens=False) and decode: the order of operations, the Split behaviours,
 // the added-token flags and the merge order are the library's, so ids come out identical.
 #include "zoo/tokenizer.hpp"
@@ -404,6 +404,7 @@ void apply_step(const NormStep& step, std::string& s, Work& work) {
       return;
     }
     case NormKind::Replace: {
+      if (s.empty()) return;  // HF's find_matches gives an empty string no match, not an empty one
       std::string out;
       size_t prev = 0;
       step.pattern.for_each_match(s, work, [&](size_t a, size_t b) {
@@ -537,6 +538,46 @@ void split_piece(const SplitStep& step, std::string_view piece, std::vector<std:
       return;
     }
   }
+}
+
+// HF's Metaspace pre-tokenizer: every ' ' becomes the replacement character, the replacement is
+// put in front (always; first: only for the piece that starts the input, as HF's offsets say;
+// never) unless the piece already starts with it, then (split) the piece is cut before every
+// replacement character (Split on it, MergedWithNext).
+enum class PrependScheme { Always, First, Never };
+
+struct MetaspaceStep {
+  std::string replacement;  // one character
+  PrependScheme prepend = PrependScheme::Always;
+  bool split = true;
+  SplitStep splitter;  // the replacement as a literal, MergedWithNext
+  std::string where;   // the file and which pre-tokenizer, for messages
+};
+
+// A pre-tokenizer before ByteLevel: a Split or a Metaspace.
+struct PreStep {
+  std::optional<SplitStep> split;
+  std::optional<MetaspaceStep> metaspace;
+};
+
+// One piece of text between pre-tokenizer steps, and whether it starts the input (HF's
+// offsets_original().0 == 0, which Metaspace's prepend_scheme "first" asks).
+struct Piece {
+  std::string_view text;
+  bool at_origin;
+};
+
+// Metaspace's replace and prepend for one piece, into out.
+void metaspace_text(const MetaspaceStep& m, const Piece& p, std::string& out) {
+  out.clear();
+  out.reserve(p.text.size() + m.replacement.size());
+  for (const char c : p.text) {
+    if (c == ' ') out += m.replacement;
+    else out.push_back(c);
+  }
+  const bool starts = std::string_view(out).starts_with(m.replacement);
+  if (!starts && (m.prepend == PrependScheme::Always || (m.prepend == PrependScheme::First && p.at_origin)))
+    out.insert(0, m.replacement);
 }
 
 // ByteLevel's own pattern, the one it splits with when use_regex is set.
@@ -706,6 +747,115 @@ struct Symbol {
   bool live;
 };
 
+// Metaspace's fields as HF reads them (pre-tokenizer and decoder alike): replacement is one
+// character; prepend_scheme first/always/never, always when absent; the older add_prefix_space:
+// false must come with prepend_scheme never (HF refuses the file otherwise); split defaults true.
+MetaspaceStep read_metaspace(const Reader& r, const Json& j, const std::string& where) {
+  MetaspaceStep m;
+  m.replacement = r.string_of(j, "replacement", where);
+  size_t len = 0;
+  if (m.replacement.empty() || first_invalid_utf8(m.replacement) != std::string_view::npos ||
+      (decode_codepoint(m.replacement, 0, len), len != m.replacement.size()))
+    r.fail(fmt::format("{}.replacement '{}' is not one character", where, abbrev(m.replacement)));
+  if (j.contains("prepend_scheme") && !j.at("prepend_scheme").is_null()) {
+    const std::string scheme = r.string_of(j, "prepend_scheme", where);
+    if (scheme == "always") m.prepend = PrependScheme::Always;
+    else if (scheme == "first") m.prepend = PrependScheme::First;
+    else if (scheme == "never") m.prepend = PrependScheme::Never;
+    else r.fail(fmt::format("{}.prepend_scheme '{}' is unknown (first, always or never)", where, scheme));
+  }
+  if (j.contains("add_prefix_space") && !r.bool_of(j, "add_prefix_space", true) && m.prepend != PrependScheme::Never)
+    r.fail(fmt::format("{}: add_prefix_space false does not match prepend_scheme (HF refuses this too)", where));
+  m.split = r.bool_of(j, "split", true);
+  return m;
+}
+
+// ---- decoders -------------------------------------------------------------------------------------
+
+// A decoder step of a chain (HF's decode_chain: every step maps the list of token strings to a new
+// list; decode joins the last one).
+enum class DecKind { Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel };
+
+struct DecStep {
+  DecKind kind = DecKind::Fuse;
+  Pattern pattern;              // Replace
+  std::string content;          // Replace's content; Strip's character
+  size_t start = 0, stop = 0;   // Strip: how many of the character to take off either end
+  std::string replacement;      // Metaspace
+  bool prepend_never = false;   // Metaspace: the first token keeps its replacement characters too
+  std::string where;            // the file and which decoder, for messages
+};
+
+void read_decoder(const Reader& r, const Json& j, std::vector<DecStep>& out) {
+  const std::string type = r.string_of(j, "type", "decoder");
+  if (type == "Sequence") {
+    const Json& list = r.member(j, "decoders", "decoder Sequence");
+    if (!list.is_array()) r.fail("decoder Sequence.decoders is not an array");
+    for (const auto& d : list) read_decoder(r, d, out);
+    return;
+  }
+  DecStep step;
+  if (type == "Replace") {
+    step.kind = DecKind::Replace;
+    step.pattern = r.pattern(j, "decoder Replace");
+    step.content = r.string_of(j, "content", "decoder Replace");
+  } else if (type == "ByteFallback") {
+    step.kind = DecKind::ByteFallback;
+  } else if (type == "Fuse") {
+    step.kind = DecKind::Fuse;
+  } else if (type == "Strip") {
+    step.kind = DecKind::Strip;
+    step.content = r.string_of(j, "content", "decoder Strip");
+    size_t len = 0;
+    if (step.content.empty() || (decode_codepoint(step.content, 0, len), len != step.content.size()))
+      r.fail(fmt::format("decoder Strip.content '{}' is not one character", abbrev(step.content)));
+    for (auto [key, field] : {std::pair{"start", &step.start}, {"stop", &step.stop}}) {
+      const auto v = token_id(r.member(j, key, "decoder Strip"));  // a count; the same 0..2^31-1 range
+      if (!v) r.fail(fmt::format("decoder Strip.{} is not a count", key));
+      *field = static_cast<size_t>(*v);
+    }
+  } else if (type == "Metaspace") {
+    const MetaspaceStep m = read_metaspace(r, j, "decoder Metaspace");
+    step.kind = DecKind::Metaspace;
+    step.replacement = m.replacement;
+    step.prepend_never = m.prepend == PrependScheme::Never;
+  } else if (type == "ByteLevel") {
+    step.kind = DecKind::ByteLevel;
+  } else {
+    r.fail(fmt::format("decoder type '{}' is not supported (supported: ByteLevel, Replace, ByteFallback, Fuse, Strip, "
+                       "Metaspace, Sequence)",
+                       type));
+  }
+  step.where = fmt::format("{}: decoder {} (step {} of the chain)", r.file, type, out.size() + 1);
+  out.push_back(std::move(step));
+}
+
+// The byte a ByteFallback decoder reads from a token: six bytes, "<0x", two more that Rust's
+// u8::from_str_radix(.., 16) takes (hex digits of either case, or '+' and one digit), ">".
+std::optional<unsigned char> fallback_byte(std::string_view t) {
+  if (t.size() != 6 || !t.starts_with("<0x") || t[5] != '>') return std::nullopt;
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const int hi = t[3] == '+' ? 0 : hex(t[3]), lo = hex(t[4]);
+  if (hi < 0 || lo < 0) return std::nullopt;
+  return static_cast<unsigned char>(hi * 16 + lo);
+}
+
+// HF's Strip decoder on one token: up to `start` leading and `stop` trailing copies of the
+// character. Where the two overlap or `stop` runs past the token HF panics; here the token is
+// stripped to nothing.
+std::string strip_token(const DecStep& step, const std::string& t) {
+  const std::string_view c = step.content;
+  size_t b = 0, e = t.size();
+  for (size_t k = 0; k < step.start && std::string_view(t).substr(b).starts_with(c); ++k) b += c.size();
+  for (size_t k = 0; k < step.stop && e >= b + c.size() && std::string_view(t).substr(0, e).ends_with(c); ++k) e -= c.size();
+  return t.substr(b, e - b);
+}
+
 }  // namespace
 
 // ---- the tokenizer --------------------------------------------------------------------------------
@@ -718,7 +868,7 @@ struct Tokenizer::Impl {
   TokenTrie raw_trie, normalized_trie;  // tokens matched on raw text / on normalized text
 
   std::vector<NormStep> normalizers;
-  std::vector<SplitStep> splits;
+  std::vector<PreStep> pre_steps;
   bool byte_level = false, prefix_space = false;
   std::unique_ptr<Regex> byte_level_regex;
 
@@ -730,10 +880,14 @@ struct Tokenizer::Impl {
   std::string prefix, suffix;
   std::array<uint32_t, 256> byte_cp{};
   std::array<int32_t, 256> byte_id{};  // vocab id of each byte's character, -1 if absent
+  std::array<int32_t, 256> byte_token{};  // vocab id of each byte's <0xXX> token (byte_fallback), -1 if absent
   StringMap<int32_t> raw_vocab;        // byte-level vocab keyed by the bytes (for ignore_merges)
 
-  enum class Decoder { None, ByteLevel } decoder = Decoder::None;
+  // ByteLevel alone reads per-id bytes (id_bytes); any other decoder runs as a chain of steps.
+  enum class Decoder { None, ByteLevel, Chain } decoder = Decoder::None;
   std::vector<std::string> id_bytes;  // decoder output per id (ByteLevel)
+  std::vector<DecStep> dec_steps;
+  std::unordered_map<uint32_t, unsigned char> cp_byte;  // ByteLevel's table, backwards
   int64_t size = 0;
 
   // Per-piece BPE results. HF caches the same way (no effect on ids); pieces are short and repeat.
@@ -744,11 +898,15 @@ struct Tokenizer::Impl {
   void load(const Json& root);
   void bound_ids(const Reader& r);
   void encode_text(std::string_view text, std::vector<int64_t>& out) const;
-  void encode_normalized(std::string_view text, std::vector<int64_t>& out, Work& work) const;
+  void encode_normalized(std::string_view text, bool at_origin, std::vector<int64_t>& out, Work& work) const;
   void bpe_piece(std::string_view piece, std::vector<int64_t>& out) const;
   void bpe_symbols(std::vector<Symbol>& symbols) const;
   void symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const;
   std::vector<Segment> split_added(std::string_view s, const TokenTrie& trie) const;
+  std::optional<std::string> unmap(std::string_view token) const;
+  std::string run_decoders(std::vector<std::string>& tokens) const;
+  void decoder_step(const DecStep& step, std::vector<std::string>& tokens, Work& work) const;
+  std::string token_alone(std::string token) const;
 };
 
 // Tables indexed by id (vocab_r, id_bytes) are sized by the highest id, so a lone id of 2^28 would
@@ -847,7 +1005,8 @@ void Tokenizer::Impl::load(const Json& root) {
     const auto ij = vocab.find(joined);
     if (ij == vocab.end()) r.fail(fmt::format("model.merges[{}]: the merged token '{}' is not in the vocab", i, joined));
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(ia->second)) << 32) | static_cast<uint32_t>(ib->second);
-    merges.try_emplace(key, Merge{static_cast<uint32_t>(i), ij->second});
+    // HF collects the list into a map, so a pair listed twice keeps its last rank.
+    merges.insert_or_assign(key, Merge{static_cast<uint32_t>(i), ij->second});
   }
 
   // Added tokens.
@@ -879,7 +1038,7 @@ void Tokenizer::Impl::load(const Json& root) {
 
   read_normalizer(r, root.contains("normalizer") ? root.at("normalizer") : Json(), normalizers);
 
-  // Pre-tokenizer chain: Splits, then at most one ByteLevel, last.
+  // Pre-tokenizer chain: Splits and Metaspaces, then at most one ByteLevel, last.
   std::vector<const Json*> chain;
   if (root.contains("pre_tokenizer") && !root.at("pre_tokenizer").is_null()) {
     const Json& p = root.at("pre_tokenizer");
@@ -906,16 +1065,28 @@ void Tokenizer::Impl::load(const Json& root) {
       else if (beh == "Contiguous") s.behavior = Behavior::Contiguous;
       else r.fail(fmt::format("pre_tokenizer Split behavior '{}' is unknown", beh));
       s.invert = r.bool_of(p, "invert", false);
-      splits.push_back(std::move(s));
+      pre_steps.push_back({std::move(s), std::nullopt});
+    } else if (ptype == "Metaspace") {
+      MetaspaceStep m = read_metaspace(r, p, "pre_tokenizer Metaspace");
+      m.splitter.pattern.literal = m.replacement;
+      m.splitter.behavior = Behavior::MergedWithNext;
+      m.where = fmt::format("{}: pre_tokenizer Metaspace (step {} of the chain)", r.file, i + 1);
+      pre_steps.push_back({std::nullopt, std::move(m)});
     } else if (ptype == "ByteLevel") {
       byte_level = true;
       prefix_space = r.bool_of(p, "add_prefix_space", true);
       if (r.bool_of(p, "use_regex", true)) byte_level_regex = std::make_unique<Regex>(kByteLevelPattern, r.file);
     } else {
-      r.fail(fmt::format("pre_tokenizer type '{}' is not supported (supported: Split, ByteLevel, Sequence)", ptype));
+      r.fail(fmt::format("pre_tokenizer type '{}' is not supported (supported: Split, Metaspace, ByteLevel, Sequence)",
+                         ptype));
     }
   }
 
+  // HF spells byte tokens with Rust's {:#04X}: "<0x" then two upper-case hex digits.
+  for (int b = 0; b < 256; ++b) {
+    const auto it = vocab.find(fmt::format("<0x{:02X}>", b));
+    byte_token[static_cast<size_t>(b)] = it == vocab.end() ? -1 : it->second;
+  }
   byte_cp = byte_to_codepoint();
   for (int b = 0; b < 256; ++b) {
     std::string s;
@@ -925,32 +1096,17 @@ void Tokenizer::Impl::load(const Json& root) {
   }
 
   // Decoder.
-  std::unordered_map<uint32_t, unsigned char> cp_byte;
   for (int b = 0; b < 256; ++b) cp_byte[byte_cp[static_cast<size_t>(b)]] = static_cast<unsigned char>(b);
-  // The bytes a byte-level token string stands for; a string with a character outside the table
-  // stands for its own UTF-8 (as HF's ByteLevel decoder does).
-  auto unmap = [&](const std::string& token) -> std::optional<std::string> {
-    std::string out;
-    for (size_t i = 0; i < token.size();) {
-      size_t len = 0;
-      const uint32_t cp = decode_codepoint(token, i, len);
-      i += len;
-      const auto it = cp_byte.find(cp);
-      if (it == cp_byte.end()) return std::nullopt;
-      out.push_back(static_cast<char>(it->second));
-    }
-    return out;
-  };
   if (byte_level && ignore_merges && prefix.empty() && suffix.empty()) {
     raw_vocab.reserve(vocab.size());
     for (const auto& [token, id] : vocab)
       if (auto raw = unmap(token)) raw_vocab.emplace(std::move(*raw), id);
   }
   if (root.contains("decoder") && !root.at("decoder").is_null()) {
-    const Json& d = root.at("decoder");
-    const std::string dtype = r.string_of(d, "type", "decoder");
-    if (dtype != "ByteLevel") r.fail(fmt::format("decoder type '{}' is not supported (supported: ByteLevel)", dtype));
-    decoder = Decoder::ByteLevel;
+    read_decoder(r, root.at("decoder"), dec_steps);
+    decoder = dec_steps.size() == 1 && dec_steps[0].kind == DecKind::ByteLevel ? Decoder::ByteLevel : Decoder::Chain;
+  }
+  if (decoder == Decoder::ByteLevel) {
     id_bytes.assign(static_cast<size_t>(size), std::string());
     for (size_t id = 0; id < vocab_r.size(); ++id)
       if (!vocab_r[id].empty()) id_bytes[id] = unmap(vocab_r[id]).value_or(vocab_r[id]);
@@ -1051,29 +1207,56 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& o
       for (const auto& n : normalizers) apply_normalizer(n, owned, work);
       normalized = owned;
     }
+    // Metaspace's prepend_scheme "first" asks whether a piece starts the input; past a normalized
+    // token only a normalizer that inserts text at the front could make HF say yes (not done here).
     if (normalized_trie.empty()) {
-      encode_normalized(normalized, out, work);
+      encode_normalized(normalized, seg.begin == 0, out, work);
       continue;
     }
     for (const auto& s2 : split_added(normalized, normalized_trie)) {
       if (s2.id >= 0) out.push_back(s2.id);
-      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), out, work);
+      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), seg.begin == 0 && s2.begin == 0, out, work);
     }
   }
 }
 
-void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64_t>& out, Work& work) const {
+void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, std::vector<int64_t>& out, Work& work) const {
   if (text.empty()) return;
-  std::vector<std::string_view> pieces{text}, next;
+  std::vector<Piece> pieces{{text, at_origin}}, next;
+  std::vector<std::string_view> parts;
   std::vector<Span> spans;
-  for (const auto& step : splits) {
+  std::deque<std::string> made;  // Metaspace's rewritten pieces (a deque: views into them stay valid)
+  // Metaspace rewrites text, so it is held to the normalizers' growth bound, on the text given here.
+  const size_t grow_limit = Work::kGrowth * text.size() + Work::kGrowthSlack;
+  for (const auto& step : pre_steps) {
     next.clear();
-    for (const auto& p : pieces) split_piece(step, p, next, spans, work);
+    size_t total = 0;
+    for (const auto& p : pieces) {
+      Piece src = p;
+      const SplitStep* splitter = step.split ? &*step.split : nullptr;
+      if (step.metaspace) {
+        metaspace_text(*step.metaspace, p, made.emplace_back());
+        src.text = made.back();
+        total += src.text.size();
+        if (total > grow_limit)
+          throw InputError(fmt::format("{} grows the text past {} bytes ({} x its {} bytes + {}) {}", step.metaspace->where,
+                                       grow_limit, Work::kGrowth, text.size(), Work::kGrowthSlack, work.where(nullptr)));
+        if (step.metaspace->split) splitter = &step.metaspace->splitter;
+      }
+      if (!splitter) {
+        next.push_back(src);
+        continue;
+      }
+      parts.clear();
+      split_piece(*splitter, src.text, parts, spans, work);
+      // Only the part that begins where its piece began can start the input.
+      for (const auto v : parts) next.push_back({v, src.at_origin && v.data() == src.text.data()});
+    }
     pieces.swap(next);
   }
   std::deque<std::string> prefixed;  // storage for pieces that got a prefix space
   for (const auto& p : pieces) {
-    std::string_view piece = p;
+    std::string_view piece = p.text;
     if (byte_level && prefix_space && piece.front() != ' ') {
       prefixed.push_back(" " + std::string(piece));
       piece = prefixed.back();
@@ -1094,11 +1277,19 @@ void Tokenizer::Impl::encode_normalized(std::string_view text, std::vector<int64
 }
 
 // Initial symbols of a word given as characters (the byte-level mapping already applied when
-// there is one): each character, with the continuing-subword prefix and end-of-word suffix, looked
-// up in the vocab; unknown characters go through byte_fallback / unk_token / are dropped, as HF.
+// there is one), as HF's BPE::merge_word builds them: each character, with the continuing-subword
+// prefix and end-of-word suffix, looked up in the vocab; an unknown one becomes the <0xXX> tokens of
+// all its bytes (prefix and suffix included) when byte_fallback finds every one, else unk_token
+// (or nothing without one). HF keeps an unk pending until the next known character or the end, so
+// byte-fallback tokens can come before the unk of the character that preceded them, and fuse_unk
+// extends a pending unk across them; both are kept here, since the ids must match.
 void Tokenizer::Impl::symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const {
   std::string s;
-  bool last_unk = false;
+  bool unk_pending = false;
+  auto flush_unk = [&] {
+    if (unk_pending) symbols.push_back({*unk, 0, 0, true});
+    unk_pending = false;
+  };
   for (size_t i = 0; i < word.size();) {
     size_t len = 0;
     decode_codepoint(word, i, len);
@@ -1107,32 +1298,32 @@ void Tokenizer::Impl::symbols_for_chars(std::string_view word, std::vector<Symbo
     if (!first) s += prefix;
     s.append(word.substr(i, len));
     if (last) s += suffix;
-    const auto it = vocab.find(s);
-    if (it != vocab.end()) {
-      symbols.push_back({it->second, 0, 0, true});
-      last_unk = false;
-    } else {
-      bool done = false;
-      if (byte_fallback) {
-        std::vector<int32_t> ids;
-        for (size_t k = i; k < i + len; ++k) {
-          const auto bt = vocab.find(fmt::format("<0x{:02X}>", static_cast<unsigned char>(word[k])));
-          if (bt == vocab.end()) break;
-          ids.push_back(bt->second);
-        }
-        if (ids.size() == len) {
-          for (int32_t id : ids) symbols.push_back({id, 0, 0, true});
-          done = true;
-          last_unk = false;
-        }
-      }
-      if (!done && unk) {
-        if (!(fuse_unk && last_unk)) symbols.push_back({*unk, 0, 0, true});
-        last_unk = true;
-      }
-    }
     i += len;
+    if (const auto it = vocab.find(s); it != vocab.end()) {
+      flush_unk();
+      symbols.push_back({it->second, 0, 0, true});
+      continue;
+    }
+    if (byte_fallback) {
+      const size_t before = symbols.size();
+      bool all = true;
+      for (const char c : s) {
+        const int32_t id = byte_token[static_cast<unsigned char>(c)];
+        if (id < 0) {
+          all = false;
+          break;
+        }
+        symbols.push_back({id, 0, 0, true});
+      }
+      if (all) continue;
+      symbols.resize(before);
+    }
+    if (unk) {
+      if (!fuse_unk) flush_unk();
+      unk_pending = true;
+    }
   }
+  flush_unk();
 }
 
 void Tokenizer::Impl::bpe_piece(std::string_view piece, std::vector<int64_t>& out) const {
@@ -1289,6 +1480,7 @@ std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
 std::string Tokenizer::decode(std::span<const int64_t> ids, bool skip_special_tokens) const {
   const Impl& m = *impl_;
   std::string bytes;
+  std::vector<std::string> tokens;  // for a decoder chain
   bool first = true;
   for (const int64_t id : ids) {
     if (id < 0 || id >= m.size) continue;
@@ -1298,18 +1490,171 @@ std::string Tokenizer::decode(std::span<const int64_t> ids, bool skip_special_to
     } else if (static_cast<size_t>(id) >= m.vocab_r.size() || m.vocab_r[static_cast<size_t>(id)].empty()) {
       continue;
     }
+    const std::string& token = added != m.added_by_id.end() ? m.added[added->second].shown : m.vocab_r[static_cast<size_t>(id)];
     if (m.decoder == Impl::Decoder::ByteLevel) {
       bytes += m.id_bytes[static_cast<size_t>(id)];
+    } else if (m.decoder == Impl::Decoder::Chain) {
+      tokens.push_back(token);
     } else {  // no decoder: HF joins the token strings with spaces
       if (!first) bytes += ' ';
-      bytes += added != m.added_by_id.end() ? m.added[added->second].shown : m.vocab_r[static_cast<size_t>(id)];
+      bytes += token;
     }
     first = false;
   }
+  if (m.decoder == Impl::Decoder::Chain) bytes = m.run_decoders(tokens);
   std::string out;
   out.reserve(bytes.size());
   append_lossy_utf8(out, bytes);
   return out;
+}
+
+std::optional<std::string> Tokenizer::Impl::unmap(std::string_view token) const {
+  // The bytes a byte-level token string stands for; nullopt for a string with a character outside
+  // the table (HF's ByteLevel decoder then takes the string's own UTF-8).
+  std::string out;
+  for (size_t i = 0; i < token.size();) {
+    size_t len = 0;
+    const uint32_t cp = decode_codepoint(token, i, len);
+    i += len;
+    const auto it = cp_byte.find(cp);
+    if (it == cp_byte.end()) return std::nullopt;
+    out.push_back(static_cast<char>(it->second));
+  }
+  return out;
+}
+
+// HF's decode_chain, step by step, then the strings joined. Decoding is held to the same bounds as
+// encoding: a Replace regex spends a budget set by the bytes of the tokens, and the tokens may
+// grow to kGrowth x their bytes + kGrowthSlack (checked while a Replace builds a token and after
+// every step), so a chain of Replace a -> aa cannot double its way to gigabytes.
+std::string Tokenizer::Impl::run_decoders(std::vector<std::string>& tokens) const {
+  size_t total = 0;
+  for (const auto& t : tokens) total += t.size();
+  Work work{std::string_view()};
+  work.text_bytes = total;
+  work.steps_left = work.steps_total = Work::kBaseSteps + Work::kStepsPerByte * total;
+  work.label = fmt::format("while decoding {} tokens", tokens.size());
+  work.normalizing(total);
+  for (const DecStep& step : dec_steps) decoder_step(step, tokens, work);
+  std::string out;
+  for (const auto& t : tokens) out += t;
+  return out;
+}
+
+[[noreturn]] static void decoded_too_much(const DecStep& step, const Work& work) {
+  throw InputError(fmt::format("{} grows the text past {} bytes ({} x its {} bytes + {}) {}", step.where, work.grow_limit,
+                               Work::kGrowth, work.piece_bytes, Work::kGrowthSlack, work.label));
+}
+
+void Tokenizer::Impl::decoder_step(const DecStep& step, std::vector<std::string>& tokens, Work& work) const {
+  switch (step.kind) {
+    case DecKind::Replace: {
+      size_t so_far = 0;  // bytes of the tokens already replaced
+      for (auto& t : tokens) {
+        if (t.empty()) continue;  // HF's find_matches: no match in an empty string
+        std::string out;
+        size_t prev = 0;
+        step.pattern.for_each_match(t, work, [&](size_t a, size_t b) {
+          out.append(t, prev, a - prev);
+          out += step.content;
+          prev = b;
+          if (so_far + out.size() > work.grow_limit) decoded_too_much(step, work);
+        });
+        out.append(t, prev, std::string::npos);
+        so_far += out.size();
+        t = std::move(out);
+      }
+      break;
+    }
+    case DecKind::ByteFallback: {
+      // A run of byte tokens becomes its string when it is valid UTF-8, else one U+FFFD per byte.
+      std::vector<std::string> out;
+      std::string run;
+      auto flush = [&] {
+        if (run.empty()) return;
+        if (first_invalid_utf8(run) == std::string_view::npos) {
+          out.push_back(std::move(run));
+        } else {
+          for (size_t k = 0; k < run.size(); ++k) out.emplace_back("\xEF\xBF\xBD");
+        }
+        run.clear();
+      };
+      for (auto& t : tokens) {
+        if (const auto b = fallback_byte(t)) {
+          run.push_back(static_cast<char>(*b));
+        } else {
+          flush();
+          out.push_back(std::move(t));
+        }
+      }
+      flush();
+      tokens = std::move(out);
+      break;
+    }
+    case DecKind::Fuse: {
+      std::string joined;
+      for (const auto& t : tokens) joined += t;
+      tokens.assign(1, std::move(joined));
+      break;
+    }
+    case DecKind::Strip:
+      for (auto& t : tokens) t = strip_token(step, t);
+      break;
+    case DecKind::Metaspace:
+      // The replacement becomes a space, except in the first token, where it goes (unless the
+      // prepend scheme is never): HF drops every one there, not only a leading one.
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        std::string out;
+        const std::string& t = tokens[i];
+        const bool drop = i == 0 && !step.prepend_never;
+        for (size_t pos = 0;;) {
+          const size_t hit = t.find(step.replacement, pos);
+          out.append(t, pos, hit == std::string::npos ? std::string::npos : hit - pos);
+          if (hit == std::string::npos) break;
+          if (!drop) out += ' ';
+          pos = hit + step.replacement.size();
+        }
+        tokens[i] = std::move(out);
+      }
+      break;
+    case DecKind::ByteLevel: {
+      std::string raw;
+      for (const auto& t : tokens) raw += unmap(t).value_or(t);
+      std::string text;
+      append_lossy_utf8(text, raw);
+      tokens.assign(1, std::move(text));
+      break;
+    }
+  }
+  size_t now = 0;
+  for (const auto& t : tokens) now += t.size();
+  if (now > work.grow_limit) decoded_too_much(step, work);
+}
+
+// What one token gives in the middle of a text, for streaming: the chain's per-token steps
+// (Replace; Metaspace's replacement as a space), a ByteFallback byte token as its raw byte and
+// ByteLevel's bytes as they are (the caller holds back incomplete UTF-8; later steps are not
+// applied to raw bytes). Fuse and Strip concern the whole text and are left out.
+std::string Tokenizer::Impl::token_alone(std::string token) const {
+  Work work(token);
+  work.label = "while decoding one token";
+  work.normalizing(token.size());
+  for (const DecStep& step : dec_steps) {
+    if (step.kind == DecKind::Replace) {
+      std::vector<std::string> one{std::move(token)};
+      decoder_step(step, one, work);
+      token = std::move(one[0]);
+    } else if (step.kind == DecKind::Metaspace) {
+      std::vector<std::string> two{std::string(), std::move(token)};  // as the second token
+      decoder_step(step, two, work);
+      token = std::move(two[1]);
+    } else if (step.kind == DecKind::ByteFallback) {
+      if (const auto b = fallback_byte(token)) return std::string(1, static_cast<char>(*b));
+    } else if (step.kind == DecKind::ByteLevel) {
+      return unmap(token).value_or(token);
+    }
+  }
+  return token;
 }
 
 std::optional<int64_t> Tokenizer::token_to_id(std::string_view token) const {
@@ -1338,7 +1683,9 @@ std::optional<std::string> Tokenizer::token_bytes(int64_t id) const {
     if (!id_to_token(id)) return std::nullopt;
     return impl_->id_bytes[static_cast<size_t>(id)];
   }
-  return id_to_token(id);
+  auto token = id_to_token(id);
+  if (token && impl_->decoder == Impl::Decoder::Chain) return impl_->token_alone(std::move(*token));
+  return token;
 }
 
 const std::filesystem::path& Tokenizer::file() const { return impl_->file; }

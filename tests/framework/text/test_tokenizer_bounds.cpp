@@ -278,6 +278,44 @@ TEST_CASE("tokenizer bounds: normalizers cannot grow text without bound", "[toke
   for (const auto& p : {f, g, h}) fs::remove(p);
 }
 
+TEST_CASE("tokenizer bounds: Metaspace pre-tokenizers and decoders cannot grow text without bound", "[tokenizer][bounds]") {
+  // Each Metaspace prepends its replacement when the piece does not start with it: 3000 of them,
+  // alternating two replacements, would copy the growing piece 3000 times.
+  Json chain = Json::array();
+  for (int i = 0; i < 3000; ++i)
+    chain.push_back({{"type", "Metaspace"}, {"replacement", i % 2 ? "\xE2\x96\x81" : "_"}, {"prepend_scheme", "always"},
+                     {"split", false}});
+  Json j = minimal({{"a", 0}});
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", chain}};
+  const auto f = write_json("metaspace-growth", j);
+  const auto tok = Tokenizer::from_file(f);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THAT(input_error([&] { tok.encode("a"); }), Catch::Contains(f.string()) && Catch::Contains("Metaspace"));
+  CHECK(seconds_since(t0) < 2.0);
+
+  // 40 chained Replace a -> aa in the decoder: refused while decoding, naming the step.
+  Json seq = Json::array();
+  for (int i = 0; i < 40; ++i) seq.push_back({{"type", "Replace"}, {"pattern", {{"String", "a"}}}, {"content", "aa"}});
+  Json d = minimal({{"a", 0}});
+  d["decoder"] = {{"type", "Sequence"}, {"decoders", seq}};
+  const auto g = write_json("decoder-growth", d);
+  const auto dt = Tokenizer::from_file(g);
+  t0 = std::chrono::steady_clock::now();
+  CHECK_THAT(input_error([&] { dt.decode(Ids{0, 0}); }), Catch::Contains(g.string()) && Catch::Contains("decoder Replace"));
+  CHECK_THAT(input_error([&] { dt.token_bytes(0); }), Catch::Contains(g.string()));
+  CHECK(seconds_since(t0) < 2.0);
+
+  // The real shape (space to U+2581 and back) is fine.
+  Json ok = minimal({{"a", 0}, {"\xE2\x96\x81", 1}});
+  ok["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
+  ok["decoder"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}, {"prepend_scheme", "always"}, {"split", true}};
+  const auto h = write_json("metaspace-ok", ok);
+  const auto okt = Tokenizer::from_file(h);
+  CHECK(okt.encode("a  a") == Ids{1, 0, 1, 1, 0});
+  CHECK(okt.decode(okt.encode("a  a")) == "a  a");
+  for (const auto& p : {f, g, h}) fs::remove(p);
+}
+
 TEST_CASE("tokenizer bounds: regex work the match limit does not count is refused or stays linear",
           "[tokenizer][bounds]") {
   // PCRE2's match limit counts backtracking points, not characters scanned. A scan that is thrown
