@@ -379,13 +379,16 @@ def record(model, core, cfg, ids: list[int], notes: list[str]) -> "OrderedDict":
         # DESIGN `embed` is what layer 0 receives.
         trace["embed"] = hs0
         notes.append("embed taken from hidden_states[0] (differs from the embed_tokens output)")
-    absent = set(rec.absent) | (set(STAGES) - LAYOUT_FREE - LAYOUT_STAGES[layout])
+    # Absent: a stage this layout has whose module the model lacks (q/k norm where there is none);
+    # the stages of other layouts are not this model's and are not named.
+    own = LAYOUT_FREE | LAYOUT_STAGES[layout]
+    absent = set(rec.absent) & own
     for L in range(n_layers):
         for s in STAGES:
             name = f"layer.{L}.{s}"
             if name in raw:
                 trace[name] = flat(raw[name], T)
-            else:
+            elif s in own:
                 absent.add(s)
     trace["final_norm"] = flat(raw["final_norm"], T)
     trace["logits"] = flat(out.logits, T)

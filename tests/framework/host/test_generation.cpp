@@ -441,7 +441,7 @@ TEST_CASE("generate: Pick::Host asks for logits only and picks the same ids with
   }
 }
 
-TEST_CASE("generate: a feed replaces the fed-back token; Pick::None picks nothing and needs a feed", "[generation]") {
+TEST_CASE("generate: a feed replaces the fed-back token, and Pick::None picks nothing and needs a feed", "[generation]") {
   Prompt prompt;
   prompt.ids = {5, 6, 7};
   std::int64_t next = 1;

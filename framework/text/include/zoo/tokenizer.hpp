@@ -10,8 +10,8 @@
 
 namespace zoo {
 
-// A Hugging Face tokenizer.json of the BPE family (byte-level, as Qwen and Llama 3 ship it, or
-// sentencepiece-style with byte fallback, as Llama 2, Mistral, Gemma and Phi-3 ship it), run the way
+// A Hugging Face tokenizer.json of the BPE family (byte-level, or sentencepiece-style with byte
+// fallback; docs/tokenizer.md lists which models ship which), run the way
 // the `tokenizers` library runs it: added tokens split out of the raw text first, then the
 // normalizer, the pre-tokenizer and BPE on every remaining piece. Supported components (anything
 // else is an InputError naming the file and the component): normalizers NFC/NFD/NFKC/NFKD,
