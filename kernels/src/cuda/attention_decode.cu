@@ -148,7 +148,9 @@ __device__ __forceinline__ void load_tile_rows(std::uint32_t tile, const bf16* g
   }
 }
 
-template <int D, int KT, bool Q_REGS, bool CLUSTER>
+// MASKED: a window or soft-cap (masked_score); off, the plain causal path compiles as it did
+// before they existed.
+template <int D, int KT, bool Q_REGS, bool CLUSTER, bool MASKED>
 __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(DecodeParams p) {
   using Cfg = DecodeConfig<D, KT>;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -250,9 +252,10 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const std::int64_t kpos = k0 + n * 8 + 2 * (lane & 3) + (e & 1);
-        s[n][e] = p.softcap > 0.0f || p.window > 0
-                      ? masked_score(s[n][e], kpos, qpos[e >> 1], k_end, p.scale, p.softcap, p.window)
-                      : ((kpos >= k_end || kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2);
+        if constexpr (MASKED)
+          s[n][e] = masked_score(s[n][e], kpos, qpos[e >> 1], k_end, p.scale, p.softcap, p.window);
+        else
+          s[n][e] = (kpos >= k_end || kpos > qpos[e >> 1]) ? -INFINITY : s[n][e] * p.scale_log2;
       }
     }
     online_softmax<KT / 8, D / 8>(s, o, m, l);
@@ -390,8 +393,8 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(DecodeParam
   p.out[qrow * D + threadIdx.x] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
 }
 
-template <int D, int KT, bool Q_REGS>
-void launch_decode(DecodeParams p, bool cluster, int row_groups, cudaStream_t stream) {
+template <int D, int KT, bool Q_REGS, bool MASKED>
+void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStream_t stream) {
   using Cfg = DecodeConfig<D, KT>;
   // Splits: enough blocks for about two waves, but no split shorter than one tile per warp (the
   // legacy policy: two), so that short contexts still spread over many SMs.
@@ -409,11 +412,11 @@ void launch_decode(DecodeParams p, bool cluster, int row_groups, cudaStream_t st
   const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.splits),
                   static_cast<unsigned>(row_groups));
   if (cluster) {
-    auto kernel = attention_decode_kernel<D, KT, Q_REGS, true>;
+    auto kernel = attention_decode_kernel<D, KT, Q_REGS, true, MASKED>;
     allow_dynamic_smem(kernel, Cfg::kSmem);
     launch_pdl_cluster(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, dim3(1, static_cast<unsigned>(p.splits), 1), p);
   } else {
-    auto kernel = attention_decode_kernel<D, KT, Q_REGS, false>;
+    auto kernel = attention_decode_kernel<D, KT, Q_REGS, false, MASKED>;
     allow_dynamic_smem(kernel, Cfg::kSmem);
     launch_pdl(kernel, grid, Cfg::kThreads, Cfg::kSmem, stream, p);
   }
@@ -422,6 +425,12 @@ void launch_decode(DecodeParams p, bool cluster, int row_groups, cudaStream_t st
         <<<static_cast<unsigned>(p.q_tokens * p.q_heads), D, 0, stream>>>(p);
     ZOO_CUDA_CHECK_LAUNCH();
   }
+}
+
+template <int D, int KT, bool Q_REGS>
+void launch_decode(DecodeParams p, bool cluster, int row_groups, cudaStream_t stream) {
+  if (p.softcap > 0.0f || p.window > 0) return launch_decode_variant<D, KT, Q_REGS, true>(p, cluster, row_groups, stream);
+  launch_decode_variant<D, KT, Q_REGS, false>(p, cluster, row_groups, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }

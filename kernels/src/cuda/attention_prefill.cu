@@ -47,7 +47,9 @@ struct PrefillConfig {
   static constexpr int kSmem = kQBytes + 2 * kKVBytes;
 };
 
-template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS>
+// MASKED: a window or soft-cap (masked_score); off, the plain causal path compiles as it did
+// before they existed (a runtime branch cost plain attention registers and time).
+template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS, bool MASKED>
 __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kernel(PrefillParams p) {
   using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
   constexpr int BR = Cfg::kBR, NT = Cfg::kThreads;
@@ -102,7 +104,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid);
     cp_async_commit();
     if (active) {
-      if (p.softcap > 0.0f || p.window > 0) {
+      if constexpr (MASKED) {
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n) {
 #pragma unroll
@@ -161,16 +163,22 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
   }
 }
 
-template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS>
-void launch_prefill(const PrefillParams& p, cudaStream_t stream) {
+template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS, bool MASKED>
+void launch_prefill_variant(const PrefillParams& p, cudaStream_t stream) {
   using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
-  auto kernel = attention_prefill_kernel<D, WARPS, BC, Q_REGS, MIN_BLOCKS>;
+  auto kernel = attention_prefill_kernel<D, WARPS, BC, Q_REGS, MIN_BLOCKS, MASKED>;
   allow_dynamic_smem(kernel, Cfg::kSmem);
   const std::int64_t q_tiles = (p.tokens + Cfg::kBR - 1) / Cfg::kBR;
   if (q_tiles > 65535) throw std::invalid_argument("attention_prefill: too many tokens for one launch");
   const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(q_tiles));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
   ZOO_CUDA_CHECK_LAUNCH();
+}
+
+template <int D, int WARPS, int BC, bool Q_REGS, int MIN_BLOCKS>
+void launch_prefill(const PrefillParams& p, cudaStream_t stream) {
+  if (p.softcap > 0.0f || p.window > 0) return launch_prefill_variant<D, WARPS, BC, Q_REGS, MIN_BLOCKS, true>(p, stream);
+  launch_prefill_variant<D, WARPS, BC, Q_REGS, MIN_BLOCKS, false>(p, stream);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) == 0; }

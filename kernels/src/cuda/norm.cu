@@ -51,7 +51,7 @@ __global__ void scatter_rows_kernel(const std::int32_t* __restrict__ positions, 
 // are x_stride / y_stride elements apart (h shares x's layout). ONE_PLUS: y = bf16(x * inv * (1 +
 // w)) in float32, rounded once (the 1 + w norms); else y = bf16(w * bf16(x * inv)). Without a weight
 // (w null, ADD only) y = h: the residual stream itself (norms after the sublayers only).
-template <int VEC, bool ADD, bool ONE_PLUS>
+template <int VEC, bool ADD, bool ONE_PLUS, bool HAS_W>
 __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__ w, bf16* y, int dim, float eps,
                                 std::int64_t x_stride, std::int64_t y_stride) {
   __shared__ float scratch[32];
@@ -80,7 +80,7 @@ __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__
   for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
     float v[VEC], g[VEC];
     load_f32<VEC>(src + i, v);
-    if (w) {
+    if constexpr (HAS_W) {
       load_f32<VEC>(w + i, g);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) v[j] = ONE_PLUS ? v[j] * inv * (1.0f + g[j]) : g[j] * round_bf16(v[j] * inv);
@@ -98,12 +98,19 @@ void launch_rms_norm(const Bf16* x, Bf16* h, const Bf16* w, Bf16* y, std::int64_
   const bool vec = dim % 8 == 0 && x_stride % 8 == 0 && y_stride % 8 == 0 && aligned16(x) && aligned16(h) &&
                    (!w || aligned16(w)) && aligned16(y);
   const int d = static_cast<int>(dim);
-  if (vec) {
-    launch_pdl(rms_norm_kernel<8, ADD, ONE_PLUS>, static_cast<unsigned>(rows), row_threads(dim / 8), 0, stream, dev(x),
-               dev(h), w ? dev(w) : nullptr, dev(y), d, eps, x_stride, y_stride);
+  const unsigned blocks = static_cast<unsigned>(rows);
+  const auto* wd = w ? dev(w) : nullptr;
+  if (!w) {  // ADD only: y = h, the residual stream itself
+    if (vec) launch_pdl(rms_norm_kernel<8, ADD, false, false>, blocks, row_threads(dim / 8), 0, stream, dev(x), dev(h),
+                        wd, dev(y), d, eps, x_stride, y_stride);
+    else launch_pdl(rms_norm_kernel<1, ADD, false, false>, blocks, row_threads(dim), 0, stream, dev(x), dev(h), wd,
+                    dev(y), d, eps, x_stride, y_stride);
+  } else if (vec) {
+    launch_pdl(rms_norm_kernel<8, ADD, ONE_PLUS, true>, blocks, row_threads(dim / 8), 0, stream, dev(x), dev(h), wd,
+               dev(y), d, eps, x_stride, y_stride);
   } else {
-    launch_pdl(rms_norm_kernel<1, ADD, ONE_PLUS>, static_cast<unsigned>(rows), row_threads(dim), 0, stream, dev(x),
-               dev(h), w ? dev(w) : nullptr, dev(y), d, eps, x_stride, y_stride);
+    launch_pdl(rms_norm_kernel<1, ADD, ONE_PLUS, true>, blocks, row_threads(dim), 0, stream, dev(x), dev(h), wd,
+               dev(y), d, eps, x_stride, y_stride);
   }
   ZOO_CUDA_CHECK_LAUNCH();
 }
@@ -133,6 +140,8 @@ constexpr int kQkWarps = 8;
 
 // One warp per (token, head slot); slots are q heads, then k heads, then v heads. Lane j handles
 // the rotation pairs (p, p + D/2) for p = j, j + 32, ...
+// GENERAL: partial rotary or 1 + w norms; off, the path every model had before them.
+template <bool GENERAL>
 __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a) {
   allow_dependent_launch();
   grid_dependency_wait();  // a PDL link (launch.cuh): q/k/v come from the previous kernel
@@ -176,13 +185,17 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   auto normed_at = [&](int i) {
     const float x = to_f32(src[i]);
     if (!w) return x;
-    return a.one_plus ? round_bf16(x * inv * (1.0f + to_f32(w[i]))) : round_bf16(to_f32(w[i]) * round_bf16(x * inv));
+    if constexpr (GENERAL)
+      if (a.one_plus) return round_bf16(x * inv * (1.0f + to_f32(w[i])));
+    return round_bf16(to_f32(w[i]) * round_bf16(x * inv));
   };
-  // Partial rotary: elements past rotary_dim pass through (normed, not rotated).
-  for (int i = a.rotary_dim + lane; i < D; i += 32) {
-    const float n = normed_at(i);
-    if (normed) normed[i] = to_bf16(n);
-    dst[i] = to_bf16(n);
+  if constexpr (GENERAL) {
+    // Partial rotary: elements past rotary_dim pass through (normed, not rotated).
+    for (int i = a.rotary_dim + lane; i < D; i += 32) {
+      const float n = normed_at(i);
+      if (normed) normed[i] = to_bf16(n);
+      dst[i] = to_bf16(n);
+    }
   }
   const float fpos = static_cast<float>(pos);
   for (int p = lane; p < half; p += 32) {
@@ -289,7 +302,10 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.attention_scaling};
   const std::int64_t items = args.tokens * (args.q_heads + 2 * args.kv_heads);
   const std::int64_t blocks = (items + kQkWarps - 1) / kQkWarps;
-  launch_pdl(qk_norm_rope_kernel, static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream, p);
+  if (rotary != args.head_dim || args.one_plus)
+    launch_pdl(qk_norm_rope_kernel<true>, static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream, p);
+  else
+    launch_pdl(qk_norm_rope_kernel<false>, static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream, p);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 
