@@ -2,8 +2,8 @@
 // Reading a Hugging Face config.json into a DecoderSpec: the fields that dense decoders
 // share (sizes, GQA, head_dim, eps, tie_word_embeddings, attention_bias/mlp_bias, hidden_act)
 // and the RoPE settings in all their layouts (flat rope_theta + rope_scaling, transformers-5
-// rope_parameters, "type" or "rope_type"). Every value from the file is checked: a missing,
-// mistyped, out-of-range or unsupported field is an InputError that names it.
+// rope_parameters, "type" or "rope_type"). The value of every field it reads is checked: a
+// missing, mistyped, out-of-range or unsupported field is an InputError that names it.
 //
 // The reader knows its fields from one table (hf_config_fields): each is implemented, refused or
 // ignored. A field the table does not know is ignored with one warning naming it, because
