@@ -242,6 +242,12 @@ const char* hf_field_use_name(HfFieldUse use) {
   return "?";
 }
 
+std::string hf_model_type(const nlohmann::json& config, const std::string& fallback) {
+  if (config.is_object() && config.contains("model_type") && config.at("model_type").is_string())
+    return config.at("model_type").get<std::string>();
+  return fallback;
+}
+
 bool hf_bool(const nlohmann::json& config, const char* key, bool fallback, const std::string& label) {
   if (!present(config, key)) return fallback;
   if (!config.at(key).is_boolean()) throw InputError(fmt::format("{}: field '{}' must be true or false", label, key));
@@ -419,7 +425,7 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   DecoderSpec c;
   check_fields(config, label, rules, c.config_warnings);
   c.family = family;
-  if (config.contains("model_type") && config.at("model_type").is_string()) c.model_type = config.at("model_type");
+  c.model_type = hf_model_type(config, "");
   c.vocab_size = positive_int(config, "vocab_size", kMaxVocab, label);
   c.hidden_size = positive_int(config, "hidden_size", kMaxHidden, label);
   c.intermediate_size = positive_int(config, "intermediate_size", kMaxIntermediate, label);

@@ -21,12 +21,6 @@ const ZooPluginDescriptor* descriptor() {
   return &d;
 }
 
-std::string model_type(const nlohmann::json& config) {
-  if (config.is_object() && config.contains("model_type") && config.at("model_type").is_string())
-    return config.at("model_type").get<std::string>();
-  return "gemma";
-}
-
 // What each Gemma's transformers config reads, and which layers it slides when config.json has no
 // layer_types: Gemma 2 every other layer from the first, Gemma 3 all but every Nth.
 layers::HfFamilyRules rules_for(const std::string& type, const nlohmann::json& config, const std::string& label) {
@@ -57,7 +51,7 @@ layers::HfFamilyRules rules_for(const std::string& type, const nlohmann::json& c
 }
 
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
-  const std::string type = model_type(args.config);
+  const std::string type = layers::hf_model_type(args.config, "gemma");
   if (type != "gemma" && type != "gemma2" && type != "gemma3_text")
     throw InputError(fmt::format("gemma config: model_type '{}' is not one this plugin runs (gemma, gemma2, "
                                  "gemma3_text)",

@@ -19,14 +19,8 @@ const ZooPluginDescriptor* descriptor() {
   return &d;
 }
 
-std::string model_type(const nlohmann::json& config) {
-  if (config.is_object() && config.contains("model_type") && config.at("model_type").is_string())
-    return config.at("model_type").get<std::string>();
-  return "llama";
-}
-
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
-  const std::string type = model_type(args.config);
+  const std::string type = layers::hf_model_type(args.config, "llama");
   const std::string label = type + " config";
   layers::HfFamilyRules rules;
   if (type == "mistral") {

@@ -69,6 +69,10 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
 // The RoPE parameters alone (read_hf_decoder_config uses it).
 RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::string& label);
 
+// config.json's model_type, or `fallback` when it has none (a plugin serving several types picks
+// its family's rules by it before reading the rest).
+std::string hf_model_type(const nlohmann::json& config, const std::string& fallback);
+
 // A boolean field: `fallback` when absent or null, InputError when not a boolean.
 bool hf_bool(const nlohmann::json& config, const char* key, bool fallback, const std::string& label);
 
