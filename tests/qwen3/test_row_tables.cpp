@@ -10,14 +10,14 @@ namespace {
 
 using Catch::Matchers::Contains;
 
-struct Fixture {
+struct RowTableFixture {
   OpenedModel opened;
   int table = -1;
   std::int64_t H = 0, V = 0;
 };
 
-Fixture open_with_table() {
-  Fixture f{open_fixture(fixture_dir("qwen3-tiny"), false)};
+RowTableFixture open_with_table() {
+  RowTableFixture f{open_fixture(fixture_dir("qwen3-tiny"), false)};
   f.table = f.opened.model->add_row_table("rows", f.opened.model->weight_source().view("model.embed_tokens.weight"));
   load_model(f.opened, false);
   f.H = f.opened.model->info().hidden_size;
@@ -28,7 +28,7 @@ Fixture open_with_table() {
 }  // namespace
 
 TEST_CASE("row tables: summed rows equal an override row, a table head equals its product", "[qwen3][row_table]") {
-  Fixture f = open_with_table();
+  RowTableFixture f = open_with_table();
   REQUIRE(f.table == 0);
   const std::vector<std::int64_t> ids{5, 17, 3, 9};
   const std::vector<std::int64_t> table_positions{1, 3};
@@ -58,7 +58,7 @@ TEST_CASE("row tables: summed rows equal an override row, a table head equals it
 }
 
 TEST_CASE("row tables: bad indices, ids, shapes and late tables are refused", "[qwen3][row_table][input]") {
-  Fixture f = open_with_table();
+  RowTableFixture f = open_with_table();
   auto session = f.opened.model->new_session();
   const std::vector<std::int64_t> ids{5, 17};
   const std::vector<std::int64_t> at0{0};
@@ -76,7 +76,7 @@ TEST_CASE("row tables: bad indices, ids, shapes and late tables are refused", "[
 
   CHECK_THROWS_AS(f.opened.model->add_row_table("late", f.opened.model->weight_source().view("model.norm.weight")),
                   std::logic_error);
-  Fixture g{open_fixture(fixture_dir("qwen3-tiny"), false)};
+  RowTableFixture g{open_fixture(fixture_dir("qwen3-tiny"), false)};
   CHECK_THAT(input_error_of([&] {
                g.opened.model->add_row_table("norm", g.opened.model->weight_source().view("model.norm.weight"));
              }),
@@ -85,7 +85,7 @@ TEST_CASE("row tables: bad indices, ids, shapes and late tables are refused", "[
 
 TEST_CASE("row tables: a head sampling request is checked, a CPU session returns the head output instead",
           "[qwen3][row_table][input]") {
-  Fixture f = open_with_table();
+  RowTableFixture f = open_with_table();
   auto session = f.opened.model->new_session();
   const std::vector<std::int64_t> ids{5, 17};
   auto error_of = [&](const HeadSampleRequest& r, int head_table) {

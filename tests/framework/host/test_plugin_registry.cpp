@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "framework/weights_test_util.hpp"
 #include "scoped_env.hpp"
 #include "stderr_capture.hpp"
 #include "zoo/error.hpp"
@@ -38,32 +39,28 @@ const fs::path kFunctionDescriptor = ZOO_TEST_FUNCTION_DESCRIPTOR_PLUGIN;
 const fs::path kFunctionCreate = ZOO_TEST_FUNCTION_CREATE_PLUGIN;
 const fs::path kOldLayers = ZOO_TEST_OLD_LAYERS_PLUGIN;
 
-class TempDir {
+class PluginDir {
  public:
-  TempDir() {
+  PluginDir() {
     static std::atomic<int> counter{0};
     path_ = fs::temp_directory_path() / fmt::format("zoo-plugin-test-{}-{}", ::getpid(), counter++);
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
-  ~TempDir() {
+  ~PluginDir() {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  PluginDir(const PluginDir&) = delete;
+  PluginDir& operator=(const PluginDir&) = delete;
   const fs::path& path() const { return path_; }
 
  private:
   fs::path path_;
 };
 
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-}
-
 using zoo::test::ScopedEnv;
+using zoo::test::write_file;
 
 // Whether the dynamic loader currently has this library mapped (RTLD_NOLOAD never loads it).
 bool library_is_loaded(const fs::path& path) {
@@ -146,7 +143,7 @@ TEST_CASE("plugins: load reads a valid plugin's descriptor", "[plugins]") {
 }
 
 TEST_CASE("plugins: load reports what is wrong with a file, naming it", "[plugins]") {
-  TempDir tmp;
+  PluginDir tmp;
   zoo::PluginRegistry registry;
 
   SECTION("a directory named *.so") {
@@ -233,7 +230,7 @@ TEST_CASE("plugins: load reports what is wrong with a file, naming it", "[plugin
 }
 
 TEST_CASE("plugins: discover collects plugins and problems from every search directory", "[plugins]") {
-  TempDir tmp;
+  PluginDir tmp;
   const fs::path text = tmp.path() / "libtext.so";
   write_file(text, "hello\n");
   const fs::path dir = tmp.path() / "libdir.so";
@@ -275,7 +272,7 @@ TEST_CASE("plugins: discover collects plugins and problems from every search dir
 }
 
 TEST_CASE("plugins: discover reads ZOO_PLUGIN_PATH after the explicit directories", "[plugins]") {
-  TempDir tmp;
+  PluginDir tmp;
   ScopedEnv env("ZOO_PLUGIN_PATH", fmt::format("{}::{}", (tmp.path() / "nothing").string(), kPluginDir.string()));
   zoo::PluginRegistry registry;
   registry.discover({tmp.path()});
@@ -462,7 +459,7 @@ TEST_CASE("plugins: plugins_table and plugins_json describe what was found", "[p
 TEST_CASE("plugins: plugins_table says where it looked when nothing was found", "[plugins]") {
   CHECK(plugins_table(zoo::PluginRegistry{}) == "no plugins found (searched: nothing)\n");
 
-  TempDir tmp;
+  PluginDir tmp;
   ScopedEnv env("ZOO_PLUGIN_PATH", "");
   zoo::PluginRegistry registry;
   registry.discover({tmp.path()});
