@@ -1,6 +1,7 @@
-// `zoo bench`: load time, prefill tokens/s and decode ms/token of a model, as a table or JSON.
-// Each phase prints its row when it finishes; timings are medians over repeats (min and max kept),
-// after one untimed warm-up pass per shape.
+// `zoo bench`: load time, prefill tokens/s and decode ms/token of a model, as a table or JSON;
+// `--encode FILE` times the model's waveform-to-codes encoder on a sound file instead. Each phase
+// prints its row when it finishes; timings are medians over repeats (min and max kept), after one
+// untimed warm-up pass per shape.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -8,12 +9,14 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <random>
 #include <unistd.h>
 
 #include "build_info.hpp"
 #include "commands.hpp"
 #include "numeric_option.hpp"
+#include "sound_encoding.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
 #include "zoo/kernels/thread_pool.hpp"
@@ -101,9 +104,85 @@ struct BenchOptions {
   int repeat = 3;
   bool json = false, quiet = false;
   bool full_logits = false;  // decode returns the logits row and the host picks (the A/B baseline)
+  std::string encode;        // a sound file: time the code encoder on it instead of prefill/decode
 };
 
+nlohmann::json provenance() {
+  return {{"zoo", {{"version", zoo_version()}, {"commit", zoo_commit()}}},
+          {"host", host_name()},
+          {"threads", kernels::ThreadPool::global().size()}};
+}
+
+// The encoder alone: only its weights are read (as `zoo tts --encode`), one untimed warm-up encode,
+// then `repeat` timed ones. Every repeat must give the same codes: a run that changed its answer
+// is not a speed to report.
+int bench_encode(const BenchOptions& options) {
+  PluginRegistry registry;
+  auto opened = open_from_options(options.model, registry);
+  CodeEncoder& encoder = code_encoder_of(opened);
+  const bool table = !options.json;
+  const std::vector<float> samples = read_reference_sound("bench", "--encode", options.encode, encoder, options.quiet);
+  const double duration = static_cast<double>(samples.size()) / encoder.sample_rate();
+  if (table) {
+    fmt::print("model   {}\nencoder {}\ndevice  {}, {} CPU threads\ninput   {} ({:.2f} s at {} Hz)\n",
+               opened.model->info().summary, encoder.summary(), opened.spec.device.str(),
+               kernels::ThreadPool::global().size(), options.encode, duration, encoder.sample_rate());
+    std::fflush(stdout);
+  }
+  const auto load_start = Clock::now();
+  load_code_encoder(opened, encoder);
+  const double load_s = seconds_since(load_start);
+  if (table) fmt::print("load    {:.3f} s\n", load_s);
+  const Progress progress(!options.quiet);
+  const std::string what = "--encode " + options.encode;
+  std::vector<double> times;
+  EncodedFrames first;
+  for (int r = 0; r <= options.repeat; ++r) {
+    progress.show("encode", r, options.repeat);
+    const auto start = Clock::now();
+    EncodedFrames encoded = encoder.encode(samples, what);
+    const double seconds = seconds_since(start);
+    if (r == 0) {
+      first = std::move(encoded);  // warms caches, allocators, kernels
+      continue;
+    }
+    times.push_back(seconds);
+    if (encoded.codes != first.codes)
+      throw ValidationError(fmt::format("bench: {}: repeat {} gave other codes than the first encode", what, r));
+  }
+  progress.clear();
+  const Spread t = spread(times);
+  float margin = std::numeric_limits<float>::infinity();
+  for (const float m : first.margins) margin = std::min(margin, m);
+  nlohmann::json out = provenance();
+  out["model"] = opened.model->info().summary;
+  out["plugin"] = opened.model->info().plugin;
+  out["device"] = opened.spec.device.str();
+  out["encoder"] = encoder.summary();
+  out["input"] = {{"file", options.encode}, {"seconds", duration}, {"samples", samples.size()}};
+  out["load"] = {{"seconds", load_s}};
+  out["encode"] = {{"frames", first.frames},
+                   {"codebooks", first.num_codebooks},
+                   {"seconds", t.median},
+                   {"seconds_spread", t.to_json()},
+                   {"real_time_factor", duration / t.median},
+                   {"smallest_code_margin", margin},
+                   {"codes_equal_across_repeats", true}};
+  out["repeat"] = options.repeat;
+  if (options.json) {
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("\n{:<10} {:>10} {:>12} {:>20} {:>12}\n", "phase", "frames", "ms", "ms min..max", "x real time");
+  fmt::print("{:<10} {:>10} {:>12.2f} {:>20} {:>12.1f}\n", "encode", first.frames, 1e3 * t.median,
+             fmt::format("{:.2f}..{:.2f}", 1e3 * t.min, 1e3 * t.max), duration / t.median);
+  fmt::print("\ncodes equal across {} repeats; smallest best-vs-second code distance {:.4g}\n", options.repeat, margin);
+  fmt::print("zoo {} ({}) on {}\n", zoo_version(), zoo_commit(), out["host"].get<std::string>());
+  return 0;
+}
+
 int bench(const BenchOptions& options) {
+  if (!options.encode.empty()) return bench_encode(options);
   PluginRegistry registry;
   ModelOptions model_options = options.model;
   if (model_options.max_context <= 0) {  // room for the longest prompt or context plus the decode steps
@@ -213,9 +292,7 @@ int bench(const BenchOptions& options) {
   out["decode"] = decode;
   out["runtime"] = opened.model->runtime_stats();
   out["repeat"] = options.repeat;
-  out["zoo"] = {{"version", zoo_version()}, {"commit", zoo_commit()}};
-  out["host"] = host_name();
-  out["threads"] = kernels::ThreadPool::global().size();
+  out.update(provenance());
   if (options.json) {
     fmt::print("{}\n", out.dump(2));
     return 0;
@@ -246,6 +323,11 @@ void add_bench_command(CLI::App& app, Action& run) {
   cmd->add_flag("--full-logits", options->full_logits,
                 "Decode steps return the logits row and the host picks the token (the path before sampling on the "
                 "device; for A/B)");
+  auto* encode = cmd->add_option("--encode", options->encode,
+                                 "Time the model's code encoder on this sound file (WAV, FLAC, ...) instead of "
+                                 "prefill and decode; only the encoder's weights are read");
+  for (const char* lm : {"--prompt-len", "--decode-context", "--new-tokens", "--full-logits"})
+    encode->excludes(lm);
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return bench(*options); }; });

@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "file_options.hpp"
 #include "run_helpers.hpp"
+#include "sound_encoding.hpp"
 #include "tts_text.hpp"
 #include "zoo/code_frames.hpp"
 #include "zoo/error.hpp"
@@ -48,50 +49,6 @@ void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
   decoder.load();
 }
 
-CodeEncoder& code_encoder_of(OpenedModel& opened) {
-  CodeEncoder* encoder = opened.model->code_encoder();
-  if (!encoder)
-    throw InputError(fmt::format("{}: the checkpoint has no waveform-to-codes encoder (the {} plugin's model holds none "
-                                 "here); give the voice as --ref-codes instead",
-                                 opened.spec.file.string(), opened.model->info().plugin));
-  return *encoder;
-}
-
-void load_code_encoder(OpenedModel& opened, CodeEncoder& encoder) {
-  const LoadPlan plan = make_load_plan(encoder.requirements(), opened.model->weight_source());
-  if (!plan.ok())
-    throw ValidationError(fmt::format("{}: the encoder's load plan has {} problem(s):\n{}", opened.spec.file.string(),
-                                      plan.problem_count(), plan.table()));
-  encoder.load();
-}
-
-// The samples of sound file `path` as the encoder takes them: downmixed to mono, resampled to its
-// rate by libsoxr when the file has another (said on stderr unless quiet). Empty, non-finite or
-// too long sound is an InputError naming the file, before anything is resampled or loaded.
-std::vector<float> read_reference_sound(const std::string& flag, const std::string& path, const CodeEncoder& encoder,
-                                        bool quiet) {
-  SoundFileContents sound = read_sound_file_downmixed(path);
-  const std::string name = fmt::format("{} {}", flag, path);
-  if (sound.samples.empty()) throw InputError(fmt::format("{}: no samples", name));
-  const double seconds = static_cast<double>(sound.samples.size()) / sound.sample_rate;
-  const double max_seconds = static_cast<double>(encoder.max_samples()) / encoder.sample_rate();
-  if (seconds > max_seconds)
-    throw InputError(fmt::format("{}: {:.1f} s of sound; the codec encoder takes at most {:.0f} s (cut the reference)",
-                                 name, seconds, max_seconds));
-  for (std::size_t i = 0; i < sound.samples.size(); ++i)
-    if (!std::isfinite(sound.samples[i]))
-      throw InputError(fmt::format("{}: sample {} is not a finite number", name, i));
-  std::string how = sound.channels == 1 ? "mono" : fmt::format("{} channels downmixed to mono", sound.channels);
-  if (sound.sample_rate != encoder.sample_rate()) {
-    sound.samples = resample_sound(sound.samples, sound.sample_rate, encoder.sample_rate());
-    how += fmt::format(", resampled {} -> {} Hz by libsoxr (high quality)", sound.sample_rate, encoder.sample_rate());
-  } else {
-    how += fmt::format(", {} Hz as is", sound.sample_rate);
-  }
-  if (!quiet) fmt::print(stderr, "tts: {}: {:.2f} s, {}\n", name, seconds, how);
-  return sound.samples;
-}
-
 // Encodes `samples` (from `name`) into code frames, reporting time and the closest call.
 EncodedFrames encode_sound(const CodeEncoder& encoder, const std::vector<float>& samples, const std::string& name,
                           bool quiet) {
@@ -123,7 +80,7 @@ int run_encode(const TtsOptions& options) {
   OpenedModel opened = open_from_options(options.model, registry);
   check_output("--codes-out", options.text.codes_out, opened, {{"a sound file (--encode)", options.encode}});
   CodeEncoder& encoder = code_encoder_of(opened);
-  const std::vector<float> samples = read_reference_sound("--encode", options.encode, encoder, options.quiet);
+  const std::vector<float> samples = read_reference_sound("tts", "--encode", options.encode, encoder, options.quiet);
   load_code_encoder(opened, encoder);
   const EncodedFrames encoded = encode_sound(encoder, samples, "--encode " + options.encode, options.quiet);
   write_code_frames(options.text.codes_out, code_frames_tensor(frame_rows(encoded)).view());
@@ -202,7 +159,7 @@ int run_text(const TtsOptions& options) {
   std::vector<float> reference;
   if (!text.ref_audio.empty()) {  // the reference is read and checked before the long part too
     encoder = &code_encoder_of(opened);
-    reference = read_reference_sound("--ref-audio", text.ref_audio, *encoder, options.quiet);
+    reference = read_reference_sound("tts", "--ref-audio", text.ref_audio, *encoder, options.quiet);
   }
   load_model(opened, !options.quiet);
   if (decoder) load_code_decoder(opened, *decoder);

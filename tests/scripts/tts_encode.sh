@@ -3,7 +3,7 @@
 # fixture: the codes equal transformers' (the fixture's codes.json, from its encode goldens);
 # cloning in one command gives the same codes and bytes as encoding first and passing --ref-codes;
 # other rates are resampled (and said), channels downmixed; bad audio (empty, NaN, too long,
-# unreadable) is a one-line input error naming the file, exit 2.
+# unreadable) is a one-line input error naming the file, exit 2. `zoo bench --encode` times it.
 # Usage: tts_encode.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-tts-encode "$@"
@@ -95,6 +95,35 @@ rc 2
 has err "excludes"
 # A checkpoint without an encoder says so.
 run "no encoder" tts "$SRC/configs/higgs-tiny.yaml" --encode "$F/voice.wav" --codes-out "$TMP/x.json"
+rc 2
+has err "no waveform-to-codes encoder"
+
+# `zoo bench --encode`: the same encoder timed; its frames and codebooks are the encode's, the
+# repeats agreed, the input is described; the LM's phases are refused beside it; bad audio as above.
+run "bench encode" bench "$CFG" --encode "$F/voice.wav" -r 2 --json -q
+rc 0
+python3 - "$TMP/out" "$F/codes.json" <<'PY' || fail "bench --encode JSON: $(head -c 600 "$TMP/out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+codes = json.load(open(sys.argv[2]))["codes"]
+e = r["encode"]
+assert e["frames"] == len(codes) and e["codebooks"] == len(codes[0]), (e, len(codes), len(codes[0]))
+assert e["codes_equal_across_repeats"] is True and r["repeat"] == 2
+assert 0 < e["seconds_spread"]["min"] <= e["seconds"] <= e["seconds_spread"]["max"], e
+assert abs(e["real_time_factor"] - r["input"]["seconds"] / e["seconds"]) < 1e-6 * e["real_time_factor"], e
+assert r["input"]["samples"] > 0 and r["zoo"]["commit"] and r["threads"] >= 1
+PY
+run "bench encode table" bench "$CFG" --encode "$F/voice.wav" -r 1
+rc 0
+has out "x real time"
+has out "codes equal across 1 repeats"
+run "bench encode with prompt-len" bench "$CFG" --encode "$F/voice.wav" -p 16
+rc 2
+has err "excludes"
+run "bench encode nan" bench "$CFG" --encode "$TMP/nan.wav"
+rc 2
+has err "--encode $TMP/nan.wav: sample"
+run "bench encode no encoder" bench "$SRC/configs/higgs-tiny.yaml" --encode "$F/voice.wav"
 rc 2
 has err "no waveform-to-codes encoder"
 
