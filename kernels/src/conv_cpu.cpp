@@ -54,23 +54,6 @@ void add_bias_rows(float* y, const float* bias, std::int64_t rows, std::int64_t 
 
 }  // namespace
 
-void snake(const float* x, const float* alpha, float* y, std::int64_t length, std::int64_t channels) {
-  // The reciprocal is taken once per channel, as torch does ((alpha + 1e-9).reciprocal()).
-  std::vector<float> inv(static_cast<std::size_t>(channels));
-  for (std::int64_t c = 0; c < channels; ++c) inv[static_cast<std::size_t>(c)] = 1.0f / (alpha[c] + 1e-9f);
-  ThreadPool::global().parallel_for(length, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(channels, 1)),
-                                    [&](std::int64_t begin, std::int64_t end) {
-                                      for (std::int64_t t = begin; t < end; ++t) {
-                                        const float* in = x + t * channels;
-                                        float* out = y + t * channels;
-                                        for (std::int64_t c = 0; c < channels; ++c) {
-                                          const float s = std::sin(alpha[c] * in[c]);
-                                          out[c] = in[c] + inv[static_cast<std::size_t>(c)] * (s * s);
-                                        }
-                                      }
-                                    });
-}
-
 std::int64_t Conv1dShape::out_length() const {
   if (stride < 1 || dilation < 1 || kernel < 1 || padding < 0) return 0;
   const std::int64_t span = length + 2 * padding - dilation * (kernel - 1) - 1;

@@ -8,8 +8,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cpu_isa_ops.hpp"
+#include "zoo/kernels/conv_cpu.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 
 namespace zoo::kernels::cpu {
@@ -23,14 +25,15 @@ struct IsaOps {
   decltype(&generic::attention_causal_gqa) attention_causal_gqa;
   decltype(&generic::silu_mul) silu_mul;
   decltype(&generic::add_inplace) add_inplace;
+  decltype(&generic::snake) snake;
 };
 
 constexpr IsaOps kGenericOps{CpuIsa::generic,       &generic::linear,   &generic::rms_norm,
                              &generic::rope_half_split, &generic::attention_causal_gqa, &generic::silu_mul,
-                             &generic::add_inplace};
+                             &generic::add_inplace,     &generic::snake};
 #ifdef ZOO_KERNELS_HAVE_AVX2
 constexpr IsaOps kAvx2Ops{CpuIsa::avx2,       &avx2::linear,   &avx2::rms_norm, &avx2::rope_half_split,
-                          &avx2::attention_causal_gqa, &avx2::silu_mul, &avx2::add_inplace};
+                          &avx2::attention_causal_gqa, &avx2::silu_mul, &avx2::add_inplace, &avx2::snake};
 #endif
 
 const IsaOps& ops_for(CpuIsa isa) {
@@ -147,5 +150,13 @@ void attention_causal_gqa(const float* q, const float* k, const float* v, float*
 void silu_mul(const float* gate, const float* up, float* out, std::int64_t n) { ops().silu_mul(gate, up, out, n); }
 
 void add_inplace(float* y, const float* x, std::int64_t n) { ops().add_inplace(y, x, n); }
+
+void snake(const float* x, const float* alpha, float* y, std::int64_t length, std::int64_t channels) {
+  if (length <= 0 || channels <= 0) return;
+  // The reciprocal is taken once per channel, as torch does ((alpha + 1e-9).reciprocal()).
+  std::vector<float> inv(static_cast<std::size_t>(channels));
+  for (std::int64_t c = 0; c < channels; ++c) inv[static_cast<std::size_t>(c)] = 1.0f / (alpha[c] + 1e-9f);
+  ops().snake(x, alpha, inv.data(), y, length, channels);
+}
 
 }  // namespace zoo::kernels::cpu

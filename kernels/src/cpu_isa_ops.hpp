@@ -17,7 +17,9 @@
                             std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads,              \
                             std::int64_t head_dim, float scale, float softcap, std::int64_t window);       \
   void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);                           \
-  void add_inplace(float* y, const float* x, std::int64_t n);
+  void add_inplace(float* y, const float* x, std::int64_t n);                                             \
+  void snake(const float* x, const float* alpha, const float* inv_alpha, float* y, std::int64_t length,   \
+             std::int64_t channels);
 
 namespace zoo::kernels::cpu::generic {
 ZOO_CPU_ISA_OPS_DECLARATIONS

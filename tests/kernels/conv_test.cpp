@@ -145,5 +145,41 @@ TEST_CASE("snake: x + sin(alpha x)^2 / (alpha + 1e-9), per channel, in place", "
   CHECK(x == y);
 }
 
+TEST_CASE("snake: the vector sine over wide channels, every quadrant, large and non-finite arguments",
+          "[kernels][conv]") {
+  // 67 channels: eight vectors of eight lanes and a scalar tail. alpha * x spans |.| up to ~1e3 (the
+  // vector path, every quadrant), and some lanes reach 1e5, inf or NaN (libm's path in that vector).
+  std::mt19937 rng(41);
+  const std::int64_t length = 301, channels = 67;
+  auto x = normal_vector(rng, length * channels, 1.0f);
+  std::vector<float> alpha(static_cast<std::size_t>(channels));
+  for (std::int64_t c = 0; c < channels; ++c) alpha[c] = c % 4 == 0 ? 0.05f : 0.1f + 0.7f * static_cast<float>(c % 23);
+  for (std::int64_t t = 0; t < length; ++t) x[t * channels + (t % channels)] *= 200.0f;
+  x[5 * channels + 9] = 1e5f;
+  x[6 * channels + 17] = -3e6f;
+  x[7 * channels + 1] = INFINITY;
+  x[8 * channels + 2] = NAN;
+  std::vector<float> y(x.size());
+  cpu::snake(x.data(), alpha.data(), y.data(), length, channels);
+  Mismatches m;
+  std::int64_t non_finite = 0;
+  for (std::int64_t t = 0; t < length; ++t)
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const std::int64_t i = t * channels + c;
+      const float a = alpha[c], v = x[i];
+      if (!std::isfinite(v)) {
+        non_finite += std::isnan(y[i]) ? 1 : 0;  // torch: inf + sin(inf)^2 = NaN, as is NaN in
+        continue;
+      }
+      // The sine of the float product, as torch computes it, in double.
+      const double sine = std::sin(static_cast<double>(a * v));
+      const double want = v + sine * sine * static_cast<double>(1.0f / (a + 1e-9f));
+      m.check(i, y[i], want, 2e-6 * (1 + std::abs(want)));
+    }
+  INFO(m);
+  CHECK(m.count == 0);
+  CHECK(non_finite == 2);
+}
+
 }  // namespace
 }  // namespace zoo::kernels
