@@ -46,21 +46,32 @@ void per_channel_norm(const float* x, const float* w, const float* b, float* y, 
                       std::int64_t channels, float eps) {
   if (length <= 0 || channels <= 0) return;
   // Channels-last: a channel's values are strided, so the statistics are gathered per channel in
-  // double (thousands of steps: a float32 running sum would drift) and applied row by row.
-  std::vector<double> mean(static_cast<std::size_t>(channels), 0.0), sq(static_cast<std::size_t>(channels), 0.0);
-  for (std::int64_t t = 0; t < length; ++t)
-    for (std::int64_t c = 0; c < channels; ++c) mean[c] += x[t * channels + c];
-  for (auto& m : mean) m /= static_cast<double>(length);
-  for (std::int64_t t = 0; t < length; ++t)
-    for (std::int64_t c = 0; c < channels; ++c) {
-      const double d = x[t * channels + c] - mean[c];
-      sq[c] += d * d;
-    }
+  // double (thousands of steps: a float32 running sum would drift), each thread a block of
+  // channels walking every step (each channel's sums keep their order: the result does not
+  // depend on the thread count), then applied row by row.
   std::vector<float> scale(static_cast<std::size_t>(channels)), m32(static_cast<std::size_t>(channels));
-  for (std::int64_t c = 0; c < channels; ++c) {
-    m32[c] = static_cast<float>(mean[c]);
-    scale[c] = static_cast<float>(1.0 / std::sqrt(sq[c] / static_cast<double>(length) + eps));
-  }
+  constexpr std::int64_t kChannelBlock = 16;
+  ThreadPool::global().parallel_for((channels + kChannelBlock - 1) / kChannelBlock, 1, [&](std::int64_t begin,
+                                                                                          std::int64_t end) {
+    double mean[kChannelBlock], sq[kChannelBlock];
+    for (std::int64_t block = begin; block < end; ++block) {
+      const std::int64_t c0 = block * kChannelBlock, n = std::min(kChannelBlock, channels - c0);
+      std::fill_n(mean, n, 0.0);
+      std::fill_n(sq, n, 0.0);
+      for (std::int64_t t = 0; t < length; ++t)
+        for (std::int64_t c = 0; c < n; ++c) mean[c] += x[t * channels + c0 + c];
+      for (std::int64_t c = 0; c < n; ++c) mean[c] /= static_cast<double>(length);
+      for (std::int64_t t = 0; t < length; ++t)
+        for (std::int64_t c = 0; c < n; ++c) {
+          const double d = x[t * channels + c0 + c] - mean[c];
+          sq[c] += d * d;
+        }
+      for (std::int64_t c = 0; c < n; ++c) {
+        m32[c0 + c] = static_cast<float>(mean[c]);
+        scale[c0 + c] = static_cast<float>(1.0 / std::sqrt(sq[c] / static_cast<double>(length) + eps));
+      }
+    }
+  });
   ThreadPool::global().parallel_for(length, rows_grain(channels), [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t)
       for (std::int64_t c = 0; c < channels; ++c)
