@@ -39,7 +39,7 @@ std::unique_ptr<CodeDecoder> loaded(const fs::path& dir, const Device& device) {
 }
 
 // Every golden tap of case `c` within `tol`; returns the waveform's relative L2.
-double check_case(CodeDecoder& decoder, const TraceFile& golden, const std::string& c, double tol) {
+double check_cuda_case(CodeDecoder& decoder, const TraceFile& golden, const std::string& c, double tol) {
   const HostTensor codes = golden.get(c + "codes");
   TraceRecorder taps{PointSelection({"*"})};
   const Waveform wave = decoder.decode(codes.view(), &taps);
@@ -75,7 +75,7 @@ TEST_CASE("codec decode on CUDA matches transformers, every tap, and the CPU pat
   // t7 then t1 then t7 again: the buffers sized for 7 frames serve the shorter decode.
   for (const std::string c : {"t7.", "t1.", "t7."}) {
     INFO("case " << c);
-    const double err = check_case(*gpu, golden, c, 1e-4);
+    const double err = check_cuda_case(*gpu, golden, c, 1e-4);
     WARN(c << "waveform relative L2 on CUDA " << err);
     const HostTensor codes = golden.get(c + "codes");
     const double vs_cpu = rel_l2(cpu->decode(codes.view()).samples, gpu->decode(codes.view()).samples);
@@ -163,7 +163,7 @@ TEST_CASE("codec on CUDA at the real shapes matches transformers (needs ZOO_CODE
   // network amplifies (transformers' own float32 vs float64 decode differ by 5.3e-5 / 1.1e-4).
   for (const std::string c : {"t1.", "t2.", "t3.", "t17.", "t50."}) {
     INFO("case " << c);
-    WARN(c << "waveform relative L2 on CUDA " << check_case(*decoder, golden, c, 3e-4));
+    WARN(c << "waveform relative L2 on CUDA " << check_cuda_case(*decoder, golden, c, 3e-4));
   }
 }
 

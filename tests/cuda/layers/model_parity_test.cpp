@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kFixtures = fs::path(ZOO_SOURCE_DIR) / "tests" / "fixtures";
+const fs::path kParityFixtures = fs::path(ZOO_SOURCE_DIR) / "tests" / "fixtures";
 
 using zoo::cuda_test::load_cuda_fixture;
 
@@ -40,7 +40,7 @@ TEST_CASE("every fixture on CUDA matches its transformers bf16 golden", "[cuda][
   // The fixtures whose head_dim the CUDA attention kernels serve (64, 128, 256); the others
   // (head_dim 16 and 32) are CPU-only and say so when asked for cuda.
   for (const char* name : {"qwen3-tiny-hd64", "higgs-tiny-hd128"}) {
-    const fs::path dir = kFixtures / name;
+    const fs::path dir = kParityFixtures / name;
     const fs::path golden_path = dir / "golden-bf16.safetensors";
     // The bf16 goldens are committed: a missing one is a failure, not a quiet pass.
     INFO("make it on the GPU host, see tests/fixtures/README.md");
@@ -68,7 +68,7 @@ TEST_CASE("every fixture on CUDA matches its transformers bf16 golden", "[cuda][
 
 TEST_CASE("CUDA decode steps (graph replays) equal a full re-prefill", "[cuda][parity]") {
   if (!zoo::kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
-  const fs::path dir = kFixtures / "qwen3-tiny-hd64";
+  const fs::path dir = kParityFixtures / "qwen3-tiny-hd64";
   auto loaded = load_cuda_fixture(dir, 1024);
   const auto vocab = loaded->model->info().vocab_size;
   // Long enough to cross a graph bucket (256 -> 512) during decode.
