@@ -15,6 +15,7 @@
 
 #include "build_info.hpp"
 #include "commands.hpp"
+#include "file_options.hpp"
 #include "numeric_option.hpp"
 #include "sound_encoding.hpp"
 #include "zoo/error.hpp"
@@ -323,9 +324,10 @@ void add_bench_command(CLI::App& app, Action& run) {
   cmd->add_flag("--full-logits", options->full_logits,
                 "Decode steps return the logits row and the host picks the token (the path before sampling on the "
                 "device; for A/B)");
-  auto* encode = cmd->add_option("--encode", options->encode,
-                                 "Time the model's code encoder on this sound file (WAV, FLAC, ...) instead of "
-                                 "prefill and decode; only the encoder's weights are read");
+  auto* encode = input_file(cmd->add_option("--encode", options->encode,
+                                            "Time the model's code encoder on this sound file (WAV, FLAC, ...) instead "
+                                            "of prefill and decode; only the encoder's weights are read"),
+                            "a sound file");
   for (const char* lm : {"--prompt-len", "--decode-context", "--new-tokens", "--full-logits"})
     encode->excludes(lm);
   cmd->add_flag("--json", options->json, "Print JSON");
