@@ -214,14 +214,23 @@ void gemm(const float* x, const float* w, float* y, std::int64_t m, std::int64_t
           bool accumulate) {
   ThreadPool& pool = ThreadPool::global();
   const std::int64_t threads = pool.size();
-  const std::int64_t m_blocks = (m + kMTask - 1) / kMTask;
-  const std::int64_t m_step = (m + m_blocks - 1) / m_blocks;
+  std::int64_t m_blocks = (m + kMTask - 1) / kMTask;
   // Aim for about three tasks per thread so the dynamic scheduling can even out the tail, but keep
   // n blocks wide enough that the packed w block is reused over many micro-tiles.
   const std::int64_t n_blocks_wanted = std::max<std::int64_t>(1, (3 * threads + m_blocks - 1) / m_blocks);
   std::int64_t nc = (n + n_blocks_wanted - 1) / n_blocks_wanted;
   nc = std::clamp<std::int64_t>((nc + kNR - 1) / kNR * kNR, 4 * kNR, kNCMax);
   const std::int64_t n_blocks = (n + nc - 1) / nc;
+  // A narrow y (n of one or two blocks: a 64-channel convolution, attention's P V) over a few
+  // hundred rows would be two or three tasks: split m finer, down to 4 micro-tiles of rows a task
+  // (the packed w block, n x 256 floats, is then re-packed per task: a few percent more work).
+  if (m_blocks * n_blocks < 3 * threads) {
+    const std::int64_t min_rows = 4 * kMR;
+    const std::int64_t wanted = (3 * threads + n_blocks - 1) / n_blocks;
+    m_blocks = std::max<std::int64_t>(m_blocks, std::min(wanted, (m + min_rows - 1) / min_rows));
+  }
+  const std::int64_t m_step = ((m + m_blocks - 1) / m_blocks + kMR - 1) / kMR * kMR;
+  m_blocks = (m + m_step - 1) / m_step;
   const std::int64_t tasks = m_blocks * n_blocks;
   // Small problems are not worth waking the workers for.
   const std::int64_t grain = m * n * k < (std::int64_t{1} << 18) ? tasks : 1;

@@ -30,8 +30,28 @@ constexpr int kSemanticRate = 16000;                  // HuBERT's input rate
 constexpr std::int64_t kSemanticPad = 160;            // _extract_semantic_features: F.pad(x, (160, 160))
 constexpr float kNormEps = 1e-5f;                     // HuBERT's layer_norm_eps and GroupNorm's eps
 
-void tap(DiagnosticHook* hook, const std::string& name, const std::vector<float>& data, std::int64_t rows,
-         std::int64_t cols) {
+// An activation buffer: each is written whole by the op that makes it, so it is not zero-filled
+// first (a serial pass over up to 61 MB at the real shapes, while the ops run on every core), and
+// its fresh pages are first touched by that parallel op.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) {
+      ::new (static_cast<void*>(p)) U;  // default-initialized: no value for a float
+    } else {
+      ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+  }
+};
+using Activation = std::vector<float, UninitializedAllocator<float>>;
+
+template <class Buffer>
+void tap(DiagnosticHook* hook, const std::string& name, const Buffer& data, std::int64_t rows, std::int64_t cols) {
   if (!hook || !hook->wants(name)) return;
   hook->record(name, TensorView{data.data(), DType::F32, {rows, cols}, Device{}});
 }
@@ -53,10 +73,10 @@ std::int64_t conv_out(std::int64_t length, std::int64_t kernel, std::int64_t str
   return span < 0 ? 0 : span / stride + 1;
 }
 
-std::vector<float> run_conv(const std::vector<float>& x, std::int64_t steps, const Conv& c, std::int64_t* out_steps) {
+Activation run_conv(const Activation& x, std::int64_t steps, const Conv& c, std::int64_t* out_steps) {
   const ops::Conv1dShape s{steps, c.in, c.out, c.kernel, c.stride, c.padding, c.dilation};
   const std::int64_t n = s.checked_out_length();
-  std::vector<float> y(static_cast<std::size_t>(n * c.out));
+  Activation y(static_cast<std::size_t>(n * c.out));
   ops::conv1d(x.data(), c.packed.data(), c.bias.empty() ? nullptr : c.bias.data(), y.data(), s);
   if (out_steps) *out_steps = n;
   return y;
@@ -66,9 +86,10 @@ void add_rows(float* y, const float* bias, std::int64_t rows, std::int64_t cols)
   for (std::int64_t r = 0; r < rows; ++r) ops::add_inplace(y + r * cols, bias, cols);
 }
 
-std::vector<float> linear(const std::vector<float>& x, std::int64_t rows, const std::vector<float>& w,
-                          const std::vector<float>& b, std::int64_t out, std::int64_t in) {
-  std::vector<float> y(static_cast<std::size_t>(rows * out));
+template <class Buffer>
+Activation linear(const Buffer& x, std::int64_t rows, const std::vector<float>& w, const std::vector<float>& b,
+                  std::int64_t out, std::int64_t in) {
+  Activation y(static_cast<std::size_t>(rows * out));
   ops::linear(x.data(), w.data(), y.data(), rows, out, in);
   if (!b.empty()) add_rows(y.data(), b.data(), rows, out);
   return y;
@@ -490,8 +511,9 @@ void CodecEncoder::load() {
       for (std::int64_t d = 0; d < g.codebook_dim; ++d) s += Q.embed[c * g.codebook_dim + d] * Q.embed[c * g.codebook_dim + d];
       Q.embed_sq[static_cast<std::size_t>(c)] = s;
     }
-    Q.table = linear(Q.embed, g.codebook_size, read(base + "project_out.weight"), read(base + "project_out.bias"),
-                     g.hidden, g.codebook_dim);
+    const Activation table = linear(Q.embed, g.codebook_size, read(base + "project_out.weight"),
+                                    read(base + "project_out.bias"), g.hidden, g.codebook_dim);
+    Q.table.assign(table.begin(), table.end());
     w_.quantizers.push_back(std::move(Q));
   }
   loaded_ = true;
@@ -520,7 +542,7 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   const kernels::cpu::SincResampler resampler(kCodecSampleRate, kSemanticRate);
   const std::vector<float> resampled = resampler.run(samples, n);
   tap(hook, "resampled", resampled, static_cast<std::int64_t>(resampled.size()), 1);
-  std::vector<float> x(resampled.size() + 2 * kSemanticPad, 0.0f);
+  Activation x(resampled.size() + 2 * kSemanticPad, 0.0f);
   std::copy(resampled.begin(), resampled.end(), x.begin() + kSemanticPad);
   std::int64_t steps = static_cast<std::int64_t>(x.size());
   for (std::size_t i = 0; i < g.features.size(); ++i) {
@@ -537,37 +559,37 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   const std::int64_t T = steps, C = g.features.back().out_channels;
   tap(hook, "hubert.features", x, T, C);
   ops::layer_norm(x.data(), w_.proj_ln_w.data(), w_.proj_ln_b.data(), x.data(), T, C, kNormEps);
-  std::vector<float> h = linear(x, T, w_.proj_w, w_.proj_b, H, C);
+  Activation h = linear(x, T, w_.proj_w, w_.proj_b, H, C);
   {
     // positional conv embedding: grouped conv, padding kernel / 2, the last step dropped for an
     // even kernel (HubertSamePadLayer), GELU; added to the input.
     const kernels::cpu::GroupedConv1d pos(w_.pos_w.data(), H, H, g.pos_kernel, g.pos_groups, g.pos_kernel / 2, w_.pos_b);
-    std::vector<float> p(static_cast<std::size_t>(pos.out_length(T) * H));
+    Activation p(static_cast<std::size_t>(pos.out_length(T) * H));
     pos.run(h.data(), p.data(), T);
     ops::gelu_erf(p.data(), p.data(), T * H);  // only the first T steps are used
     ops::add_inplace(h.data(), p.data(), T * H);
   }
   ops::layer_norm(h.data(), w_.enc_ln_w.data(), w_.enc_ln_b.data(), h.data(), T, H, kNormEps);
-  std::vector<float> mean = h;  // the sum of the hidden states, then their mean
+  Activation mean = h;  // the sum of the hidden states, then their mean
   tap(hook, "hubert.hidden.0", h, T, H);
   const std::int64_t head_dim = H / g.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<float> q(static_cast<std::size_t>(T * H)), k(q.size()), v(q.size()), attn(q.size());
+  Activation q(static_cast<std::size_t>(T * H)), k(q.size()), v(q.size()), attn(q.size());
   for (std::int64_t l = 0; l < g.layers; ++l) {
     const auto& L = w_.layers[static_cast<std::size_t>(l)];
-    const std::vector<float> qkv = linear(h, T, L.qkv_w, L.qkv_b, 3 * H, H);
+    const Activation qkv = linear(h, T, L.qkv_w, L.qkv_b, 3 * H, H);
     for (std::int64_t t = 0; t < T; ++t) {
       std::copy_n(qkv.data() + t * 3 * H, H, q.data() + t * H);
       std::copy_n(qkv.data() + t * 3 * H + H, H, k.data() + t * H);
       std::copy_n(qkv.data() + t * 3 * H + 2 * H, H, v.data() + t * H);
     }
     ops::attention_bidirectional(q.data(), k.data(), v.data(), attn.data(), T, g.heads, head_dim, scale);
-    std::vector<float> o = linear(attn, T, L.out_w, L.out_b, H, H);
+    Activation o = linear(attn, T, L.out_w, L.out_b, H, H);
     ops::add_inplace(h.data(), o.data(), T * H);
     ops::layer_norm(h.data(), L.ln1_w.data(), L.ln1_b.data(), h.data(), T, H, kNormEps);
-    std::vector<float> ff = linear(h, T, L.ff1_w, L.ff1_b, g.intermediate, H);
+    Activation ff = linear(h, T, L.ff1_w, L.ff1_b, g.intermediate, H);
     ops::gelu_erf(ff.data(), ff.data(), static_cast<std::int64_t>(ff.size()));
-    const std::vector<float> ff2 = linear(ff, T, L.ff2_w, L.ff2_b, H, g.intermediate);
+    const Activation ff2 = linear(ff, T, L.ff2_w, L.ff2_b, H, g.intermediate);
     ops::add_inplace(h.data(), ff2.data(), T * H);
     ops::layer_norm(h.data(), L.ln2_w.data(), L.ln2_b.data(), h.data(), T, H, kNormEps);
     tap(hook, fmt::format("hubert.hidden.{}", l + 1), h, T, H);
@@ -575,7 +597,7 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   }
   const std::int64_t f = g.downsample();
   const std::int64_t frames = (T + f - 1) / f;  // x[:, ::f]
-  std::vector<float> sem(static_cast<std::size_t>(frames * H));
+  Activation sem(static_cast<std::size_t>(frames * H));
   const float inv = 1.0f / static_cast<float>(g.layers + 1);
   for (std::int64_t t = 0; t < frames; ++t)
     for (std::int64_t c = 0; c < H; ++c) sem[t * H + c] = mean[(t * f) * H + c] * inv;
@@ -583,11 +605,11 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
 
   // encoder_semantic
   std::int64_t s_steps = frames;
-  std::vector<float> e = run_conv(sem, s_steps, w_.semantic_conv, &s_steps);
+  Activation e = run_conv(sem, s_steps, w_.semantic_conv, &s_steps);
   for (std::size_t b = 0; b < w_.semantic_blocks.size(); ++b) {
     const auto& block = w_.semantic_blocks[b];
     for (const auto& unit : block.units) {
-      std::vector<float> y(e.size());
+      Activation y(e.size());
       ops::elu(e.data(), y.data(), static_cast<std::int64_t>(e.size()));
       y = run_conv(y, s_steps, unit.conv1, nullptr);
       ops::elu(y.data(), y.data(), static_cast<std::int64_t>(y.size()));
@@ -599,7 +621,7 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   tap(hook, "e_semantic", e, s_steps, H);
 
   // --- acoustic branch, padded by hop / 2 when its length would not match
-  std::vector<float> a;
+  Activation a;
   std::int64_t a_steps = n;
   const std::int64_t pad = g.acoustic_frames(n) != s_steps ? g.hop() / 2 : 0;
   a.assign(static_cast<std::size_t>(n + 2 * pad), 0.0f);
@@ -610,10 +632,10 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
     const auto& geo = g.acoustic_blocks[b];
     const auto& block = w_.acoustic_blocks[b];
     const std::int64_t c = geo.in_channels;
-    std::vector<float> y(a.size());
+    Activation y(a.size());
     for (const auto& unit : block.units) {
       ops::snake(a.data(), unit.alpha1.data(), y.data(), a_steps, c);
-      std::vector<float> z = run_conv(y, a_steps, unit.conv1, nullptr);
+      Activation z = run_conv(y, a_steps, unit.conv1, nullptr);
       ops::snake(z.data(), unit.alpha2.data(), z.data(), a_steps, c);
       z = run_conv(z, a_steps, unit.conv2, nullptr);
       ops::add_inplace(a.data(), z.data(), static_cast<std::int64_t>(a.size()));  // same length: no crop
@@ -630,12 +652,12 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
 
   // --- fc over cat(acoustic, semantic), then residual VQ
   const std::int64_t F = a_steps, D = g.hidden;
-  std::vector<float> cat(static_cast<std::size_t>(F * D));
+  Activation cat(static_cast<std::size_t>(F * D));
   for (std::int64_t t = 0; t < F; ++t) {
     std::copy_n(a.data() + t * g.acoustic, g.acoustic, cat.data() + t * D);
     std::copy_n(e.data() + t * H, H, cat.data() + t * D + g.acoustic);
   }
-  std::vector<float> residual = linear(cat, F, w_.fc_w, w_.fc_b, D, D);
+  Activation residual = linear(cat, F, w_.fc_w, w_.fc_b, D, D);
   tap(hook, "embeddings", residual, F, D);
 
   EncodeResult r;
@@ -644,11 +666,11 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   r.codes.assign(static_cast<std::size_t>(F * g.num_quantizers), 0);
   r.gaps.assign(r.codes.size(), 0.0f);
   const std::int64_t S = g.codebook_size, CD = g.codebook_dim;
-  std::vector<float> dots(static_cast<std::size_t>(F * S));
+  Activation dots(static_cast<std::size_t>(F * S));
   for (std::int64_t qi = 0; qi < g.num_quantizers; ++qi) {
     const auto& Q = w_.quantizers[static_cast<std::size_t>(qi)];
     tap(hook, fmt::format("residual.{}", qi), residual, F, D);
-    const std::vector<float> p = linear(residual, F, Q.in_w, Q.in_b, CD, D);
+    const Activation p = linear(residual, F, Q.in_w, Q.in_b, CD, D);
     tap(hook, fmt::format("projected.{}", qi), p, F, CD);
     ops::linear(p.data(), Q.embed.data(), dots.data(), F, S, CD);
     for (std::int64_t t = 0; t < F; ++t) {
