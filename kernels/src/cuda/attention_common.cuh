@@ -3,7 +3,9 @@
 //
 // A tile row holds head_dim bf16 values = D/8 chunks of 16 bytes. Chunk c of row r is stored at
 // chunk position c ^ (r & 7): the 8 rows an ldmatrix phase reads then hit 8 different 16-byte
-// bank groups (no bank conflicts), and cp.async still writes whole 16-byte chunks.
+// bank groups (no bank conflicts), and cp.async still writes whole 16-byte chunks. A row takes
+// head_dim rounded up to 64 values in shared memory, so that the swizzle stays inside it: head_dim
+// 96 has 12 chunks, and chunks 8..11 land on positions 8..15 of a 16-chunk row.
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -26,10 +28,16 @@ void allow_dynamic_smem(Kernel kernel, int bytes) {
   done.insert(key);
 }
 
+// Bytes of one tile row in shared memory (the swizzle above needs whole groups of 8 chunks).
+template <int D>
+constexpr int tile_row_bytes() {
+  return (D + 63) / 64 * 64 * 2;
+}
+
 template <int D>
 __device__ __forceinline__ std::uint32_t swz(int row, int chunk) {
-  static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
-  return static_cast<std::uint32_t>(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+  static_assert(D % 16 == 0, "the mma k-steps and the fragments need head_dim in multiples of 16");
+  return static_cast<std::uint32_t>(row * tile_row_bytes<D>() + ((chunk ^ (row & 7)) << 4));
 }
 
 // Copies rows [row0, row0 + ROWS) of a strided global matrix (row r at g + r * stride) into a

@@ -56,8 +56,8 @@ struct DecodeParams {
 template <int D, int KT>
 struct DecodeConfig {
   static constexpr int kThreads = 32 * kDecodeWarps;
-  static constexpr int kQBytes = 16 * D * 2;
-  static constexpr int kTileBytes = KT * D * 2;
+  static constexpr int kQBytes = 16 * tile_row_bytes<D>();
+  static constexpr int kTileBytes = KT * tile_row_bytes<D>();
   static constexpr int kWarpBytes = 2 * kTileBytes;  // K and V tiles of one warp
   static constexpr int kLoopSmem = kQBytes + kDecodeWarps * kWarpBytes;
   // Merge: each warp's O (16 x D float32), row max and row sum.
@@ -467,9 +467,9 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   if (a.q_tokens <= 0 || a.kv_len < a.q_tokens || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0)
     throw std::invalid_argument(
         "attention_decode: bad shape (need q_tokens >= 1, kv_len >= q_tokens, q_heads a multiple of kv_heads)");
-  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+  if (a.head_dim != 64 && a.head_dim != 96 && a.head_dim != 128 && a.head_dim != 256)
     throw std::invalid_argument("attention_decode: head_dim " + std::to_string(a.head_dim) +
-                                " not supported (64, 128, 256)");
+                                " not supported (64, 96, 128, 256)");
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_decode: missing pointer");
   if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out))
     throw std::invalid_argument("attention_decode: pointers must be 16-byte aligned");
@@ -506,6 +506,7 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   const int row_groups = (p.group * a.q_tokens + 15) / 16;
   switch (a.head_dim) {
     case 64: launch_decode<64, 32, true>(p, cluster, row_groups, stream); break;
+    case 96: launch_decode<96, 32, true>(p, cluster, row_groups, stream); break;
     case 128: launch_decode<128, 32, true>(p, cluster, row_groups, stream); break;
     default: launch_decode<256, 16, false>(p, cluster, row_groups, stream); break;
   }

@@ -42,8 +42,8 @@ template <int D, int WARPS, int BC, bool Q_REGS>
 struct PrefillConfig {
   static constexpr int kBR = 16 * WARPS;
   static constexpr int kThreads = 32 * WARPS;
-  static constexpr int kQBytes = kBR * D * 2;
-  static constexpr int kKVBytes = BC * D * 2;
+  static constexpr int kQBytes = kBR * tile_row_bytes<D>();
+  static constexpr int kKVBytes = BC * tile_row_bytes<D>();
   static constexpr int kSmem = kQBytes + 2 * kKVBytes;
 };
 
@@ -202,9 +202,9 @@ namespace {
 void check_args(const PrefillAttentionArgs& a) {
   if (a.tokens < 0 || a.start < 0 || a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0)
     throw std::invalid_argument("attention_prefill: bad shape (q_heads must be a positive multiple of kv_heads)");
-  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256)
+  if (a.head_dim != 64 && a.head_dim != 96 && a.head_dim != 128 && a.head_dim != 256)
     throw std::invalid_argument("attention_prefill: head_dim " + std::to_string(a.head_dim) +
-                                " not supported (64, 128, 256)");
+                                " not supported (64, 96, 128, 256)");
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_prefill: missing pointer");
   if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out) ||
       a.q_row_stride() % 8 || a.out_row_stride() % 8)
@@ -234,6 +234,7 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   p.window = a.window;
   switch (a.head_dim) {
     case 64: launch_prefill<64, 8, 64, true, 2>(p, stream); break;
+    case 96: launch_prefill<96, 4, 64, true, 1>(p, stream); break;
     case 128:
       if (wide_tiles_128(p)) {
         launch_prefill<128, 8, 64, false, 2>(p, stream);

@@ -16,8 +16,8 @@ namespace {
 // What the spec asks for that the CUDA kernels do not compute yet; empty when none. Refused by
 // name, so a family runs on the CPU reference until its CUDA ops exist.
 std::string cuda_unsupported(const DecoderSpec& c) {
-  if (c.head_dim != 64 && c.head_dim != 128 && c.head_dim != 256)
-    return fmt::format("head_dim {} (the attention kernels serve 64, 128 and 256)", c.head_dim);
+  if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256)
+    return fmt::format("head_dim {} (the attention kernels serve 64, 96, 128 and 256)", c.head_dim);
   return {};
 }
 

@@ -65,11 +65,11 @@ TEST_CASE("attention_prefill matches the CPU reference (causal GQA, partial tile
     std::int64_t tokens, start;
     int q_heads, kv_heads, head_dim;
   };
-  // Lengths 1, 7, 63, 65, 4097 (none a tile multiple), GQA ratios 1/2/4/8, head_dim 64/128/256,
+  // Lengths 1, 7, 63, 65, 4097 (none a tile multiple), GQA ratios 1/2/4/8, head_dim 64/96/128/256,
   // and prefills continuing after cached tokens.
   const Case cases[] = {{1, 0, 4, 4, 64},     {7, 0, 8, 4, 128},   {63, 0, 8, 2, 64},   {65, 0, 16, 2, 128},
                         {65, 100, 8, 8, 128}, {63, 1, 8, 1, 64},   {130, 37, 4, 2, 256}, {1, 200, 8, 1, 128},
-                        {4097, 0, 8, 1, 128}, {200, 3000, 4, 2, 64}};
+                        {4097, 0, 8, 1, 128}, {200, 3000, 4, 2, 64},  {7, 0, 32, 32, 96},  {130, 37, 8, 2, 96}};
   for (const auto& cs : cases) {
     INFO("tokens " << cs.tokens << " start " << cs.start << " heads " << cs.q_heads << "/" << cs.kv_heads << " D "
                    << cs.head_dim);
@@ -106,12 +106,13 @@ TEST_CASE("PrefillAttention through cuDNN's fused attention matches the CPU refe
     int q_heads, kv_heads, head_dim;
     std::int64_t q_stride;  // 0: packed
   };
-  // Key counts that are and are not multiples of 64/128, GQA 1..8, head_dim 64/128/256, prefills
+  // Key counts that are and are not multiples of 64/128, GQA 1..8, head_dim 64/96/128/256, prefills
   // after cached tokens (the causal diagonal shifted by `start`), and a strided q (rows of a
   // packed q|k|v projection).
   const Case cases[] = {{1, 0, 4, 4, 64, 0},      {7, 0, 8, 4, 128, 0},    {65, 0, 16, 2, 128, 0},
                         {65, 100, 8, 8, 128, 0},  {130, 37, 4, 2, 256, 0}, {1, 200, 8, 1, 128, 0},
-                        {1100, 0, 16, 8, 128, 0}, {300, 0, 8, 2, 64, 1536}, {2048, 777, 32, 8, 128, 0}};
+                        {1100, 0, 16, 8, 128, 0}, {300, 0, 8, 2, 64, 1536}, {2048, 777, 32, 8, 128, 0},
+                        {1100, 0, 32, 32, 96, 0}, {300, 20, 8, 2, 96, 2304}};
   int through_cudnn = 0;
   for (const auto& cs : cases) {
     INFO("tokens " << cs.tokens << " start " << cs.start << " heads " << cs.q_heads << "/" << cs.kv_heads << " D "
@@ -166,7 +167,7 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
   const Case cases[] = {{1, 1, 8, 8, 128, false},     {100, 1, 16, 2, 128, false}, {5000, 1, 32, 8, 128, false},
                         {5000, 1, 8, 1, 64, false},   {100, 3, 8, 2, 64, false},   {5000, 4, 16, 4, 128, false},
                         {777, 1, 4, 2, 256, false},   {5000, 1, 32, 8, 128, true}, {100, 2, 16, 1, 128, false},
-                        {33, 1, 16, 16, 64, false}};
+                        {33, 1, 16, 16, 64, false},  {5000, 1, 32, 32, 96, false}, {100, 3, 8, 2, 96, true}};
   for (const auto& cs : cases) {
     INFO("kv_len " << cs.kv_len << " q_tokens " << cs.q_tokens << " heads " << cs.q_heads << "/" << cs.kv_heads
                    << " D " << cs.head_dim << (cs.device_len ? " (length on the device)" : ""));
@@ -270,7 +271,7 @@ TEST_CASE("attention_decode: one workspace serves many calls (split merges leave
   // most of a large grid idle, and one-split calls between multi-split ones.
   const Case cases[] = {{4000, 4000, 1, 32, 8, 128}, {513, 1024, 1, 32, 8, 128}, {129, 8192, 8, 32, 4, 128},
                         {2048, 2048, 8, 16, 2, 64},  {9, 9, 1, 16, 8, 128},      {3001, 4096, 3, 8, 1, 256},
-                        {4000, 4000, 1, 32, 8, 128}, {700, 700, 2, 32, 8, 128}};
+                        {4000, 4000, 1, 32, 8, 128}, {700, 700, 2, 32, 8, 128},  {3001, 4096, 1, 32, 32, 96}};
   for (int round = 0; round < 2; ++round) {
     for (const auto& cs : cases) {
       INFO("round " << round << " kv_len " << cs.kv_len << " grid for " << cs.grid_len << " q_tokens " << cs.q_tokens

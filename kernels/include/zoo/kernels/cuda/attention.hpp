@@ -8,7 +8,7 @@
 // head_dim^-0.5), then (softcap > 0) capped as softcap * tanh(score / softcap); with window > 0 a
 // query at position p sees keys p - window + 1 .. p only. The softmax runs in float32 (online, FlashAttention-2 style), probabilities
 // are rounded to bf16 for the P@V product (as flash/SDPA kernels do), the output is bf16.
-// head_dim must be 64, 128 or 256; all pointers 16-byte aligned.
+// head_dim must be 64, 96, 128 or 256; all pointers 16-byte aligned.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
