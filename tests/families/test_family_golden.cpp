@@ -7,6 +7,7 @@
 // off in config.json must fail its gates, so a backend that ignored them could not pass.
 #include "qwen3/decoder_golden_checks.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -180,6 +181,37 @@ TEST_CASE("family fixtures on CUDA match their transformers bf16 golden", "[fami
     ++checked;
   }
   if (checked == 0) ZOO_SKIP("no golden-bf16.safetensors in the family fixtures (made on the GPU host)");
+#endif
+}
+
+// Without a hook the CUDA backend fuses what taps would split (a sublayer's output norm with the add
+// and the next norm; gate|up with any activation in the m = 1 GEMV): a prefill and decode steps
+// must give the same logits bitwise with and without a recorder, on every family.
+TEST_CASE("family fixtures on CUDA: the fused step equals the tapped step, prefill and decode", "[families][cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  for (const auto& fx : kFixtures) {
+    const fs::path dir = fixture_dir(fx.name);
+    INFO("fixture " << fx.name);
+    auto model = registry().create_model(fx.plugin, cuda_test::cuda_bf16_args(dir));
+    model->load();
+    const Prompt prompt = model->prepare(load_request(dir / "request.json"));
+    auto tapped = model->new_session(), fused = model->new_session();
+    std::vector<std::int64_t> next{prompt.ids.back()};
+    for (int step = 0; step < 5; ++step) {
+      INFO("step " << step << (step == 0 ? " (prefill)" : " (decode)"));
+      const ForwardStep in = step == 0 ? prompt.step() : ForwardStep{next, {}, {}, {}, {}};
+      TraceRecorder trace(PointSelection({"*"}));
+      const ForwardResult a = tapped->forward(in, &trace);
+      const ForwardResult b = fused->forward(in, nullptr);
+      REQUIRE(a.logits.numel() == b.logits.numel());
+      const auto la = a.logits.span<float>(), lb = b.logits.span<float>();
+      CHECK(std::equal(la.begin(), la.end(), lb.begin()));
+      next = {static_cast<std::int64_t>(std::max_element(la.begin(), la.end()) - la.begin())};
+    }
+  }
 #endif
 }
 

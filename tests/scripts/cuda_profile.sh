@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZOO_CUDA_PROFILE=1 gives the per-op picture of CUDA steps: for the decode steps (1 token) every op
 # kind of the layer chain, the head and the device pick is listed with its device time, and the
-# shares add up to 100%. The hd64 fixture, since the CUDA backend takes head_dim 64, 128 or 256.
+# shares add up to 100%. The hd64 fixture: the CUDA backend takes head_dim 64, 96, 128 or 256.
 # Skipped (77) where no CUDA device is usable or the build has no CUDA.
 # Usage: cuda_profile.sh SOURCE_DIR BUILD_DIR
 set -u
@@ -25,7 +25,7 @@ for op in "norm" "gemm qkv" "qk norm+rope" "attention" "gemm o" "add+norm" "gemm
   grep -qE "^  ${op//+/\\+} +[0-9.]+ us/step" "$TMP/decode" || fail "op '$op' missing from the decode profile"
 done
 # gate|up: fused with SiLU at m = 1, or the two kernels.
-grep -qE "^  gemm gate_up(\+silu)? +[0-9.]+ us/step" "$TMP/decode" || fail "no gate|up GEMM in the decode profile"
+grep -qE "^  gemm gate_up(\+act)? +[0-9.]+ us/step" "$TMP/decode" || fail "no gate|up GEMM in the decode profile"
 total=$(awk '/us\/step/ {gsub("%", "", $NF); s += $NF} END {printf "%.0f", s}' "$TMP/decode")
 [[ $total == 100 ]] || fail "the decode op shares add up to $total%, not 100%"
 

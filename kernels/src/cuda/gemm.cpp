@@ -165,16 +165,21 @@ void Gemm::linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::i
   impl_->run(x, w, y, CUDA_R_32F, m, n, k, stream, accumulate);
 }
 
-void Gemm::linear_silu_mul(const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* act, std::int64_t m,
-                           std::int64_t inter, std::int64_t k, cudaStream_t stream) {
+void Gemm::linear_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* out, std::int64_t m,
+                          std::int64_t inter, std::int64_t k, cudaStream_t stream) {
   if (m == 1 && impl_->gemv_max_rows >= 1 && impl_->fuse_silu && inter >= 1 &&
       detail::gemv_supported(x, w, 1, 2 * inter, k)) {
-    detail::gemv_silu_mul(x, w, act, inter, k, impl_->multiprocessors, stream);
+    detail::gemv_act_mul(act, x, w, out, inter, k, impl_->multiprocessors, stream);
     ++impl_->gemv_calls;
     return;
   }
   linear(x, w, gate_up, m, 2 * inter, k, stream);
-  silu_and_mul(gate_up, act, m, inter, stream);
+  act_and_mul(act, gate_up, out, m, inter, stream);
+}
+
+void Gemm::linear_silu_mul(const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* act, std::int64_t m,
+                           std::int64_t inter, std::int64_t k, cudaStream_t stream) {
+  linear_act_mul(GatedActivation::silu, x, w, gate_up, act, m, inter, k, stream);
 }
 
 std::size_t Gemm::cached_plans() const { return impl_->plans.size(); }

@@ -26,6 +26,7 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
+constexpr int kNoAct = -1;  // gemv_kernel's ACT for a plain product
 
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   uint4 r;
@@ -64,10 +65,12 @@ __device__ __forceinline__ void store(bf16* y, float v, bool accumulate) {
 template <int M>
 inline constexpr int kUnroll = M <= 2 ? 8 : (M <= 4 ? 4 : 2);
 
-template <int M, class Out, bool GATED = false>
+// ACT: none (a plain product), or the gated activation of the fused MLP input (gemv_act_mul).
+template <int M, class Out, int ACT = kNoAct>
 __global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
     gemv_kernel(const uint4* __restrict__ x, const uint4* __restrict__ w, Out* __restrict__ y, int n, int kv, int ks,
                 bool accumulate) {
+  constexpr bool GATED = ACT != kNoAct;
   static_assert(!GATED || M == 1, "the gated variant takes one row");
   constexpr int U = kUnroll<M>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -135,8 +138,12 @@ __global__ void __launch_bounds__(kThreads, (M <= 3 ? 4 : 3))
         g += partial[2 * t * ks + p][0];
         u += partial[(2 * t + 1) * ks + p][0];
       }
-      // The projections as the plain kernel stores them (bf16), then silu_and_mul's arithmetic.
-      y[vc >> 1] = __float2bfloat16_rn(silu_times(round_bf16(g), round_bf16(u)));
+      // The projections as the plain kernel stores them (bf16), then act_and_mul's arithmetic.
+      const float gr = round_bf16(g), ur = round_bf16(u);
+      const float o = ACT == static_cast<int>(GatedActivation::silu)        ? silu_times(gr, ur)
+                      : ACT == static_cast<int>(GatedActivation::gelu_tanh) ? gelu_tanh_times(gr, ur)
+                                                                            : gelu_erf_times(gr, ur);
+      y[vc >> 1] = __float2bfloat16_rn(o);
     }
   } else if (t < cols_per_block * M) {
     const int c = t / M, i = t % M;
@@ -179,17 +186,30 @@ int split_k(std::int64_t n, int kv, int multiprocessors, int max_ks) {
 }
 }  // namespace
 
-void gemv_silu_mul(const Bf16* x, const Bf16* w, Bf16* act, std::int64_t inter, std::int64_t k, int multiprocessors,
-                   cudaStream_t stream) {
-  if (!gemv_supported(x, w, 1, 2 * inter, k)) throw std::invalid_argument("gemv_silu_mul: unsupported shape or alignment");
+template <GatedActivation ACT>
+void launch_gated(const uint4* x, const uint4* w, bf16* act, int n, int kv, int ks, unsigned blocks,
+                  cudaStream_t stream) {
+  launch_pdl(gemv_kernel<1, bf16, static_cast<int>(ACT)>, blocks, kThreads, 0, stream, x, w, act, n, kv, ks, false);
+}
+
+void gemv_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf16* out, std::int64_t inter, std::int64_t k,
+                  int multiprocessors, cudaStream_t stream) {
+  if (!gemv_supported(x, w, 1, 2 * inter, k)) throw std::invalid_argument("gemv_act_mul: unsupported shape or alignment");
   const int kv = static_cast<int>(k / 8);
   const int n = static_cast<int>(2 * inter);
   // At most 4 warps per column, so that a block holds whole (gate, up) pairs; the plain kernel
   // picks the same split for every decode shape (gemv_test checks the two agree bitwise).
   const int ks = split_k(n, kv, multiprocessors, kWarps / 2);
   const unsigned blocks = static_cast<unsigned>((n + kWarps / ks - 1) / (kWarps / ks));
-  launch_pdl(gemv_kernel<1, bf16, true>, blocks, kThreads, 0, stream, reinterpret_cast<const uint4*>(x),
-             reinterpret_cast<const uint4*>(w), dev(act), n, kv, ks, false);
+  const auto* xv = reinterpret_cast<const uint4*>(x);
+  const auto* wv = reinterpret_cast<const uint4*>(w);
+  switch (act) {
+    case GatedActivation::silu: launch_gated<GatedActivation::silu>(xv, wv, dev(out), n, kv, ks, blocks, stream); break;
+    case GatedActivation::gelu_tanh:
+      launch_gated<GatedActivation::gelu_tanh>(xv, wv, dev(out), n, kv, ks, blocks, stream);
+      break;
+    case GatedActivation::gelu: launch_gated<GatedActivation::gelu>(xv, wv, dev(out), n, kv, ks, blocks, stream); break;
+  }
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "zoo/kernels/cuda/common.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
 
 namespace zoo::kernels::cuda::detail {
 
@@ -22,10 +23,10 @@ bool gemv_supported(const void* x, const void* w, std::int64_t m, std::int64_t n
 void gemv(const Bf16* x, const Bf16* w, void* y, bool y_f32, std::int64_t m, std::int64_t n, std::int64_t k,
           bool accumulate, int multiprocessors, cudaStream_t stream);
 
-// act[i] = bf16(bf16(silu(g_i)) * u_i) with [g | u] = x @ w^T for one row x [1, k] and a packed
-// w [2 * inter, k] (gate rows first): gemv, then silu_and_mul, in one kernel. Same preconditions
-// as gemv with m = 1, n = 2 * inter.
-void gemv_silu_mul(const Bf16* x, const Bf16* w, Bf16* act, std::int64_t inter, std::int64_t k, int multiprocessors,
-                   cudaStream_t stream);
+// out[i] = bf16(bf16(act(g_i)) * u_i) with [g | u] = x @ w^T for one row x [1, k] and a packed
+// w [2 * inter, k] (gate rows first): gemv, then act_and_mul (ops.hpp), in one kernel. Same
+// preconditions as gemv with m = 1, n = 2 * inter.
+void gemv_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf16* out, std::int64_t inter, std::int64_t k,
+                  int multiprocessors, cudaStream_t stream);
 
 }  // namespace zoo::kernels::cuda::detail

@@ -89,6 +89,66 @@ __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__
   }
 }
 
+// norm_add_rms_norm (ops.hpp): three passes over the row, each thread its own elements: x's sum of
+// squares; n = bf16(norm(x, w_out)), h = bf16(h + n) and h's sum of squares; y = norm(h, w_next).
+template <int VEC, bool ONE_PLUS, bool HAS_W>
+__global__ void norm_add_rms_norm_kernel(const bf16* x, const bf16* __restrict__ w_out, bf16* h,
+                                         const bf16* __restrict__ w_next, bf16* y, int dim, float eps) {
+  __shared__ float scratch[32];
+  allow_dependent_launch();
+  grid_dependency_wait();
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * dim;
+  auto normed = [](float v, float inv, float g) {
+    return ONE_PLUS ? v * inv * (1.0f + g) : g * round_bf16(v * inv);
+  };
+  float ss = 0.0f;
+  for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
+    float v[VEC];
+    load_f32<VEC>(x + base + i, v);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) ss += v[j] * v[j];
+  }
+  ss = block_reduce(ss, scratch, SumOp{});
+  const float inv_out = rsqrtf(ss / static_cast<float>(dim) + eps);
+  float ss2 = 0.0f;
+  for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
+    float v[VEC], g[VEC], r[VEC];
+    load_f32<VEC>(x + base + i, v);
+    load_f32<VEC>(w_out + i, g);
+    load_f32<VEC>(h + base + i, r);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      r[j] = round_bf16(r[j] + round_bf16(normed(v[j], inv_out, g[j])));
+      ss2 += r[j] * r[j];
+    }
+    store_bf16<VEC>(h + base + i, r);
+  }
+  ss2 = block_reduce(ss2, scratch, SumOp{});
+  const float inv = rsqrtf(ss2 / static_cast<float>(dim) + eps);
+  for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
+    float v[VEC], g[VEC];
+    load_f32<VEC>(h + base + i, v);
+    if constexpr (HAS_W) {
+      load_f32<VEC>(w_next + i, g);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = normed(v[j], inv, g[j]);
+    }
+    store_bf16<VEC>(y + base + i, v);
+  }
+}
+
+template <int VEC, bool ONE_PLUS>
+void launch_norm_add_norm(const Bf16* x, const Bf16* w_out, Bf16* h, const Bf16* w_next, Bf16* y, unsigned rows,
+                          int dim, float eps, cudaStream_t stream) {
+  const int threads = row_threads(dim / VEC);
+  if (w_next)
+    launch_pdl(norm_add_rms_norm_kernel<VEC, ONE_PLUS, true>, rows, threads, 0, stream, dev(x), dev(w_out), dev(h),
+               dev(w_next), dev(y), dim, eps);
+  else
+    launch_pdl(norm_add_rms_norm_kernel<VEC, ONE_PLUS, false>, rows, threads, 0, stream, dev(x), dev(w_out), dev(h),
+               static_cast<const bf16*>(nullptr), dev(y), dim, eps);
+}
+
 template <bool ADD, bool ONE_PLUS>
 void launch_rms_norm(const Bf16* x, Bf16* h, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
                      std::int64_t x_stride, std::int64_t y_stride, cudaStream_t stream) {
@@ -306,6 +366,23 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
     launch_pdl(qk_norm_rope_kernel<true>, static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream, p);
   else
     launch_pdl(qk_norm_rope_kernel<false>, static_cast<unsigned>(blocks), kQkWarps * 32, 0, stream, p);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+void norm_add_rms_norm(const Bf16* x, const Bf16* w_out, Bf16* h, const Bf16* w_next, Bf16* y, std::int64_t rows,
+                       std::int64_t dim, float eps, cudaStream_t stream, NormWeight kind) {
+  if (rows < 0 || dim <= 0 || dim > (std::int64_t{1} << 30)) throw std::invalid_argument("norm_add_rms_norm: bad shape");
+  if (!w_out) throw std::invalid_argument("norm_add_rms_norm: no output-norm weight");
+  if (rows == 0) return;
+  const bool vec = dim % 8 == 0 && aligned16(x) && aligned16(w_out) && aligned16(h) && (!w_next || aligned16(w_next)) &&
+                   aligned16(y);
+  const auto r = static_cast<unsigned>(rows);
+  const int d = static_cast<int>(dim);
+  const bool one_plus = kind == NormWeight::one_plus;
+  if (vec && one_plus) launch_norm_add_norm<8, true>(x, w_out, h, w_next, y, r, d, eps, stream);
+  else if (vec) launch_norm_add_norm<8, false>(x, w_out, h, w_next, y, r, d, eps, stream);
+  else if (one_plus) launch_norm_add_norm<1, true>(x, w_out, h, w_next, y, r, d, eps, stream);
+  else launch_norm_add_norm<1, false>(x, w_out, h, w_next, y, r, d, eps, stream);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

@@ -64,7 +64,10 @@ class CudaSession : public Session, private DecoderOps {
   void out_norm(std::int64_t layer, OutNorm which) override;
   cu::NormWeight norm_kind() const;
   void add_norm(std::int64_t layer, NextNorm next) override;
+  void out_norm_add_norm(std::int64_t layer, OutNorm which, NextNorm next) override;
+  const Bf16* next_norm_weight(std::int64_t layer, NextNorm next) const;
   void gate_up(std::int64_t layer) override;
+  cu::GatedActivation gated_activation() const;
   void act() override;
   void gate_up_act(std::int64_t layer) override;
   void down(std::int64_t layer) override;

@@ -169,15 +169,28 @@ void CudaSession::out_norm(std::int64_t l, OutNorm which) {
   profile_.mark("norm");
 }
 
+// The norm after a residual add; null where the placement has none (NormPlacement::post: x = h).
+const Bf16* CudaSession::next_norm_weight(std::int64_t l, NextNorm next) const {
+  return next == NextNorm::pre_mlp ? b_.w_.layers[l].post_norm
+         : l + 1 < c_.num_layers   ? b_.w_.layers[l + 1].input_norm
+                                   : b_.w_.final_norm;
+}
+
 // The residual add fused with the norm that follows it.
 void CudaSession::add_norm(std::int64_t l, NextNorm next) {
-  const Bf16* weight = next == NextNorm::pre_mlp ? b_.w_.layers[l].post_norm
-                       : l + 1 < c_.num_layers         ? b_.w_.layers[l + 1].input_norm
-                                                       : b_.w_.final_norm;
-  // A null weight (no norm there: NormPlacement::post) leaves x = h.
-  cu::add_rms_norm(a_.h.as<Bf16>(), a_.tmp.as<Bf16>(), weight, a_.x.as<Bf16>(), T_, c_.hidden_size,
-                   static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
+  cu::add_rms_norm(a_.h.as<Bf16>(), a_.tmp.as<Bf16>(), next_norm_weight(l, next), a_.x.as<Bf16>(), T_,
+                   c_.hidden_size, static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
   profile_.mark("add+norm");
+}
+
+// The sublayer's output norm, the residual add and the next norm in one kernel (sandwich and post
+// placements: two launches fewer per layer); the same roundings as out_norm then add_norm.
+void CudaSession::out_norm_add_norm(std::int64_t l, OutNorm which, NextNorm next) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  cu::norm_add_rms_norm(a_.tmp.as<Bf16>(), which == OutNorm::attention ? L.post_attn_out_norm : L.post_mlp_norm,
+                        a_.h.as<Bf16>(), next_norm_weight(l, next), a_.x.as<Bf16>(), T_, c_.hidden_size,
+                        static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
+  profile_.mark("norm+add+norm");
 }
 
 void CudaSession::gate_up(std::int64_t l) {
@@ -187,25 +200,28 @@ void CudaSession::gate_up(std::int64_t l) {
   profile_.mark("gemm gate_up");
 }
 
+cu::GatedActivation CudaSession::gated_activation() const {
+  return c_.activation == Activation::silu        ? cu::GatedActivation::silu
+         : c_.activation == Activation::gelu_tanh ? cu::GatedActivation::gelu_tanh
+                                                  : cu::GatedActivation::gelu;
+}
+
 void CudaSession::act() {
-  const auto act = c_.activation == Activation::silu        ? cu::GatedActivation::silu
-                   : c_.activation == Activation::gelu_tanh ? cu::GatedActivation::gelu_tanh
-                                                            : cu::GatedActivation::gelu;
-  cu::act_and_mul(act, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
+  cu::act_and_mul(gated_activation(), a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
   profile_.mark("act*mul");
 }
 
 void CudaSession::gate_up_act(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
-  if (L.gate_up_bias || c_.activation != Activation::silu) {  // the GEMV fuses SiLU only
+  if (L.gate_up_bias) {  // the bias goes in before the activation: cuBLASLt's epilogue, then act_and_mul
     gate_up(l);
     act();
     return;
   }
   // One kernel at m = 1 (the projection is never stored), the two kernels otherwise.
-  b_.gemm_->linear_silu_mul(a_.x.as<Bf16>(), L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_,
-                            c_.intermediate_size, c_.hidden_size, *b_.stream_);
-  profile_.mark("gemm gate_up+silu");
+  b_.gemm_->linear_act_mul(gated_activation(), a_.x.as<Bf16>(), L.gate_up, a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(),
+                           T_, c_.intermediate_size, c_.hidden_size, *b_.stream_);
+  profile_.mark("gemm gate_up+act");
 }
 
 void CudaSession::down(std::int64_t l) {

@@ -108,11 +108,15 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
     taps.layer(l, {Value::attn});
     ops.o_proj(l);
     taps.layer(l, {Value::o_proj});
-    if (out_norms) {
-      ops.out_norm(l, OutNorm::attention);
-      taps.layer(l, {Value::post_attn_out_norm});
+    if (out_norms && !taps.on()) {
+      ops.out_norm_add_norm(l, OutNorm::attention, NextNorm::pre_mlp);
+    } else {
+      if (out_norms) {
+        ops.out_norm(l, OutNorm::attention);
+        taps.layer(l, {Value::post_attn_out_norm});
+      }
+      ops.add_norm(l, NextNorm::pre_mlp);
     }
-    ops.add_norm(l, NextNorm::pre_mlp);
     taps.layer(l, {Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm});
     if (taps.on()) {
       ops.gate_up(l);
@@ -124,11 +128,15 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
     taps.layer(l, {Value::act});
     ops.down(l);
     taps.layer(l, {Value::down_proj});
-    if (out_norms) {
-      ops.out_norm(l, OutNorm::mlp);
-      taps.layer(l, {Value::post_mlp_norm});
+    if (out_norms && !taps.on()) {
+      ops.out_norm_add_norm(l, OutNorm::mlp, NextNorm::next_input);
+    } else {
+      if (out_norms) {
+        ops.out_norm(l, OutNorm::mlp);
+        taps.layer(l, {Value::post_mlp_norm});
+      }
+      ops.add_norm(l, NextNorm::next_input);
     }
-    ops.add_norm(l, NextNorm::next_input);
     taps.layer(l, {Value::output});
   }
   taps.put(Value::final_norm);

@@ -53,6 +53,11 @@ class DecoderOps {
   virtual void o_proj(std::int64_t layer) = 0;
   virtual void out_norm(std::int64_t layer, OutNorm which) = 0;  // proj = norm(proj)
   virtual void add_norm(std::int64_t layer, NextNorm next) = 0;  // h += proj; x = norm(h)
+  // Both, fused where the backend can (no taps in between): proj = norm(proj); h += proj; x = norm(h).
+  virtual void out_norm_add_norm(std::int64_t layer, OutNorm which, NextNorm next) {
+    out_norm(layer, which);
+    add_norm(layer, next);
+  }
   virtual void gate_up(std::int64_t layer) = 0;
   virtual void act() = 0;                        // act = activation(gate) * up
   virtual void gate_up_act(std::int64_t layer) = 0;  // both, fused where the backend can: no taps

@@ -212,7 +212,8 @@ TEST_CASE("ZOO_GEMV sets the GEMV row limit of a new Gemm", "[cuda][gemv]") {
   }
 }
 
-TEST_CASE("Gemm::linear_silu_mul: the fused m = 1 kernel equals the GEMV + silu_and_mul pair", "[cuda][gemv]") {
+TEST_CASE("Gemm::linear_act_mul: the fused m = 1 kernel equals the GEMV + act_and_mul pair (SiLU, both GELUs)",
+          "[cuda][gemv]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(2027);
   Gemm gemm;  // the default: GEMV at m = 1
@@ -226,18 +227,23 @@ TEST_CASE("Gemm::linear_silu_mul: the fused m = 1 kernel equals the GEMV + silu_
   // (not fused: the two-kernel path must give the same result too).
   const Case cases[] = {{1, 3072, 1024, true}, {1, 1536, 2048, true}, {1, 37, 264, true},
                         {1, 24, 8192, false},  {3, 300, 512, true}};
+  for (const auto act_kind : {GatedActivation::silu, GatedActivation::gelu_tanh, GatedActivation::gelu})
   for (const auto& cs : cases) {
-    INFO("m=" << cs.m << " inter=" << cs.inter << " k=" << cs.k);
+    INFO("activation " << static_cast<int>(act_kind) << " m=" << cs.m << " inter=" << cs.inter << " k=" << cs.k);
     const std::int64_t n = 2 * cs.inter;
     const auto x = random_bf16_values(rng, cs.m * cs.k), w = random_bf16_values(rng, n * cs.k);
     DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w);
     DeviceBuffer gu(cs.m * n * 2), gu2(cs.m * n * 2), act(cs.m * cs.inter * 2), want(cs.m * cs.inter * 2);
     act.fill_bytes(0xff);  // NaN poison
     const std::size_t calls = gemm.gemv_calls();
-    gemm.linear_silu_mul(dx.as<Bf16>(), dw.as<Bf16>(), gu.as<Bf16>(), act.as<Bf16>(), cs.m, cs.inter, cs.k, stream);
+    if (act_kind == GatedActivation::silu)  // the SiLU spelling kept for its callers
+      gemm.linear_silu_mul(dx.as<Bf16>(), dw.as<Bf16>(), gu.as<Bf16>(), act.as<Bf16>(), cs.m, cs.inter, cs.k, stream);
+    else
+      gemm.linear_act_mul(act_kind, dx.as<Bf16>(), dw.as<Bf16>(), gu.as<Bf16>(), act.as<Bf16>(), cs.m, cs.inter, cs.k,
+                          stream);
     CHECK(gemm.gemv_calls() - calls == (cs.m == 1 ? 1u : 0u));  // one kernel at m = 1; at m = 3 cuBLASLt
     gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), gu2.as<Bf16>(), cs.m, n, cs.k, stream);
-    silu_and_mul(gu2.as<Bf16>(), want.as<Bf16>(), cs.m, cs.inter, stream);
+    act_and_mul(act_kind, gu2.as<Bf16>(), want.as<Bf16>(), cs.m, cs.inter, stream);
     stream.synchronize();
     const auto got = download_bf16(act, cs.m * cs.inter), ref = download_bf16(want, cs.m * cs.inter);
     if (cs.same_split) {

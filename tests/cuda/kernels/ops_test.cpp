@@ -115,6 +115,39 @@ TEST_CASE("rms_norm and add_rms_norm follow transformers' bf16 rounding", "[cuda
   }
 }
 
+TEST_CASE("norm_add_rms_norm equals rms_norm then add_rms_norm, bitwise", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1003);
+  Stream stream;
+  const float eps = 1e-6f;
+  for (const NormWeight kind : {NormWeight::times_w, NormWeight::one_plus}) {
+    for (std::int64_t dim : {1024, 100, 3584}) {
+      for (std::int64_t rows : {1, 7}) {
+        for (const bool next_weight : {true, false}) {
+          INFO("kind " << (kind == NormWeight::one_plus ? "one_plus" : "times_w") << " dim " << dim << " rows " << rows
+                       << (next_weight ? "" : " (no next norm: y = h)"));
+          const auto x = random_bf16_values(rng, rows * dim, -3.0f, 3.0f);
+          const auto w1 = random_bf16_values(rng, dim, 0.5f, 1.5f), w2 = random_bf16_values(rng, dim, 0.5f, 1.5f);
+          const auto r = random_bf16_values(rng, rows * dim, -3.0f, 3.0f);
+          DeviceBuffer dx = upload_bf16(x), dw1 = upload_bf16(w1), dw2 = upload_bf16(w2);
+          DeviceBuffer h_fused = upload_bf16(r), h_pair = upload_bf16(r), tmp(rows * dim * sizeof(Bf16));
+          DeviceBuffer y_fused(rows * dim * sizeof(Bf16)), y_pair(rows * dim * sizeof(Bf16));
+          y_fused.fill_bytes(0xff);
+          const Bf16* next = next_weight ? dw2.as<Bf16>() : nullptr;
+          norm_add_rms_norm(dx.as<Bf16>(), dw1.as<Bf16>(), h_fused.as<Bf16>(), next, y_fused.as<Bf16>(), rows, dim, eps,
+                            stream, kind);
+          rms_norm(dx.as<Bf16>(), dw1.as<Bf16>(), tmp.as<Bf16>(), rows, dim, eps, stream, kind);
+          add_rms_norm(h_pair.as<Bf16>(), tmp.as<Bf16>(), next, y_pair.as<Bf16>(), rows, dim, eps, stream, kind);
+          stream.synchronize();
+          CHECK(download_bf16(h_fused, rows * dim) == download_bf16(h_pair, rows * dim));
+          CHECK(download_bf16(y_fused, rows * dim) == download_bf16(y_pair, rows * dim));
+          CHECK(download_bf16(dx, rows * dim) == x);  // the sublayer output is left as it was
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("qk_norm_rope_cache normalizes, rotates and writes the cache at the right positions", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   const std::uint32_t seed = 1003;  // fixed: a failure reproduces

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "zoo/kernels/cuda/common.hpp"
+#include "zoo/kernels/cuda/ops.hpp"
 
 namespace zoo::kernels::cuda {
 
@@ -61,6 +62,9 @@ class Gemm {
   // keeps the two kernels everywhere. Results are the same either way (gemv_test checks).
   void linear_silu_mul(const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* act, std::int64_t m, std::int64_t inter,
                        std::int64_t k, cudaStream_t stream);
+  // The same for any gated activation: out = act_and_mul(act, x @ w^T), fused at m = 1 likewise.
+  void linear_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* out, std::int64_t m,
+                      std::int64_t inter, std::int64_t k, cudaStream_t stream);
 
   // Number of distinct shapes planned so far (for tests of the cache).
   std::size_t cached_plans() const;

@@ -41,6 +41,11 @@ void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int
 // stays bf16 like transformers' (each add rounds). Without a weight (w null) y = h.
 void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
                   cudaStream_t stream, NormWeight kind = NormWeight::times_w);
+// A sublayer's output norm, the residual add and the next norm in one kernel: h = bf16(h +
+// rms_norm(x, w_out)); y = rms_norm(h, w_next), each rounded as rms_norm then add_rms_norm round
+// (bitwise the same). w_out is required; without w_next, y = h. x is left as it was.
+void norm_add_rms_norm(const Bf16* x, const Bf16* w_out, Bf16* h, const Bf16* w_next, Bf16* y, std::int64_t rows,
+                       std::int64_t dim, float eps, cudaStream_t stream, NormWeight kind = NormWeight::times_w);
 
 // ---- per-head q/k RMSNorm + half-split RoPE + KV-cache write ------------------------------------
 // For each token t at position p = positions ? positions[t] : start + t:
