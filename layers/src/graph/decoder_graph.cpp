@@ -95,6 +95,16 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
   Taps taps(spec, ops, hook);
   const bool out_norms = spec.norm_placement != NormPlacement::pre;
   const bool qk_norm = spec.qk_norm != QkNorm::none;
+  // A sublayer's output joins the residual stream: its own norm first where the placement has one
+  // (tapped as `tapped`), the add, the next norm; one fused op when nothing is tapped in between.
+  const auto residual = [&](std::int64_t l, OutNorm which, Value tapped, NextNorm next) {
+    if (out_norms && !taps.on()) return ops.out_norm_add_norm(l, which, next);
+    if (out_norms) {
+      ops.out_norm(l, which);
+      taps.layer(l, {tapped});
+    }
+    ops.add_norm(l, next);
+  };
   ops.embed();
   taps.put(Value::embed);
   ops.input_norm();
@@ -108,15 +118,7 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
     taps.layer(l, {Value::attn});
     ops.o_proj(l);
     taps.layer(l, {Value::o_proj});
-    if (out_norms && !taps.on()) {
-      ops.out_norm_add_norm(l, OutNorm::attention, NextNorm::pre_mlp);
-    } else {
-      if (out_norms) {
-        ops.out_norm(l, OutNorm::attention);
-        taps.layer(l, {Value::post_attn_out_norm});
-      }
-      ops.add_norm(l, NextNorm::pre_mlp);
-    }
+    residual(l, OutNorm::attention, Value::post_attn_out_norm, NextNorm::pre_mlp);
     taps.layer(l, {Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm});
     if (taps.on()) {
       ops.gate_up(l);
@@ -128,15 +130,7 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
     taps.layer(l, {Value::act});
     ops.down(l);
     taps.layer(l, {Value::down_proj});
-    if (out_norms && !taps.on()) {
-      ops.out_norm_add_norm(l, OutNorm::mlp, NextNorm::next_input);
-    } else {
-      if (out_norms) {
-        ops.out_norm(l, OutNorm::mlp);
-        taps.layer(l, {Value::post_mlp_norm});
-      }
-      ops.add_norm(l, NextNorm::next_input);
-    }
+    residual(l, OutNorm::mlp, Value::post_mlp_norm, NextNorm::next_input);
     taps.layer(l, {Value::output});
   }
   taps.put(Value::final_norm);
