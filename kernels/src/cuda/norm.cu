@@ -51,6 +51,13 @@ __global__ void scatter_rows_kernel(const std::int32_t* __restrict__ positions, 
 // are x_stride / y_stride elements apart (h shares x's layout). ONE_PLUS: y = bf16(x * inv * (1 +
 // w)) in float32, rounded once (the 1 + w norms); else y = bf16(w * bf16(x * inv)). Without a weight
 // (w null, ADD only) y = h: the residual stream itself (norms after the sublayers only).
+// One normed value: x * inv * (1 + w) rounded once (ONE_PLUS), else w * bf16(x * inv). Shared by
+// the kernels below so the fused norm_add_rms_norm rounds exactly as rms_norm and add_rms_norm do.
+template <bool ONE_PLUS>
+__device__ __forceinline__ float weighted_norm(float x, float inv, float w) {
+  return ONE_PLUS ? x * inv * (1.0f + w) : w * round_bf16(x * inv);
+}
+
 template <int VEC, bool ADD, bool ONE_PLUS, bool HAS_W>
 __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__ w, bf16* y, int dim, float eps,
                                 std::int64_t x_stride, std::int64_t y_stride) {
@@ -83,7 +90,7 @@ __global__ void rms_norm_kernel(const bf16* x, bf16* h, const bf16* __restrict__
     if constexpr (HAS_W) {
       load_f32<VEC>(w + i, g);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] = ONE_PLUS ? v[j] * inv * (1.0f + g[j]) : g[j] * round_bf16(v[j] * inv);
+      for (int j = 0; j < VEC; ++j) v[j] = weighted_norm<ONE_PLUS>(v[j], inv, g[j]);
     }
     store_bf16<VEC>(y + out_base + i, v);
   }
@@ -98,9 +105,6 @@ __global__ void norm_add_rms_norm_kernel(const bf16* x, const bf16* __restrict__
   allow_dependent_launch();
   grid_dependency_wait();
   const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * dim;
-  auto normed = [](float v, float inv, float g) {
-    return ONE_PLUS ? v * inv * (1.0f + g) : g * round_bf16(v * inv);
-  };
   float ss = 0.0f;
   for (int i = threadIdx.x * VEC; i < dim; i += blockDim.x * VEC) {
     float v[VEC];
@@ -118,7 +122,7 @@ __global__ void norm_add_rms_norm_kernel(const bf16* x, const bf16* __restrict__
     load_f32<VEC>(h + base + i, r);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      r[j] = round_bf16(r[j] + round_bf16(normed(v[j], inv_out, g[j])));
+      r[j] = round_bf16(r[j] + round_bf16(weighted_norm<ONE_PLUS>(v[j], inv_out, g[j])));
       ss2 += r[j] * r[j];
     }
     store_bf16<VEC>(h + base + i, r);
@@ -131,7 +135,7 @@ __global__ void norm_add_rms_norm_kernel(const bf16* x, const bf16* __restrict__
     if constexpr (HAS_W) {
       load_f32<VEC>(w_next + i, g);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] = normed(v[j], inv, g[j]);
+      for (int j = 0; j < VEC; ++j) v[j] = weighted_norm<ONE_PLUS>(v[j], inv, g[j]);
     }
     store_bf16<VEC>(y + base + i, v);
   }
