@@ -42,10 +42,7 @@ CodeDecoder& code_decoder_of(OpenedModel& opened) {
 
 // Checks the decoder's own load plan and reads its weights (not the rest of the model's).
 void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
-  const LoadPlan plan = make_load_plan(decoder.requirements(), opened.model->weight_source());
-  if (!plan.ok())
-    throw ValidationError(fmt::format("{}: the decoder's load plan has {} problem(s):\n{}", opened.spec.file.string(),
-                                      plan.problem_count(), plan.table()));
+  check_part_load_plan(opened, decoder.requirements(), "decoder");
   decoder.load();
 }
 

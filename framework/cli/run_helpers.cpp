@@ -8,6 +8,7 @@
 
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
+#include "zoo/load_plan.hpp"
 #include "zoo/request.hpp"
 
 namespace zoo::cli {
@@ -92,6 +93,14 @@ std::map<std::string, std::string> trace_metadata(const OpenedModel& opened) {
           {"config", opened.spec.file.string()},
           {"device", opened.spec.device.str()},
           {"dtype", std::string(dtype_name(opened.spec.dtype))}};
+}
+
+void check_part_load_plan(const OpenedModel& opened, const std::vector<TensorRequirement>& requirements,
+                          std::string_view part) {
+  const LoadPlan plan = make_load_plan(requirements, opened.model->weight_source());
+  if (!plan.ok())
+    throw ValidationError(fmt::format("{}: the {}'s load plan has {} problem(s):\n{}", opened.spec.file.string(), part,
+                                      plan.problem_count(), plan.table()));
 }
 
 }  // namespace zoo::cli

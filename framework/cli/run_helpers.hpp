@@ -33,6 +33,12 @@ void check_output(std::string_view flag, const std::filesystem::path& output, co
 void require_every_glob_matches(const PointSelection& selection, const std::vector<std::string>& names,
                                 std::string_view where, std::string_view among);
 
+// Checks the load plan of one part of the model (a codec's decoder or encoder: its own tensors,
+// not the rest of the model's) before that part reads them: a ValidationError naming the model
+// file, the part and every problem.
+void check_part_load_plan(const OpenedModel& opened, const std::vector<TensorRequirement>& requirements,
+                          std::string_view part);
+
 // Metadata written into every trace: which model, plugin, device and dtype made it.
 std::map<std::string, std::string> trace_metadata(const OpenedModel& opened);
 

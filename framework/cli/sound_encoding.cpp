@@ -5,8 +5,8 @@
 
 #include <cmath>
 
+#include "run_helpers.hpp"
 #include "zoo/error.hpp"
-#include "zoo/load_plan.hpp"
 #include "zoo/sound_file.hpp"
 
 namespace zoo::cli {
@@ -21,10 +21,7 @@ CodeEncoder& code_encoder_of(OpenedModel& opened) {
 }
 
 void load_code_encoder(OpenedModel& opened, CodeEncoder& encoder) {
-  const LoadPlan plan = make_load_plan(encoder.requirements(), opened.model->weight_source());
-  if (!plan.ok())
-    throw ValidationError(fmt::format("{}: the encoder's load plan has {} problem(s):\n{}", opened.spec.file.string(),
-                                      plan.problem_count(), plan.table()));
+  check_part_load_plan(opened, encoder.requirements(), "encoder");
   encoder.load();
 }
 
