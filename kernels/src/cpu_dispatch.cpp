@@ -23,17 +23,18 @@ struct IsaOps {
   decltype(&generic::rms_norm) rms_norm;
   decltype(&generic::rope_half_split) rope_half_split;
   decltype(&generic::attention_causal_gqa) attention_causal_gqa;
+  decltype(&generic::attention_paged_gqa) attention_paged_gqa;
   decltype(&generic::silu_mul) silu_mul;
   decltype(&generic::add_inplace) add_inplace;
   decltype(&generic::snake) snake;
 };
 
 constexpr IsaOps kGenericOps{CpuIsa::generic,       &generic::linear,   &generic::rms_norm,
-                             &generic::rope_half_split, &generic::attention_causal_gqa, &generic::silu_mul,
+                             &generic::rope_half_split, &generic::attention_causal_gqa, &generic::attention_paged_gqa, &generic::silu_mul,
                              &generic::add_inplace,     &generic::snake};
 #ifdef ZOO_KERNELS_HAVE_AVX2
 constexpr IsaOps kAvx2Ops{CpuIsa::avx2,       &avx2::linear,   &avx2::rms_norm, &avx2::rope_half_split,
-                          &avx2::attention_causal_gqa, &avx2::silu_mul, &avx2::add_inplace, &avx2::snake};
+                          &avx2::attention_causal_gqa, &avx2::attention_paged_gqa, &avx2::silu_mul, &avx2::add_inplace, &avx2::snake};
 #endif
 
 const IsaOps& ops_for(CpuIsa isa) {
@@ -145,6 +146,27 @@ void attention_causal_gqa(const float* q, const float* k, const float* v, float*
     throw std::invalid_argument("attention_causal_gqa: softcap and window must be >= 0");
   ops().attention_causal_gqa(q, k, v, out, tokens, start, q_heads, kv_heads, head_dim, options.scale, options.softcap,
                              options.window);
+}
+
+void attention_paged_gqa(const float* q, const float* k, const float* v, float* out,
+                         std::span<const PagedAttentionSlice> slices, std::int64_t q_heads, std::int64_t kv_heads,
+                         std::int64_t head_dim, const AttentionOptions& options) {
+  if (kv_heads <= 0 || q_heads <= 0 || q_heads % kv_heads != 0)
+    throw std::invalid_argument("attention_paged_gqa: q_heads (" + std::to_string(q_heads) +
+                                ") must be a positive multiple of kv_heads (" + std::to_string(kv_heads) + ")");
+  if (!(options.softcap >= 0.0f) || options.window < 0)
+    throw std::invalid_argument("attention_paged_gqa: softcap and window must be >= 0");
+  std::vector<std::int64_t> item_begin(slices.size() + 1, 0);
+  std::int64_t context = 1;
+  for (std::size_t i = 0; i < slices.size(); ++i) {
+    const PagedAttentionSlice& slice = slices[i];
+    if (slice.tokens < 0 || slice.start < 0 || slice.row < 0 || (slice.tokens > 0 && !slice.pages))
+      throw std::invalid_argument("attention_paged_gqa: slice " + std::to_string(i) + " is malformed");
+    item_begin[i + 1] = item_begin[i] + q_heads * slice.tokens;
+    context = std::max(context, slice.start + slice.tokens);
+  }
+  ops().attention_paged_gqa(q, k, v, out, slices.data(), item_begin.data(), static_cast<std::int64_t>(slices.size()),
+                            context, q_heads, kv_heads, head_dim, options.scale, options.softcap, options.window);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, std::int64_t n) { ops().silu_mul(gate, up, out, n); }

@@ -6,6 +6,8 @@
 // code needs no std::string: see the note in kernels/CMakeLists.txt on what they may not share).
 #include <cstdint>
 
+#include "zoo/kernels/paged_attention_slice.hpp"
+
 #define ZOO_CPU_ISA_OPS_DECLARATIONS                                                                       \
   void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,     \
               bool accumulate);                                                                            \
@@ -16,6 +18,11 @@
   void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens, \
                             std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads,              \
                             std::int64_t head_dim, float scale, float softcap, std::int64_t window);       \
+  void attention_paged_gqa(const float* q, const float* k, const float* v, float* out,                      \
+                           const PagedAttentionSlice* slices, const std::int64_t* item_begin,              \
+                           std::int64_t count, std::int64_t context, std::int64_t q_heads,                 \
+                           std::int64_t kv_heads, std::int64_t head_dim, float scale, float softcap,       \
+                           std::int64_t window);                                                           \
   void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);                           \
   void add_inplace(float* y, const float* x, std::int64_t n);                                             \
   void snake(const float* x, const float* alpha, const float* inv_alpha, float* y, std::int64_t length,   \

@@ -164,3 +164,58 @@ TEST_CASE("attention_causal_gqa: window 1 attends to the query's own value only"
     for (std::int64_t h = 0; h < 2; ++h)
       for (std::int64_t i = 0; i < d; ++i) CHECK(out[(t * 2 + h) * d + i] == v[t * d + i]);
 }
+
+namespace {
+
+// Each sequence's keys and values scattered over shuffled pages of a shared pool.
+TEST_CASE("attention_paged_gqa: several sequences over shuffled pages give the contiguous kernel's bits",
+          "[kernels][attention]") {
+  namespace cpu = zoo::kernels::cpu;
+  constexpr std::int64_t P = cpu::kPagedAttentionPageTokens;
+  const std::int64_t q_heads = 4, kv_heads = 2, d = 16, row = kv_heads * d;
+  struct Seq {
+    std::int64_t start, tokens;
+  };
+  // A decode step, a chunk crossing a page boundary, a prefill from zero, one token at a boundary.
+  const std::vector<Seq> seqs = {{40, 1}, {13, 7}, {0, 33}, {31, 1}};
+  // Plain, and with a sliding window and a softcap.
+  const auto options = GENERATE(cpu::AttentionOptions{.scale = 0.25f},
+                                cpu::AttentionOptions{.scale = 0.25f, .softcap = 3.0f, .window = 5});
+  std::mt19937 rng(5);
+  std::int64_t pages_total = 0;
+  for (const auto& s : seqs) pages_total += (s.start + s.tokens + P - 1) / P;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(pages_total));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<float> k_pages(static_cast<std::size_t>(pages_total * P * row), NAN),
+      v_pages(k_pages.size(), NAN);  // unwritten slots are NaN: reading one would show
+  std::int64_t rows = 0;
+  for (const auto& s : seqs) rows += s.tokens;
+  const std::vector<float> q = normal_vector(rng, rows * q_heads * d);
+  std::vector<float> out(q.size(), 0.0f), expected(q.size(), 0.0f);
+  std::vector<std::vector<std::int32_t>> tables;
+  std::vector<cpu::PagedAttentionSlice> slices;
+  std::int64_t next_page = 0, next_row = 0;
+  for (const auto& s : seqs) {
+    const std::int64_t context = s.start + s.tokens;
+    const std::vector<float> k = normal_vector(rng, context * row);
+    const std::vector<float> v = normal_vector(rng, context * row);
+    auto& table = tables.emplace_back();
+    for (std::int64_t p = 0; p < (context + P - 1) / P; ++p) table.push_back(order[static_cast<std::size_t>(next_page++)]);
+    for (std::int64_t j = 0; j < context; ++j) {
+      const std::int64_t slot = table[static_cast<std::size_t>(j / P)] * P + j % P;
+      std::copy_n(&k[static_cast<std::size_t>(j * row)], row, &k_pages[static_cast<std::size_t>(slot * row)]);
+      std::copy_n(&v[static_cast<std::size_t>(j * row)], row, &v_pages[static_cast<std::size_t>(slot * row)]);
+    }
+    cpu::attention_causal_gqa(&q[static_cast<std::size_t>(next_row * q_heads * d)], k.data(), v.data(),
+                              &expected[static_cast<std::size_t>(next_row * q_heads * d)], s.tokens, s.start, q_heads,
+                              kv_heads, d, options);
+    slices.push_back({next_row, s.tokens, s.start, tables.back().data()});
+    next_row += s.tokens;
+  }
+  cpu::attention_paged_gqa(q.data(), k_pages.data(), v_pages.data(), out.data(), slices, q_heads, kv_heads, d,
+                           options);
+  CHECK(std::equal(out.begin(), out.end(), expected.begin()));
+}
+
+}  // namespace

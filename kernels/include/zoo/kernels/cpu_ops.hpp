@@ -5,6 +5,8 @@
 #include <vector>
 #include <span>
 
+#include "zoo/kernels/paged_attention_slice.hpp"
+
 namespace zoo::kernels::cpu {
 
 // The instruction set the ops below run with. Binaries are portable x86-64; the AVX2/FMA kernels
@@ -70,6 +72,15 @@ struct AttentionOptions {
 void attention_causal_gqa(const float* q, const float* k, const float* v, float* out, std::int64_t tokens,
                           std::int64_t start, std::int64_t q_heads, std::int64_t kv_heads, std::int64_t head_dim,
                           const AttentionOptions& options);
+
+// The same attention for many sequences at once over a paged cache: k and v hold pages of
+// kPagedAttentionPageTokens rows ([pages][16][kv_heads][head_dim]); each slice's queries are rows
+// slice.row .. slice.row + slice.tokens - 1 of q and out ([rows, q_heads, head_dim]), at positions
+// slice.start .., attending to positions 0 .. through its page table. The same bits as
+// attention_causal_gqa over a contiguous copy of each sequence's cache.
+void attention_paged_gqa(const float* q, const float* k, const float* v, float* out,
+                         std::span<const PagedAttentionSlice> slices, std::int64_t q_heads, std::int64_t kv_heads,
+                         std::int64_t head_dim, const AttentionOptions& options);
 
 // out = silu(gate) * up, elementwise over n values.
 void silu_mul(const float* gate, const float* up, float* out, std::int64_t n);
