@@ -19,6 +19,12 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
   if (options_.top_k < 0) throw InputError(fmt::format("--top-k: must be >= 0, got {}", options_.top_k));
   if (!(options_.top_p >= 0 && options_.top_p <= 1))
     throw InputError(fmt::format("--top-p: must be within [0, 1], got {}", options_.top_p));
+  if (!(options_.min_p >= 0 && options_.min_p <= 1))
+    throw InputError(fmt::format("--min-p: must be within [0, 1], got {}", options_.min_p));
+  if (options_.temperature == 0.0f && options_.min_p > 0.0f)
+    throw InputError(fmt::format("--min-p {}: has no effect under greedy decoding (temperature 0); give --temperature "
+                                 "to sample",
+                                 options_.min_p));
   // Greedy decoding takes the argmax, which top-k and top-p never change: a filter given without a
   // temperature would be silently ignored, so say so instead.
   if (options_.temperature == 0.0f && options_.top_k > 0)
@@ -32,7 +38,8 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
 }
 
 SampleRequest Sampler::request() {
-  SampleRequest r{.temperature = options_.temperature, .top_k = options_.top_k, .top_p = options_.top_p, .u = 0.0};
+  SampleRequest r{.temperature = options_.temperature, .top_k = options_.top_k, .top_p = options_.top_p, .u = 0.0,
+                  .min_p = options_.min_p};
   if (r.temperature != 0.0f) r.u = uniform01(state_);
   return r;
 }

@@ -107,6 +107,14 @@ KvPageTable::Append KvPageTable::append(std::int64_t count) {
   return result;
 }
 
+std::int64_t KvPageTable::pages_for(std::int64_t count) const {
+  if (count < 0) throw std::invalid_argument("KvPageTable::pages_for: negative count");
+  const std::int64_t need = (tokens_ + count + kKvPageTokens - 1) / kKvPageTokens;
+  const bool partial = count > 0 && tokens_ % kKvPageTokens != 0;
+  const bool copy = partial && pages_.back() != kNoPage && pool_->references(pages_.back()) > 1;
+  return std::max<std::int64_t>(0, need - static_cast<std::int64_t>(pages_.size())) + (copy ? 1 : 0);
+}
+
 KvPageTable KvPageTable::fork() const {
   if (!pool_) throw std::logic_error("KvPageTable::fork of a moved-from table");
   KvPageTable child(*pool_, window_);

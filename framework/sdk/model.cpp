@@ -34,6 +34,12 @@ int Model::add_row_table(const std::string& name, const TensorView&) {
                                about.plugin, name));
 }
 
+std::unique_ptr<Runner> Model::new_runner(const RunnerOptions&) {
+  const ModelInfo about = info();
+  throw InputError(fmt::format("model '{}' (plugin {}) runs one sequence at a time (no batch runner)",
+                               about.model_type, about.plugin));
+}
+
 SpeechResult Model::synthesize(const SpeechRequest&, const SpeechProgressFn&) {
   const ModelInfo about = info();
   throw InputError(fmt::format("model '{}' (plugin {}) does not synthesize speech", about.model_type, about.plugin));

@@ -62,12 +62,19 @@ std::int64_t pick(std::span<const float> logits, const SampleRequest& r,
       prob.push_back(std::exp(static_cast<double>(end->first) - top));
       return prob.back();
     };
-    if (r.top_p < 1.0f) {
-      // Nucleus: the smallest prefix whose probability mass reaches top_p (at least one token).
+    if (r.top_p < 1.0f || r.min_p > 0.0f) {
+      // Nucleus: the smallest prefix whose probability mass reaches top_p (at least one token),
+      // cut where a candidate is less likely than min_p times the first (whose weight is 1).
       double mass = 0;
       while (end != scratch.begin()) {
-        mass += rank_next();
-        if (mass >= r.top_p * total) break;
+        const double weight = rank_next();
+        if (weight < r.min_p && ranked.size() > 1) {
+          ranked.pop_back();
+          prob.pop_back();
+          break;
+        }
+        mass += weight;
+        if (r.top_p < 1.0f && mass >= r.top_p * total) break;
       }
       total = mass;
     } else {
@@ -94,6 +101,16 @@ std::int64_t pick(std::span<const float> logits, const SampleRequest& r,
     }
     keep = n;
     total = mass;
+  }
+  // Min-p over the top-k: weights are relative to the first candidate, so the cut is at min_p.
+  if (top_k && r.min_p > 0.0f) {
+    std::size_t n = 1;
+    while (n < keep && prob[n] >= r.min_p) ++n;
+    if (n < keep) {
+      keep = n;
+      total = 0;
+      for (std::size_t i = 0; i < keep; ++i) total += prob[i];
+    }
   }
 
   // Pick with the caller's uniform draw.
@@ -123,6 +140,28 @@ SampledToken sample_logits(std::span<const float> logits, const SampleRequest& r
   return out;
 }
 
+
+void fill_logprobs(std::span<const float> logits, SampledToken& token, int top) {
+  if (logits.empty()) throw std::invalid_argument("fill_logprobs: empty logits");
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float x : logits) max_logit = std::max(max_logit, rank_value(x));
+  double sum = 0;
+  if (std::isfinite(max_logit))
+    for (float x : logits) sum += std::exp(static_cast<double>(rank_value(x)) - max_logit);
+  const double log_sum = std::isfinite(max_logit) ? max_logit + std::log(sum) : 0.0;
+  const auto logprob = [&](std::size_t i) { return static_cast<float>(rank_value(logits[i]) - log_sum); };
+  token.logprob = logprob(static_cast<std::size_t>(token.id));
+  token.top.clear();
+  if (top <= 0) return;
+  std::vector<std::int64_t> order(logits.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  const auto n = std::min<std::size_t>(static_cast<std::size_t>(top), order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(), [&](auto a, auto b) {
+    const float x = rank_value(logits[static_cast<std::size_t>(a)]), y = rank_value(logits[static_cast<std::size_t>(b)]);
+    return x != y ? x > y : a < b;
+  });
+  for (std::size_t i = 0; i < n; ++i) token.top.emplace_back(order[i], logprob(static_cast<std::size_t>(order[i])));
+}
 
 SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request) {
   std::vector<std::pair<float, std::int64_t>> scratch;

@@ -15,6 +15,7 @@ struct SamplingOptions {
   int top_k = 0;             // 0: off
   float top_p = 1.0f;        // 1: off
   std::uint64_t seed = 0;
+  float min_p = 0.0f;        // 0: off
 };
 
 // Picks the next token from one row of logits, drawing the uniform numbers from a SplitMix64

@@ -66,6 +66,9 @@ class KvPageTable {
   };
   // Room for `count` more tokens at positions tokens() .. tokens() + count - 1.
   Append append(std::int64_t count);
+  // Pages append(count) takes from the pool: new pages plus the private copy of a shared, partly
+  // filled last page (pages given back behind a window are not subtracted: an upper bound).
+  std::int64_t pages_for(std::int64_t count) const;
   // A table holding the same tokens in the same pages (each page one more reference). Writes go
   // through append(), which gives either table a private copy of a shared, partly filled last page.
   KvPageTable fork() const;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zoo/batch.hpp"
 #include "zoo/code_decoder.hpp"
 #include "zoo/code_encoder.hpp"
 #include "zoo/diagnostic_hook.hpp"
@@ -43,12 +44,13 @@ struct ModelInfo {
 // Picking the next token from the last position's text logits where they are computed, so that
 // only the id crosses to the host. The random number is drawn by the caller (its generator state
 // stays on the host), so a seeded run picks the same ids on every device. Semantics are those of
-// zoo::sample_logits (sampling.hpp): temperature, then top-k, then top-p, then the pick with `u`.
+// zoo::sample_logits (sampling.hpp): temperature, then top-k, top-p and min-p, then the pick with `u`.
 struct SampleRequest {
   float temperature = 0.0f;  // 0: greedy (ties to the lower index)
   int top_k = 0;             // 0: off
   float top_p = 1.0f;        // 1: off
   double u = 0.0;            // uniform in [0, 1); unused when greedy
+  float min_p = 0.0f;        // 0: off; else drop tokens less likely than min_p times the likeliest
 };
 
 // How OutputRequest::head_sample picks. Generic names for first-party rules a plugin's host sampler
@@ -92,7 +94,12 @@ struct OutputRequest {
   // ForwardResult::head_sampled (one pick per segment) instead of the head's output in `extra`;
   // one that cannot ignores this and returns the output as asked, for the caller to sample.
   std::optional<HeadSampleRequest> head_sample;
+  // With `sample`: >= 0 asks for the chosen token's log-probability (of the raw logits' softmax,
+  // before temperature and filters) and, when > 0, the `top_logprobs` likeliest tokens with theirs,
+  // in SampledToken. A session that cannot compute them refuses the step (InputError).
+  int top_logprobs = -1;
 };
+inline constexpr int kMaxTopLogprobs = 20;
 
 // Embeddings summed from a row table (Model::add_row_table) on the model's device: the embedding
 // at positions[i] of this step becomes sum_{j < per_position} table[ids[i * per_position + j]],
@@ -141,6 +148,10 @@ struct SampledToken {
   float bad_value = 0.0f;       // the value there
   bool all_masked = false;      // every logit is -inf
   bool valid() const { return bad_index < 0 && !all_masked; }
+  // When OutputRequest::top_logprobs >= 0: log p(id), and the likeliest tokens (most likely first,
+  // ties to the lower id) with their log-probabilities.
+  float logprob = 0.0f;
+  std::vector<std::pair<std::int64_t, float>> top;
 };
 
 // Host float32 results: [rows, hidden] and [rows, vocab]; empty when not asked for. `logits` are
@@ -254,6 +265,9 @@ class Model {
   // The model's waveform-to-codes encoder (code_encoder.hpp), or nullptr when it has none; built
   // and loaded like code_decoder(). Appended last: the earlier virtuals keep their slots.
   virtual CodeEncoder* code_encoder() { return nullptr; }
+  // A runner of many sequences over a paged KV cache (zoo/batch.hpp), after load(). The default
+  // throws an InputError: the model runs one sequence per Session only.
+  virtual std::unique_ptr<Runner> new_runner(const RunnerOptions& options);
 };
 
 }  // namespace zoo

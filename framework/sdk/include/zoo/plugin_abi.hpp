@@ -21,7 +21,8 @@
 // fingerprint; the exports need no Boost. 4: sampling on the device (OutputRequest::sample,
 // ForwardResult::sampled). 5: sampling a row table head on the device (OutputRequest::head_sample,
 // ForwardResult::head_sampled). 6: Model::code_encoder (appended after every other virtual).
-#define ZOO_PLUGIN_ABI_VERSION 6u
+// 7: the batch runtime (zoo/batch.hpp, Model::new_runner appended), min-p and logprobs in sampling.
+#define ZOO_PLUGIN_ABI_VERSION 7u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)

@@ -17,11 +17,15 @@ namespace zoo {
 //   else the candidates are the logits divided by the temperature (float32; NaN ranks as -inf),
 //   ordered by value, ties to the lower index; top-k keeps the first k; top-p keeps the shortest
 //   prefix whose mass (exp(value - max), float64) reaches top_p of the kept mass (so at least one
-//   token, and the one crossing the threshold); the pick is the first candidate whose cumulative
+//   token, and the one crossing the threshold); min-p keeps the prefix whose weights are at least
+//   min_p times the first's; the pick is the first candidate whose cumulative
 //   mass exceeds u times the kept mass (the last one if rounding leaves u at the very top). When
 //   the largest candidate is -inf nothing has probability, and the pick is the greedy one.
 // Request fields are not checked here (Sampler does that).
 SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request);
+// Sets token.logprob (log-softmax of the raw row at token.id, float64 sums in index order; NaN
+// counts as -inf) and token.top: the `top` likeliest ids with theirs, ties to the lower id.
+void fill_logprobs(std::span<const float> logits, SampledToken& token, int top);
 // The same, reusing `scratch` across calls.
 SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request,
                            std::vector<std::pair<float, std::int64_t>>& scratch);
