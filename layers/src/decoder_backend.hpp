@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "zoo/batch.hpp"
 #include "zoo/layers/decoder.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI {
@@ -23,6 +24,8 @@ class DecoderBackend : public std::enable_shared_from_this<DecoderBackend> {
   virtual void load(const WeightSource& weights, const std::vector<RowTableSource>& tables,
                     const ProgressFn& progress) = 0;
   virtual std::unique_ptr<Session> new_session() = 0;
+  // nullptr: the backend runs one sequence per session only.
+  virtual std::unique_ptr<Runner> new_runner(const RunnerOptions&) { return nullptr; }
   virtual nlohmann::json runtime_stats() const { return nlohmann::json::object(); }
 };
 

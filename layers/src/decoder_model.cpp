@@ -30,9 +30,14 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
       throw InputError(fmt::format("embedding override position {} is outside this step's {} tokens", p, T));
   if (const auto& s = step.outputs.sample; s && step.outputs.logits &&
       (!(s->temperature >= 0.0f) || !std::isfinite(s->temperature) || s->top_k < 0 ||
-       !(s->top_p >= 0.0f && s->top_p <= 1.0f) || !(s->u >= 0.0 && s->u < 1.0)))
-    throw InputError(fmt::format("{}: invalid sampling request (temperature {}, top_k {}, top_p {}, u {})", c.family,
-                                 s->temperature, s->top_k, s->top_p, s->u));
+       !(s->top_p >= 0.0f && s->top_p <= 1.0f) || !(s->u >= 0.0 && s->u < 1.0) ||
+       !(s->min_p >= 0.0f && s->min_p <= 1.0f)))
+    throw InputError(fmt::format("{}: invalid sampling request (temperature {}, top_k {}, top_p {}, min_p {}, u {})",
+                                 c.family, s->temperature, s->top_k, s->top_p, s->min_p, s->u));
+  if (const int n = step.outputs.top_logprobs; n != -1 && (n < 0 || n > kMaxTopLogprobs || !step.outputs.sample ||
+                                                           !step.outputs.logits))
+    throw InputError(fmt::format("{}: top_logprobs {} needs a sampled token and lies within [0, {}]", c.family, n,
+                                 kMaxTopLogprobs));
   const auto tables = static_cast<int>(table_rows.size());
   if (step.outputs.head_table < -1 || step.outputs.head_table >= tables)
     throw InputError(fmt::format("{}: head table {} does not exist ({} row tables)", c.family, step.outputs.head_table, tables));
@@ -115,6 +120,11 @@ class DecoderModel : public Model {
   std::unique_ptr<Session> new_session() override {
     if (!loaded_) throw std::logic_error(spec_.family + ": new_session() before load()");
     return backend_->new_session();
+  }
+  std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
+    if (!loaded_) throw std::logic_error(spec_.family + ": new_runner() before load()");
+    if (auto runner = backend_->new_runner(options)) return runner;
+    throw InputError(spec_.family + ": the CUDA backend has no batch runner yet (batched runs: --device cpu)");
   }
   nlohmann::json runtime_stats() const override { return backend_->runtime_stats(); }
 

@@ -2,12 +2,18 @@
 // models. Weights are widened to float32 once at load; the ops come from kernels/ (cpu_ops.hpp).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "../decoder_backend.hpp"
 #include "../graph/decoder_graph.hpp"
+#include "zoo/batch.hpp"
 #include "zoo/error.hpp"
 #include "zoo/exclusive_use.hpp"
 #include "zoo/sampling.hpp"
@@ -45,64 +51,282 @@ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];
 }
 
-class CpuSession : public Session, private DecoderOps {
+// The layers sharing one page table per sequence: all full-attention layers, or all layers of one
+// sliding window (whose pages are given back behind the window).
+struct KvGroup {
+  std::int64_t window = 0;
+  std::vector<std::int64_t> layers;
+  std::unique_ptr<KvPagePool> pool;
+  std::int64_t pages_stored = 0;  // storage of the group's layers covers pages 0 .. pages_stored - 1
+};
+
+// The CPU runner: many sequences per forward pass over a paged KV cache. Pages are bookkept from
+// the pool's capacity but stored as used (page ids in use stay below the peak count in use, since
+// the pool hands out the lowest free ids first), so a pool sized for the worst case costs host
+// memory only as sequences grow.
+class CpuRunner : public Runner, private DecoderOps {
  public:
-  // `owner` keeps `spec` and `weights` alive for as long as this session lives.
-  CpuSession(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
-             std::int64_t max_context)
-      : owner_(std::move(owner)), c_(spec), w_(weights), max_context_(max_context), k_cache_(spec.num_layers),
-        v_cache_(spec.num_layers), in_use_(fmt::format("a {} CPU session (its KV cache)", spec.family)) {}
+  // `owner` keeps `spec` and `weights` alive for as long as this runner lives.
+  CpuRunner(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
+            const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner")
+      : owner_(std::move(owner)), c_(spec), w_(weights),
+        max_context_(options.max_context > 0 ? options.max_context : model_max_context),
+        max_sequences_(options.max_sequences), k_(spec.num_layers), v_(spec.num_layers), layer_group_(spec.num_layers),
+        in_use_(fmt::format("a {} CPU {} (its KV cache)", spec.family, what)) {
+    if (max_context_ <= 0 || max_sequences_ <= 0)
+      throw InputError(fmt::format("{}: a runner needs a positive context limit and sequence count", c_.family));
+    if (max_context_ > model_max_context)
+      throw InputError(fmt::format("{}: context limit {} exceeds the model's {}", c_.family, max_context_,
+                                   model_max_context));
+    for (std::int64_t l = 0; l < c_.num_layers; ++l) {
+      const LayerSpec layer = c_.layer(l);
+      const std::int64_t window = layer.attention == AttentionKind::sliding ? layer.window : 0;
+      auto it = std::find_if(groups_.begin(), groups_.end(), [&](const KvGroup& g) { return g.window == window; });
+      if (it == groups_.end()) it = groups_.insert(groups_.end(), KvGroup{window, {}, nullptr, 0});
+      it->layers.push_back(l);
+      layer_group_[l] = it - groups_.begin();
+    }
+    const std::int64_t per_sequence = (max_context_ + kKvPageTokens - 1) / kKvPageTokens;
+    std::int64_t pages = options.kv_pages;
+    if (pages <= 0 && options.kv_bytes > 0) {
+      pages = options.kv_bytes / page_bytes(c_.num_layers);
+      if (pages < per_sequence)
+        throw InputError(fmt::format("{}: a KV cache of {} bytes holds {} pages, less than one sequence of the context "
+                                     "limit {} needs ({})",
+                                     c_.family, options.kv_bytes, pages, max_context_, per_sequence));
+    }
+    if (pages <= 0) {
+      // Room for every sequence at the full context limit, within a quarter of the host's memory.
+      const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+      const auto affordable = static_cast<std::int64_t>(memory / 4 / static_cast<double>(page_bytes(c_.num_layers)));
+      pages = std::clamp<std::int64_t>(std::min(per_sequence * max_sequences_, affordable), per_sequence,
+                                       std::int64_t{1} << 30);
+    }
+    for (auto& g : groups_) g.pool = std::make_unique<KvPagePool>(pages);
+  }
 
-  std::int64_t position() const override { return pos_; }
-  void reset() override { pos_ = 0; }
+  // ---- Runner ----
+  SequenceId open_sequence() override {
+    if (static_cast<std::int64_t>(sequences_.size()) >= max_sequences_)
+      throw InputError(fmt::format("{}: {} sequences are open, the runner's limit", c_.family, max_sequences_));
+    Sequence sequence;
+    for (auto& g : groups_) sequence.tables.emplace_back(*g.pool, g.window);
+    sequences_.emplace(next_id_, std::move(sequence));
+    return next_id_++;
+  }
+  SequenceId fork_sequence(SequenceId id) override {
+    const Sequence& parent = find(id);
+    if (static_cast<std::int64_t>(sequences_.size()) >= max_sequences_)
+      throw InputError(fmt::format("{}: {} sequences are open, the runner's limit", c_.family, max_sequences_));
+    Sequence child;
+    for (const auto& table : parent.tables) child.tables.push_back(table.fork());
+    sequences_.emplace(next_id_, std::move(child));
+    return next_id_++;
+  }
+  void close_sequence(SequenceId id) override {
+    if (sequences_.erase(id) == 0) throw std::logic_error(fmt::format("{}: close of unknown sequence {}", c_.family, id));
+  }
+  std::int64_t tokens(SequenceId id) const override { return find(id).tables.front().tokens(); }
+  std::int64_t max_context() const override { return max_context_; }
+  std::vector<std::int64_t> pages_needed(SequenceId id, std::int64_t count) const override {
+    std::vector<std::int64_t> needed;
+    for (const auto& table : find(id).tables) needed.push_back(table.pages_for(count));
+    return needed;
+  }
+  KvPoolStats pool() const override {
+    KvPoolStats stats;
+    stats.page_bytes = page_bytes(c_.num_layers);
+    for (const auto& g : groups_)
+      stats.groups.push_back({g.window, static_cast<std::int64_t>(g.layers.size()), g.pool->capacity(),
+                              g.pool->used_pages()});
+    return stats;
+  }
+  nlohmann::json stats() const override {
+    return {{"rows", T_}, {"linear_calls", linear_calls_}, {"linear_rows_min", linear_rows_min_},
+            {"linear_rows_max", linear_rows_max_}};
+  }
 
-  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+  void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
     const ExclusiveUse::Scope one_thread(in_use_);
-    check_step(c_, step, pos_, max_context_, w_.table_rows);
-    const auto T = static_cast<std::int64_t>(step.ids.size());
-    const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
-    ensure_cache(pos_ + T);
-    step_ = &step;
-    T_ = T;
-    positions_.resize(static_cast<std::size_t>(T));
-    for (std::int64_t t = 0; t < T; ++t) positions_[t] = pos_ + t;
-    for (auto* buffer : {&h_, &x_, &tmp_}) buffer->assign(static_cast<std::size_t>(T * H), 0.0f);
-    for (auto* buffer : {&q_, &attn_}) buffer->assign(static_cast<std::size_t>(T * qd), 0.0f);
-    for (auto* buffer : {&k_, &v_}) buffer->assign(static_cast<std::size_t>(T * kvd), 0.0f);
-    for (auto* buffer : {&gate_, &up_}) buffer->assign(static_cast<std::size_t>(T * I), 0.0f);
-    result_ = ForwardResult{};
+    if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
+    check_batch(batch);
+    // Every page the step takes, per group, before any table changes: all or nothing.
+    std::vector<std::int64_t> needed(groups_.size(), 0);
+    for (const auto& slice : batch.slices) {
+      const auto n = static_cast<std::int64_t>(slice.step->ids.size());
+      const Sequence& sequence = find(slice.sequence);
+      for (std::size_t g = 0; g < groups_.size(); ++g) needed[g] += sequence.tables[g].pages_for(n);
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      if (needed[g] > groups_[g].pool->free_pages())
+        throw KvPoolExhausted(fmt::format("{}: the step needs {} KV pages{}, {} of {} are free", c_.family, needed[g],
+                                          groups_[g].window ? fmt::format(" (window {})", groups_[g].window) : "",
+                                          groups_[g].pool->free_pages(), groups_[g].pool->capacity()));
+    slices_.clear();
+    T_ = 0;
+    for (const auto& slice : batch.slices) {
+      Sequence& sequence = find(slice.sequence);
+      const auto n = static_cast<std::int64_t>(slice.step->ids.size());
+      for (std::size_t g = 0; g < groups_.size(); ++g) {
+        const KvPageTable::Append appended = sequence.tables[g].append(n);
+        if (!appended.ok) throw std::logic_error(c_.family + ": KV pages ran out after the check");
+        grow_storage(g, sequence.tables[g]);
+        if (appended.copy) copy_page(g, *appended.copy);
+      }
+      slices_.push_back({slice.step, &sequence, T_, n, slice.start, {}});
+      T_ += n;
+    }
+    run(hook);
+    pending_ = true;
+  }
 
-    const OutputRequest& out = step.outputs;
-    const std::int64_t rows = out.all_positions ? T : 1;
-    run_decoder_graph(c_, *this, T, {rows, out.logits, out.logits && out.sample.has_value(), out.head_table, false},
-                      hook);
-    pos_ += T;
-    // The host is this backend's device: the reference rule on the last row is the device path.
-    if (out.hidden) result_.hidden = HostTensor::from_f32({rows, H}, {last_rows(rows), static_cast<std::size_t>(rows * H)});
-    if (out.logits && !result_.sampled) result_.logits = std::move(logits_);
-    step_ = nullptr;
-    return std::move(result_);
+  std::vector<ForwardResult> wait() override {
+    if (!pending_) throw std::logic_error(c_.family + ": wait() without a submitted batch");
+    pending_ = false;
+    std::vector<ForwardResult> results;
+    for (auto& slice : slices_) results.push_back(std::move(slice.result));
+    slices_.clear();
+    return results;
   }
 
  private:
-  // ---- DecoderOps: the ops of the step in forward(), float32, from kernels/cpu_ops.hpp ----
+  struct Sequence {
+    std::vector<KvPageTable> tables;  // one per group
+  };
+  // A slice of the step in flight: its rows are row .. row + tokens - 1.
+  struct Slice {
+    const ForwardStep* step;
+    Sequence* sequence;
+    std::int64_t row, tokens, start;
+    ForwardResult result;
+  };
+
+  static std::int64_t page_bytes_for(const DecoderSpec& c, std::int64_t layers) {
+    return 2 * layers * kKvPageTokens * c.kv_dim() * static_cast<std::int64_t>(sizeof(float));
+  }
+  std::int64_t page_bytes(std::int64_t layers) const { return page_bytes_for(c_, layers); }
+
+  const Sequence& find(SequenceId id) const {
+    const auto it = sequences_.find(id);
+    if (it == sequences_.end()) throw std::logic_error(fmt::format("{}: unknown sequence {}", c_.family, id));
+    return it->second;
+  }
+  Sequence& find(SequenceId id) { return const_cast<Sequence&>(std::as_const(*this).find(id)); }
+
+  void check_batch(const ForwardBatch& batch) {
+    if (batch.slices.empty()) throw InputError(c_.family + ": a batch needs at least one slice");
+    std::vector<SequenceId> seen;
+    int head_table = -2;
+    for (const auto& slice : batch.slices) {
+      if (!slice.step) throw std::logic_error(c_.family + ": a slice without a step");
+      if (std::find(seen.begin(), seen.end(), slice.sequence) != seen.end())
+        throw InputError(fmt::format("{}: sequence {} appears twice in one batch", c_.family, slice.sequence));
+      seen.push_back(slice.sequence);
+      const std::int64_t have = tokens(slice.sequence);
+      if (slice.start != have)
+        throw InputError(fmt::format("{}: sequence {} holds {} tokens, but its slice starts at {}", c_.family,
+                                     slice.sequence, have, slice.start));
+      check_step(c_, *slice.step, have, max_context_, w_.table_rows);
+      const int table = slice.step->outputs.head_table;
+      if (table >= 0 && head_table >= 0 && table != head_table)
+        throw InputError(fmt::format("{}: slices of one batch ask for different head tables", c_.family));
+      if (table >= 0) head_table = table;
+    }
+  }
+
+  // Storage for the group's layers up to the highest page its tables hold.
+  void grow_storage(std::size_t g, const KvPageTable& table) {
+    KvGroup& group = groups_[g];
+    std::int64_t top = -1;
+    for (PageId page : table.pages()) top = std::max<std::int64_t>(top, page);
+    if (top < group.pages_stored) return;
+    const std::int64_t pages = std::min(group.pool->capacity(), std::max(top + 1, 2 * group.pages_stored));
+    const auto elements = static_cast<std::size_t>(pages * kKvPageTokens * c_.kv_dim());
+    for (std::int64_t l : group.layers) {
+      k_[l].resize(elements);
+      v_[l].resize(elements);
+    }
+    group.pages_stored = pages;
+  }
+  void copy_page(std::size_t g, const PageCopy& copy) {
+    const auto page = static_cast<std::size_t>(kKvPageTokens * c_.kv_dim());
+    for (std::int64_t l : groups_[g].layers)
+      for (auto* cache : {&k_[l], &v_[l]})
+        std::copy_n(cache->data() + copy.from * page, page, cache->data() + copy.to * page);
+  }
+
+  void run(DiagnosticHook* hook) {
+    const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
+    positions_.resize(static_cast<std::size_t>(T_));
+    slots_.assign(groups_.size(), std::vector<std::int64_t>(static_cast<std::size_t>(T_)));
+    out_rows_.clear();
+    bool logits = false, sample = false;
+    int head_table = -1;
+    for (const auto& slice : slices_) {
+      for (std::int64_t t = 0; t < slice.tokens; ++t) {
+        const std::int64_t position = slice.start + t;
+        positions_[slice.row + t] = position;
+        for (std::size_t g = 0; g < groups_.size(); ++g) slots_[g][slice.row + t] = slice.sequence->tables[g].slot(position);
+      }
+      const OutputRequest& out = slice.step->outputs;
+      for (std::int64_t t = out.all_positions ? 0 : slice.tokens - 1; t < slice.tokens; ++t)
+        out_rows_.push_back(slice.row + t);
+      logits = logits || out.logits;
+      sample = sample || (out.logits && out.sample);
+      if (out.head_table >= 0) head_table = out.head_table;
+    }
+    for (auto* buffer : {&h_, &x_, &tmp_}) buffer->assign(static_cast<std::size_t>(T_ * H), 0.0f);
+    for (auto* buffer : {&q_, &attn_}) buffer->assign(static_cast<std::size_t>(T_ * qd), 0.0f);
+    for (auto* buffer : {&k_new_, &v_new_}) buffer->assign(static_cast<std::size_t>(T_ * kvd), 0.0f);
+    for (auto* buffer : {&gate_, &up_}) buffer->assign(static_cast<std::size_t>(T_ * I), 0.0f);
+    linear_calls_ = 0;
+    linear_rows_min_ = linear_rows_max_ = 0;
+    run_decoder_graph(c_, *this, {logits, sample, head_table, false}, hook);
+    // Each slice's share of the output rows.
+    std::size_t first_out = 0;
+    for (auto& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      const std::int64_t rows = out.all_positions ? slice.tokens : 1;
+      if (out.hidden) {
+        HostTensor hidden(DType::F32, {rows, H});
+        for (std::int64_t r = 0; r < rows; ++r)
+          std::copy_n(&x_[static_cast<std::size_t>(out_rows_[first_out + r] * H)], H, hidden.as<float>() + r * H);
+        slice.result.hidden = std::move(hidden);
+      }
+      if (out.logits && !slice.result.sampled) slice.result.logits = take_rows(logits_, first_out, rows);
+      if (out.head_table >= 0) slice.result.extra.emplace_back(w_.tables[out.head_table].first, take_rows(head_, first_out, rows));
+      first_out += static_cast<std::size_t>(rows);
+    }
+  }
+  // Rows first .. first + rows - 1 of a [out rows, cols] tensor.
+  static HostTensor take_rows(const HostTensor& all, std::size_t first, std::int64_t rows) {
+    const std::int64_t cols = all.shape()[1];
+    HostTensor out(DType::F32, {rows, cols});
+    std::copy_n(all.as<float>() + first * cols, rows * cols, out.as<float>());
+    return out;
+  }
+
+  // ---- DecoderOps: the ops of the step in flight, float32, from kernels/cpu_ops.hpp ----
   void embed() override {
-    const ForwardStep& step = *step_;
     const std::int64_t H = c_.hidden_size;
     float* h = h_.data();
-    for (std::int64_t t = 0; t < T_; ++t)
-      std::memcpy(&h[t * H], w_.embed.as<float>() + step.ids[static_cast<std::size_t>(t)] * H, H * sizeof(float));
-    // The scale is the embedding module's (transformers' ScaledWordEmbedding): token rows only.
-    if (c_.embed_scale > 0) ops::scale_inplace(h, T_ * H, static_cast<float>(c_.embed_scale));
-    for (std::size_t i = 0; i < step.override_positions.size(); ++i)
-      std::memcpy(&h[step.override_positions[i] * H], &step.override_rows[i * H], H * sizeof(float));
-    if (const TableRows& r = step.table_rows; r.table >= 0) {
-      const float* table = w_.tables[static_cast<std::size_t>(r.table)].second.as<float>();
-      for (std::size_t i = 0; i < r.positions.size(); ++i) {
-        float* row = &h[r.positions[i] * H];
-        std::fill(row, row + H, 0.0f);
-        for (std::int64_t j = 0; j < r.per_position; ++j)
-          ops::add_inplace(row, table + r.ids[i * r.per_position + j] * H, H);
+    for (const auto& slice : slices_) {
+      const ForwardStep& step = *slice.step;
+      float* rows = h + slice.row * H;
+      for (std::int64_t t = 0; t < slice.tokens; ++t)
+        std::memcpy(&rows[t * H], w_.embed.as<float>() + step.ids[static_cast<std::size_t>(t)] * H, H * sizeof(float));
+      // The scale is the embedding module's (transformers' ScaledWordEmbedding): token rows only.
+      if (c_.embed_scale > 0) ops::scale_inplace(rows, slice.tokens * H, static_cast<float>(c_.embed_scale));
+      for (std::size_t i = 0; i < step.override_positions.size(); ++i)
+        std::memcpy(&rows[step.override_positions[i] * H], &step.override_rows[i * H], H * sizeof(float));
+      if (const TableRows& r = step.table_rows; r.table >= 0) {
+        const float* table = w_.tables[static_cast<std::size_t>(r.table)].second.as<float>();
+        for (std::size_t i = 0; i < r.positions.size(); ++i) {
+          float* row = &rows[r.positions[i] * H];
+          std::fill(row, row + H, 0.0f);
+          for (std::int64_t j = 0; j < r.per_position; ++j)
+            ops::add_inplace(row, table + r.ids[i * r.per_position + j] * H, H);
+        }
       }
     }
   }
@@ -111,8 +335,8 @@ class CpuSession : public Session, private DecoderOps {
     const auto& L = w_.layers[l];
     const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim();
     linear(x_.data(), L.get(P::q), L.get(P::q_bias), q_.data(), qd, H);
-    linear(x_.data(), L.get(P::k), L.get(P::k_bias), k_.data(), kvd, H);
-    linear(x_.data(), L.get(P::v), L.get(P::v_bias), v_.data(), kvd, H);
+    linear(x_.data(), L.get(P::k), L.get(P::k_bias), k_new_.data(), kvd, H);
+    linear(x_.data(), L.get(P::v), L.get(P::v_bias), v_new_.data(), kvd, H);
   }
   void qk_norm_rope_cache(std::int64_t l, bool keep_normed) override {
     const auto& L = w_.layers[l];
@@ -121,27 +345,35 @@ class CpuSession : public Session, private DecoderOps {
       // Per head: rows of head_dim; whole: one row per token over the projection.
       const bool per_head = c_.qk_norm == QkNorm::per_head;
       ops::rms_norm(q_.data(), L.get(P::q_norm), q_.data(), per_head ? T_ * nh : T_, per_head ? D : c_.q_dim(), eps());
-      ops::rms_norm(k_.data(), L.get(P::k_norm), k_.data(), per_head ? T_ * nkv : T_, per_head ? D : kvd, eps());
+      ops::rms_norm(k_new_.data(), L.get(P::k_norm), k_new_.data(), per_head ? T_ * nkv : T_, per_head ? D : kvd, eps());
       if (keep_normed) {
         q_normed_ = q_;
-        k_normed_ = k_;
+        k_normed_ = k_new_;
       }
     }
     const RopeTable& rope = c_.rope_of(l);
     ops::rope_half_split(q_.data(), T_, nh, D, c_.rotary(), positions_.data(), rope.inv_freq.data(),
                          rope.attention_scaling);
-    ops::rope_half_split(k_.data(), T_, nkv, D, c_.rotary(), positions_.data(), rope.inv_freq.data(),
+    ops::rope_half_split(k_new_.data(), T_, nkv, D, c_.rotary(), positions_.data(), rope.inv_freq.data(),
                          rope.attention_scaling);
-    std::memcpy(k_cache_[l].data() + pos_ * kvd, k_.data(), k_.size() * sizeof(float));
-    std::memcpy(v_cache_[l].data() + pos_ * kvd, v_.data(), v_.size() * sizeof(float));
+    // Each row into its slot of the layer's pages.
+    const std::vector<std::int64_t>& slots = slots_[static_cast<std::size_t>(layer_group_[l])];
+    for (std::int64_t t = 0; t < T_; ++t) {
+      std::memcpy(k_[l].data() + slots[t] * kvd, k_new_.data() + t * kvd, kvd * sizeof(float));
+      std::memcpy(v_[l].data() + slots[t] * kvd, v_new_.data() + t * kvd, kvd * sizeof(float));
+    }
   }
   void attention(std::int64_t l) override {
     const LayerSpec layer = c_.layer(l);
     const ops::AttentionOptions options{.scale = c_.attention_scale(),
                                         .softcap = static_cast<float>(c_.attn_softcap),
                                         .window = layer.attention == AttentionKind::sliding ? layer.window : 0};
-    ops::attention_causal_gqa(q_.data(), k_cache_[l].data(), v_cache_[l].data(), attn_.data(), T_, pos_, c_.num_heads,
-                              c_.num_kv_heads, c_.head_dim, options);
+    const auto g = static_cast<std::size_t>(layer_group_[l]);
+    attention_slices_.clear();
+    for (const auto& slice : slices_)
+      attention_slices_.push_back({slice.row, slice.tokens, slice.start, slice.sequence->tables[g].pages().data()});
+    ops::attention_paged_gqa(q_.data(), k_[l].data(), v_[l].data(), attn_.data(), attention_slices_, c_.num_heads,
+                             c_.num_kv_heads, c_.head_dim, options);
   }
   void o_proj(std::int64_t l) override {
     const auto& L = w_.layers[l];
@@ -178,26 +410,36 @@ class CpuSession : public Session, private DecoderOps {
     const auto& L = w_.layers[l];
     linear(gate_.data(), L.get(P::down), L.get(P::down_bias), tmp_.data(), c_.hidden_size, c_.intermediate_size);
   }
-  void logits(std::int64_t rows) override {
+  void logits(bool every_row) override {
     const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
+    const std::int64_t rows = every_row ? T_ : static_cast<std::int64_t>(out_rows_.size());
     logits_ = HostTensor(DType::F32, {rows, V});
-    ops::linear(last_rows(rows), w_.head().as<float>(), logits_.as<float>(), rows, V, H);
+    ops::linear(every_row ? x_.data() : output_rows(), w_.head().as<float>(), logits_.as<float>(), rows, V, H);
     if (c_.final_softcap > 0) ops::softcap_inplace(logits_.as<float>(), rows * V, static_cast<float>(c_.final_softcap));
   }
-  void sample(std::int64_t row) override {
+  void sample() override {
+    // The host is this backend's device: the reference rule on each slice's last row is the device path.
     const std::int64_t V = c_.vocab_size;
-    result_.sampled =
-        sample_logits(logits_.span<float>().subspan(static_cast<std::size_t>(row * V), static_cast<std::size_t>(V)),
-                      *step_->outputs.sample);
+    std::size_t first_out = 0;
+    for (auto& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      const std::int64_t rows = out.all_positions ? slice.tokens : 1;
+      if (out.logits && out.sample) {
+        const auto row = logits_.span<float>().subspan((first_out + rows - 1) * V, static_cast<std::size_t>(V));
+        slice.result.sampled = sample_logits(row, *out.sample, scratch_);
+        if (out.top_logprobs >= 0) fill_logprobs(row, *slice.result.sampled, out.top_logprobs);
+      }
+      first_out += static_cast<std::size_t>(rows);
+    }
   }
-  void head(int table, std::int64_t rows) override {
+  void head(int table) override {
     const auto& [name, rows_table] = w_.tables[static_cast<std::size_t>(table)];
-    HostTensor out(DType::F32, {rows, rows_table.shape()[0]});
-    ops::linear(last_rows(rows), rows_table.as<float>(), out.as<float>(), rows, rows_table.shape()[0], c_.hidden_size);
-    result_.extra.emplace_back(name, std::move(out));
+    const auto rows = static_cast<std::int64_t>(out_rows_.size());
+    head_ = HostTensor(DType::F32, {rows, rows_table.shape()[0]});
+    ops::linear(output_rows(), rows_table.as<float>(), head_.as<float>(), rows, rows_table.shape()[0], c_.hidden_size);
   }
-  void sample_head(int, std::int64_t) override {}  // the caller samples the head output (OutputRequest)
-  void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t l) override {
+  void sample_head(int) override {}  // the caller samples the head output (OutputRequest)
+  void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t) override {
     const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
     const auto [data, cols] = [&]() -> std::pair<const float*, std::int64_t> {
       switch (value) {
@@ -205,8 +447,8 @@ class CpuSession : public Session, private DecoderOps {
         case Value::input_norm: case Value::post_attn_norm: case Value::pre_mlp_norm: case Value::final_norm:
           return {x_.data(), H};
         case Value::q_proj: case Value::q_rope: return {q_.data(), qd};
-        case Value::k_proj: case Value::k_rope: return {k_.data(), kvd};
-        case Value::v_proj: return {v_.data(), kvd};
+        case Value::k_proj: case Value::k_rope: return {k_new_.data(), kvd};
+        case Value::v_proj: return {v_new_.data(), kvd};
         case Value::q_norm: return {q_normed_.data(), qd};
         case Value::k_norm: return {k_normed_.data(), kvd};
         case Value::attn: return {attn_.data(), qd};
@@ -218,7 +460,6 @@ class CpuSession : public Session, private DecoderOps {
       }
       return {nullptr, 0};
     }();
-    (void)l;
     const std::int64_t rows = value == Value::logits ? logits_.shape()[0] : T_;
     hook.record(name, TensorView{data, DType::F32, {rows, cols}, Device{}});
   }
@@ -229,38 +470,65 @@ class CpuSession : public Session, private DecoderOps {
     if (weight) ops::rms_norm(h_.data(), weight, x_.data(), T_, c_.hidden_size, eps());
     else x_ = h_;
   }
-  // y = in @ W^T (+ bias) over the step's rows.
+  // y = in @ W^T (+ bias) over every row of the step: one call per weight, whatever the batch.
   void linear(const float* in, const float* weight, const float* bias, float* out, std::int64_t n, std::int64_t k) {
     ops::linear(in, weight, out, T_, n, k);
     add_bias(out, bias, T_, n);
+    linear_rows_min_ = linear_calls_ == 0 ? T_ : std::min(linear_rows_min_, T_);
+    linear_rows_max_ = std::max(linear_rows_max_, T_);
+    ++linear_calls_;
   }
-  const float* last_rows(std::int64_t rows) const { return x_.data() + (T_ - rows) * c_.hidden_size; }
-
- private:
-  // The cache grows geometrically up to max_context, so short sessions stay small.
-  void ensure_cache(std::int64_t tokens) {
-    const auto needed = static_cast<std::size_t>(tokens * c_.kv_dim());
-    if (k_cache_[0].size() >= needed) return;
-    const auto capacity = std::min<std::size_t>(std::max(needed, 2 * k_cache_[0].size()),
-                                                static_cast<std::size_t>(max_context_ * c_.kv_dim()));
-    for (auto* cache : {&k_cache_, &v_cache_})
-      for (auto& layer : *cache) layer.resize(capacity);
+  // x's output rows, contiguous (a view of x when they are its last rows, else gathered).
+  const float* output_rows() {
+    const std::int64_t H = c_.hidden_size, n = static_cast<std::int64_t>(out_rows_.size());
+    if (n > 0 && out_rows_.front() == T_ - n && out_rows_.back() == T_ - 1) return x_.data() + (T_ - n) * H;
+    x_out_.resize(static_cast<std::size_t>(n * H));
+    for (std::int64_t r = 0; r < n; ++r) std::copy_n(&x_[static_cast<std::size_t>(out_rows_[r] * H)], H, &x_out_[r * H]);
+    return x_out_.data();
   }
 
   std::shared_ptr<const void> owner_;  // first member: destroyed last
   const DecoderSpec& c_;
   const CpuWeights& w_;
-  std::int64_t max_context_;
-  std::int64_t pos_ = 0;
-  std::vector<std::vector<float>> k_cache_, v_cache_;
+  std::int64_t max_context_, max_sequences_;
+  std::vector<KvGroup> groups_;
+  std::vector<std::vector<float>> k_, v_;  // per layer: [pages][kKvPageTokens][kv_heads][head_dim]
+  std::vector<std::int64_t> layer_group_;
+  std::map<SequenceId, Sequence> sequences_;  // after groups_: its tables give pages back to their pools
+  SequenceId next_id_ = 0;
   ExclusiveUse in_use_;
-  // The step in flight (forward() to its return) and its activations.
-  const ForwardStep* step_ = nullptr;
+  bool pending_ = false;
+  // The step in flight (submit() to wait()) and its activations.
+  std::vector<Slice> slices_;
   std::int64_t T_ = 0;
-  std::vector<std::int64_t> positions_;
-  std::vector<float> h_, x_, q_, k_, v_, q_normed_, k_normed_, attn_, tmp_, gate_, up_;
-  HostTensor logits_;
-  ForwardResult result_;
+  std::vector<std::int64_t> positions_, out_rows_;
+  std::vector<std::vector<std::int64_t>> slots_;  // per group, per row
+  std::vector<ops::PagedAttentionSlice> attention_slices_;
+  std::vector<float> h_, x_, x_out_, q_, k_new_, v_new_, q_normed_, k_normed_, attn_, tmp_, gate_, up_;
+  HostTensor logits_, head_;
+  std::vector<std::pair<float, std::int64_t>> scratch_;
+  std::int64_t linear_calls_ = 0, linear_rows_min_ = 0, linear_rows_max_ = 0;
+};
+
+// A Session is a batch of one: one sequence of a runner of its own, whose pool holds the context
+// limit (bookkept up front, stored as used).
+class CpuSession : public Session {
+ public:
+  explicit CpuSession(std::unique_ptr<CpuRunner> runner) : runner_(std::move(runner)), sequence_(runner_->open_sequence()) {}
+  std::int64_t position() const override { return runner_->tokens(sequence_); }
+  void reset() override {
+    runner_->close_sequence(sequence_);
+    sequence_ = runner_->open_sequence();
+  }
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+    ForwardBatch batch{{SequenceSlice{sequence_, runner_->tokens(sequence_), &step}}};
+    runner_->submit(batch, hook);
+    return std::move(runner_->wait().front());
+  }
+
+ private:
+  std::unique_ptr<CpuRunner> runner_;
+  SequenceId sequence_;
 };
 
 class CpuBackend : public DecoderBackend {
@@ -305,7 +573,11 @@ class CpuBackend : public DecoderBackend {
   }
 
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<CpuSession>(shared_from_this(), c_, w_, max_context_);
+    const RunnerOptions one{.kv_pages = (max_context_ + kKvPageTokens - 1) / kKvPageTokens, .max_sequences = 1};
+    return std::make_unique<CpuSession>(std::make_unique<CpuRunner>(shared_from_this(), c_, w_, one, max_context_, "session"));
+  }
+  std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
+    return std::make_unique<CpuRunner>(shared_from_this(), c_, w_, options, max_context_);
   }
 
   // What one decode step reads (for `zoo bench`'s weight GB/s): every float32 weight once, except

@@ -141,8 +141,8 @@ void CudaSession::ensure_table_ids(std::int64_t ids) {
 }
 
 void CudaSession::run_graph(std::int64_t rows, const StepVariant& v, DiagnosticHook* hook) {
-  run_decoder_graph(c_, *this, T_, {rows, v.logits, v.logits && v.sample > 0, v.head_table, v.head_segments > 0},
-                    hook);
+  out_rows_ = rows;
+  run_decoder_graph(c_, *this, {v.logits, v.logits && v.sample > 0, v.head_table, v.head_segments > 0}, hook);
 }
 
 ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
@@ -191,8 +191,12 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   }
   // Sampling on the device: the request (with its draw) goes up through pinned memory like the
   // step's ids, so replayed graphs read it; only the picked token comes back.
+  // Min-p is picked on the host from the returned logits (the device sampler has no min-p yet);
+  // logprobs are not computed here yet, and a step asking for them is refused.
+  if (step.outputs.top_logprobs >= 0)
+    throw InputError(c_.family + ": the CUDA backend does not return logprobs yet (run it on the CPU: --device cpu)");
   const auto& sample = step.outputs.sample;
-  const bool sampling = step.outputs.logits && sample.has_value();
+  const bool sampling = step.outputs.logits && sample.has_value() && sample->min_p == 0.0f;
   if (sampling) {  // checked in check_step
     auto* params = &st.sample_params;
     *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, 0};

@@ -71,10 +71,10 @@ class CudaSession : public Session, private DecoderOps {
   void act() override;
   void gate_up_act(std::int64_t layer) override;
   void down(std::int64_t layer) override;
-  void logits(std::int64_t rows) override;
-  void sample(std::int64_t row) override;
-  void head(int table, std::int64_t rows) override;
-  void sample_head(int table, std::int64_t row) override;
+  void logits(bool every_row) override;
+  void sample() override;
+  void head(int table) override;
+  void sample_head(int table) override;
   void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) override;
 
   void ensure_activations(std::int64_t tokens);
@@ -117,6 +117,7 @@ class CudaSession : public Session, private DecoderOps {
   // The step in flight, for the ops.
   const ForwardStep* step_ = nullptr;
   std::int64_t T_ = 0;
+  std::int64_t out_rows_ = 1;  // the step's output rows: its last `out_rows_`
   StepVariant variant_;
   std::int64_t logits_computed_ = 0;  // rows of logits_dev_ the last logits() wrote
 };

@@ -231,7 +231,8 @@ void CudaSession::down(std::int64_t l) {
   profile_.mark("gemm down");
 }
 
-void CudaSession::logits(std::int64_t rows) {
+void CudaSession::logits(bool every_row) {
+  const std::int64_t rows = every_row ? T_ : out_rows_;
   ensure_logits(rows);
   b_.gemm_->linear(last_rows(rows), b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size,
                    *b_.stream_);
@@ -241,8 +242,9 @@ void CudaSession::logits(std::int64_t rows) {
   profile_.mark("gemm head");
 }
 
-// Picks a token from logits row `row` on the device (sample_params_dev_ holds the request).
-void CudaSession::sample(std::int64_t row) {
+// Picks a token from the last output row on the device (sample_params_dev_ holds the request).
+void CudaSession::sample() {
+  const std::int64_t row = out_rows_ - 1;
   cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size,
                  static_cast<cu::SampleMode>(variant_.sample - 1), sample_params_dev_.as<cu::SampleParams>(),
                  sample_out_dev_.as<cu::SampleOutput>(), sample_workspace_.data(), sample_workspace_.size(),
@@ -250,16 +252,18 @@ void CudaSession::sample(std::int64_t row) {
   profile_.mark("sample");
 }
 
-void CudaSession::head(int table, std::int64_t rows) {
+void CudaSession::head(int table) {
+  const std::int64_t rows = out_rows_;
   const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
   ensure_head(rows * t.count);
   b_.gemm_->linear(last_rows(rows), t.rows, head_dev_.as<float>(), rows, t.count, c_.hidden_size, *b_.stream_);
   profile_.mark("gemm row table");
 }
 
-// Picks one id per segment of the head output's row `row` on the device (head_sample_dev_ holds
+// Picks one id per segment of the head output's last row on the device (head_sample_dev_ holds
 // the request and its uniforms).
-void CudaSession::sample_head(int table, std::int64_t row) {
+void CudaSession::sample_head(int table) {
+  const std::int64_t row = out_rows_ - 1;
   const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
   const std::int64_t segments = variant_.head_segments;
   void* base = head_sample_dev_.data();

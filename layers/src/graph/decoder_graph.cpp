@@ -90,8 +90,7 @@ std::vector<std::string> layer_stages(const DecoderSpec& spec) {
   return stages;
 }
 
-void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t tokens, const GraphOutputs& outputs,
-                       DiagnosticHook* hook) {
+void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, const GraphOutputs& outputs, DiagnosticHook* hook) {
   Taps taps(spec, ops, hook);
   const bool out_norms = spec.norm_placement != NormPlacement::pre;
   const bool qk_norm = spec.qk_norm != QkNorm::none;
@@ -137,16 +136,16 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t to
   // The returned rows get their own product even when the tap computed all of them: a matmul
   // sums in a different order for different row counts, and a hook must not change results.
   if (taps.wants("logits")) {
-    ops.logits(tokens);
+    ops.logits(true);
     taps.put(Value::logits);
   }
   if (outputs.logits) {
-    ops.logits(outputs.rows);
-    if (outputs.sample) ops.sample(outputs.rows - 1);
+    ops.logits(false);
+    if (outputs.sample) ops.sample();
   }
   if (outputs.head_table >= 0) {
-    ops.head(outputs.head_table, outputs.rows);
-    if (outputs.head_sample) ops.sample_head(outputs.head_table, outputs.rows - 1);
+    ops.head(outputs.head_table);
+    if (outputs.head_sample) ops.sample_head(outputs.head_table);
   }
 }
 

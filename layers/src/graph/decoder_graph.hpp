@@ -28,9 +28,9 @@ enum class NextNorm { pre_mlp, next_input };
 // A norm of a sublayer's output before its residual add (sandwich and post placements).
 enum class OutNorm { attention, mlp };
 
-// What a step computes after the layers, on the last `rows` positions.
+// What a step computes after the layers, on the step's output rows: the rows the backend returns
+// (per sequence of a batch: its last row, or all of its rows when asked).
 struct GraphOutputs {
-  std::int64_t rows = 1;
   bool logits = true;
   bool sample = false;       // pick a token from the last logits row on the device
   int head_table = -1;       // a row table as a head, -1: none
@@ -62,18 +62,18 @@ class DecoderOps {
   virtual void act() = 0;                        // act = activation(gate) * up
   virtual void gate_up_act(std::int64_t layer) = 0;  // both, fused where the backend can: no taps
   virtual void down(std::int64_t layer) = 0;
-  virtual void logits(std::int64_t rows) = 0;  // the head on the last `rows` rows of x, soft-capped
-  virtual void sample(std::int64_t row) = 0;
-  virtual void head(int table, std::int64_t rows) = 0;
-  virtual void sample_head(int table, std::int64_t row) = 0;
+  // The head on x's output rows (every row of the step when `every_row`: the logits tap), soft-capped.
+  virtual void logits(bool every_row) = 0;
+  virtual void sample() = 0;  // a token from each output row whose sequence asked to sample
+  virtual void head(int table) = 0;  // a row table as a head on the output rows
+  virtual void sample_head(int table) = 0;
   // Records `value` (of `layer`, for per-layer values) under `name`; called only when the hook
   // wants the name.
   virtual void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) = 0;
 };
 
-// One forward step of `tokens` positions: embedding, the layers, the final norm, the head and
+// One forward step over the backend's rows: embedding, the layers, the final norm, the head and
 // the outputs asked for, emitting every tap point the hook wants.
-void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, std::int64_t tokens, const GraphOutputs& outputs,
-                       DiagnosticHook* hook);
+void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, const GraphOutputs& outputs, DiagnosticHook* hook);
 
 }  // namespace zoo::layers
