@@ -12,8 +12,11 @@
 #include "numeric_option.hpp"
 #include "run_helpers.hpp"
 #include "seed.hpp"
+#include "zoo/batch_input.hpp"
+#include "zoo/engine/engine.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/generation_config.hpp"
 #include "zoo/prompt_input.hpp"
 #include "zoo/safetensors.hpp"
@@ -26,19 +29,24 @@ namespace {
 
 struct GenerateOptions {
   ModelOptions model;
-  std::string request, prompt, prompt_file, messages, system, tokenizer, out, template_name;
+  std::string request, prompt, prompt_file, messages, system, tokenizer, out, template_name, input;
   std::vector<std::string> template_settings;  // --set KEY=JSON for the chat template
   bool chat = false, ids = false;
   int max_new_tokens = 16;
-  float temperature = 0.0f, top_p = 1.0f;
+  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;
+  // --input: the engine's limits.
+  std::int64_t max_running = 256, max_batched_tokens = 2048;
+  double kv_cache_gb = 0;
   std::optional<std::uint64_t> seed;  // unset: a fresh one each run
   std::vector<long long> eos;
   bool ignore_eos = false, quiet = false;
   // Set when the flag was given: flags override what generation_config.json says.
-  CLI::Option *temperature_flag = nullptr, *top_k_flag = nullptr, *top_p_flag = nullptr, *eos_flag = nullptr;
+  CLI::Option *temperature_flag = nullptr, *top_k_flag = nullptr, *top_p_flag = nullptr, *eos_flag = nullptr,
+              *min_p_flag = nullptr;
   // Counted rather than tested for emptiness: `--prompt ""` is an empty prompt, not a missing one.
-  CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr, *messages_flag = nullptr;
+  CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr, *messages_flag = nullptr,
+              *input_flag = nullptr;
 };
 
 std::string join_ids(const std::vector<std::int64_t>& ids) {
@@ -57,6 +65,7 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
   if (o.top_k_flag->count()) flags.top_k = o.top_k;
   if (o.top_p_flag->count()) flags.top_p = o.top_p;
   gen.sampling = resolve_sampling(defaults, flags);
+  if (o.min_p_flag->count()) gen.sampling.min_p = o.min_p;
   // Greedy decoding draws no numbers: no seed to choose or to report.
   if (gen.sampling.temperature != 0.0f) gen.sampling.seed = seed_or_random(o.seed);
   std::string eos_source = defaults.eos_source;
@@ -71,8 +80,8 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
     const auto& s = gen.sampling;
     const std::string sampling =
         s.temperature == 0.0f ? std::string("greedy")
-                              : fmt::format("temperature {}, top_k {}, top_p {}, seed {}", s.temperature, s.top_k,
-                                            s.top_p, s.seed);
+                              : fmt::format("temperature {}, top_k {}, top_p {}{}, seed {}", s.temperature, s.top_k,
+                                            s.top_p, s.min_p > 0 ? fmt::format(", min_p {}", s.min_p) : "", s.seed);
     const std::string stop = o.ignore_eos ? "ignored (--ignore-eos)"
                              : gen.eos_token_ids.empty()
                                  ? "none"
@@ -126,7 +135,152 @@ class TokenPrinter {
   Utf8Stream stream_;
 };
 
+// `--input FILE.jsonl`: every line a sequence, all through the engine at once. Each line's
+// sampling fields override the flags (and generation_config.json); a line without a seed samples
+// with the run's seed plus its index, so each is reproducible alone.
+int run_generate_batch(const GenerateOptions& o) {
+  const std::string label = o.input == "-" ? "<stdin>" : o.input;
+  const std::string text = o.input == "-" ? read_stdin_text("a JSONL input", kMaxTextFileBytes)
+                                          : read_text_file(o.input, "a JSONL file", kMaxTextFileBytes);
+  const std::vector<BatchItem> items = parse_batch_input(text, label);
+  PluginRegistry registry;
+  auto opened = open_from_options(o.model, registry);
+  if (const auto why = opened.model->text_generation_unsupported(); !why.empty())
+    throw InputError(fmt::format("{}: `zoo generate` cannot run this {} model: {}", opened.spec.file.string(),
+                                 opened.model->info().plugin, why));
+  if (!o.out.empty()) {
+    std::vector<NamedPath> inputs;
+    if (o.input != "-") inputs.push_back({"input", o.input});
+    if (!o.tokenizer.empty()) inputs.push_back({"tokenizer", o.tokenizer});
+    check_output("--out", o.out, opened, inputs);
+  }
+  GenerationOptions gen = resolve_generation(o, opened);
+  const auto vocab = opened.model->info().vocab_size;
+  for (const auto id : gen.eos_token_ids)
+    if (id >= vocab)
+      throw InputError(fmt::format("{} {}: outside the vocabulary [0, {})",
+                                   o.eos_flag->count() ? "--eos" : "eos id (from the model directory)", id, vocab));
+  const bool any_text = std::any_of(items.begin(), items.end(), [](const BatchItem& item) { return item.prompt.has_value(); });
+  const auto model_dir = checkpoint_directory(opened.spec);
+  const auto tokenizer = open_model_tokenizer(model_dir, o.tokenizer, any_text);
+  // The run's seed, chosen (and printed) once, only if a line samples without a seed of its own.
+  std::optional<std::uint64_t> run_seed;
+  const auto base_seed = [&] {
+    if (!run_seed) run_seed = gen.sampling.temperature != 0.0f ? gen.sampling.seed : seed_or_random(o.seed);
+    return *run_seed;
+  };
+  std::vector<engine::GenerationRequest> requests;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const BatchItem& item = items[i];
+    const auto where = [&](const std::string& what) { return fmt::format("{}:{}: {}", label, item.line, what); };
+    engine::GenerationRequest request;
+    request.max_new_tokens = item.max_new_tokens.value_or(gen.max_new_tokens);
+    request.eos_token_ids = gen.eos_token_ids;
+    SamplingOptions& s = request.sampling;
+    s = gen.sampling;
+    if (item.temperature) s.temperature = *item.temperature;
+    if (item.top_k) s.top_k = *item.top_k;
+    if (item.top_p) s.top_p = *item.top_p;
+    if (item.min_p) s.min_p = *item.min_p;
+    // A line that asks for greedy decoding drops the flags' filters instead of failing on them.
+    if (item.temperature && *item.temperature == 0.0f) {
+      if (!item.top_k) s.top_k = 0;
+      if (!item.top_p) s.top_p = 1.0f;
+      if (!item.min_p) s.min_p = 0.0f;
+    }
+    s.seed = item.seed ? *item.seed : s.temperature != 0.0f ? base_seed() + i : 0;
+    try {
+      Sampler check(s);
+    } catch (const InputError& e) {
+      // The Sampler names its flags; on a line, the fields are what the user wrote.
+      std::string message = e.what();
+      for (const auto& [flag, field] : {std::pair{"--temperature", "temperature"}, {"--top-k", "top_k"},
+                                        {"--top-p", "top_p"}, {"--min-p", "min_p"}})
+        for (auto at = message.find(flag); at != std::string::npos; at = message.find(flag))
+          message.replace(at, std::string_view(flag).size(), field);
+      throw InputError(where(message));
+    }
+    Request prompt_request;
+    if (item.prompt) {
+      PromptOptions p;
+      p.text = *item.prompt;
+      p.chat = o.chat;
+      p.system = o.system;
+      p.template_name = o.template_name;
+      p.template_settings = o.template_settings;
+      prompt_request = build_request(p, model_dir, tokenizer);
+    } else {
+      prompt_request.input_ids = item.input_ids;
+    }
+    prompt_request.file = where("input_ids");
+    for (auto id : prompt_request.input_ids)
+      if (id >= vocab) throw InputError(where(fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab)));
+    request.prompt = std::move(prompt_request.input_ids);
+    requests.push_back(std::move(request));
+  }
+  load_model(opened, !o.quiet);
+  RunnerOptions runner_options{.max_sequences = o.max_running, .max_context = opened.spec.max_context};
+  runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
+  auto runner = opened.model->new_runner(runner_options);
+  engine::Engine engine(*runner, {.max_running = o.max_running, .max_batched_tokens = o.max_batched_tokens});
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      engine.add(std::move(requests[i]));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}:{}: {}", label, items[i].line, e.what()));
+    }
+  }
+  if (!o.quiet) {
+    const KvPoolStats pool = runner->pool();
+    fmt::print(stderr, "generate: {} sequences; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}\n",
+               items.size(), pool.groups.front().capacity, pool.page_tokens,
+               static_cast<double>(pool.groups.front().capacity * pool.page_bytes) / 1e9, runner->max_context());
+  }
+  std::vector<std::optional<engine::Completion>> done(items.size());
+  std::size_t finished = 0;
+  auto last_report = Clock::now();
+  const auto report = [&] {
+    const auto& st = engine.stats();
+    fmt::print(stderr, "generate: {}/{} done, {} running, {} tokens out, {:.1f} tokens/s\n", finished, items.size(),
+               engine.running(), st.generated_tokens,
+               st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0);
+  };
+  while (!engine.idle()) {
+    for (auto& completion : engine.step()) {
+      done[static_cast<std::size_t>(completion.request)] = std::move(completion);
+      ++finished;
+    }
+    if (!o.quiet && Clock::now() - last_report > std::chrono::seconds(1)) {
+      report();
+      last_report = Clock::now();
+    }
+  }
+  std::string lines;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    const engine::Completion& c = *done[i];
+    nlohmann::ordered_json line{{"index", i}, {"ids", c.ids}};
+    if (tokenizer) line["text"] = tokenizer->decode(c.ids, true);
+    line["finish_reason"] = engine::finish_reason_name(c.finish);
+    lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  if (o.out.empty()) std::fwrite(lines.data(), 1, lines.size(), stdout);
+  else write_file_atomic(o.out, lines);
+  if (!o.quiet) {
+    report();
+    const auto& st = engine.stats();
+    fmt::print(stderr,
+               "generate: {} steps, {:.1f} rows per step, {} prompt tokens, {} preemptions; KV pages at peak {} of {} "
+               "({:.1f}%)\n",
+               st.steps, st.steps ? static_cast<double>(st.rows) / static_cast<double>(st.steps) : 0.0, st.prompt_tokens,
+               st.preemptions, st.peak_pages_used, st.pages_capacity,
+               st.pages_capacity ? 100.0 * static_cast<double>(st.peak_pages_used) / static_cast<double>(st.pages_capacity)
+                                 : 0.0);
+  }
+  return 0;
+}
+
 int run_generate(const GenerateOptions& o) {
+  if (o.input_flag->count()) return run_generate_batch(o);
   // Before the model opens: an empty prompt needs no model to be refused.
   if (o.prompt_flag->count() && o.prompt.empty()) throw InputError("--prompt: the prompt is empty");
   for (const auto& [flag, name] : {std::pair{o.prompt_file_flag, "--prompt-file"}, {o.request_flag, "--request"},
@@ -219,6 +373,25 @@ void add_generate_command(CLI::App& app, Action& run) {
                       "With --chat: a whole conversation, a JSON list of messages (- for stdin), rendered by the "
                       "model's chat template"),
       "a messages JSON file", {.stdin_ok = true});
+  auto* input = options->input_flag = input_file(
+      cmd->add_option("--input", options->input,
+                      "Many sequences at once: JSONL, one prompt per line (a JSON string, or an object with prompt or "
+                      "input_ids and optional max_new_tokens, temperature, top_k, top_p, min_p, seed); one JSON object "
+                      "per line out, in input order (- for stdin)"),
+      "a JSONL file", {.stdin_ok = true});
+  input->excludes(prompt)->excludes(prompt_file)->excludes(request)->excludes(messages);
+  cmd->add_option("--max-running", options->max_running, "With --input: sequences decoding at once")
+      ->check(integer_in(1, 4096))
+      ->needs(input);
+  cmd->add_option("--max-batched-tokens", options->max_batched_tokens,
+                  "With --input: rows per forward step (decode tokens plus prompt chunks)")
+      ->check(integer_in(1, 1 << 20))
+      ->needs(input);
+  cmd->add_option("--kv-cache-gb", options->kv_cache_gb,
+                  "With --input: the KV page pool's size (default: room for --max-running sequences at the context "
+                  "limit, within a quarter of host memory)")
+      ->check(number_in(0.0, 1e6))
+      ->needs(input);
   prompt->excludes(prompt_file)->excludes(request)->excludes(messages);
   prompt_file->excludes(request)->excludes(messages);
   request->excludes(messages);
@@ -252,6 +425,10 @@ void add_generate_command(CLI::App& app, Action& run) {
                                         "(default: generation_config.json's, else 1)")
                             ->check(number_in(0.0, 1.0))
                             ->default_str("");
+  options->min_p_flag = cmd->add_option("--min-p", options->min_p,
+                                        "Drop tokens less likely than this fraction of the likeliest, 0: off")
+                            ->check(number_in(0.0, 1.0))
+                            ->default_str("");
   add_seed_option(*cmd, options->seed,
                   "Sampling seed; the same seed repeats a run (default, or -1: a random one, printed on stderr)");
   options->eos_flag = cmd->add_option("--eos", options->eos,
@@ -261,7 +438,8 @@ void add_generate_command(CLI::App& app, Action& run) {
                           ->check(integer_in(0))
                           ->default_str("");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Generate --max-new-tokens tokens whatever the model emits");
-  output_file(cmd->add_option("--out", options->out, "Write generated_ids (I64 [N]) to this safetensors file"),
+  output_file(cmd->add_option("--out", options->out,
+                              "Write generated_ids (I64 [N]) to this safetensors file; with --input, the JSONL"),
               "a safetensors file");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });

@@ -28,6 +28,7 @@ accepted=(
   "generate --temperature 0"  # greedy
   "generate --top-k 0"        # off
   "generate --top-p 0"        # only the most likely token (the crossing one is kept)
+  "generate --min-p 0"        # off
   "generate --seed -1"        # a random seed, printed
   "generate --seed 0"
   "generate --eos 0"          # a token id

@@ -1,0 +1,84 @@
+#pragma once
+// The engine: many generation requests over one model's batch Runner (zoo/batch.hpp). Each step
+// runs every running sequence's next token and fills the rest of a token budget with prompt
+// chunks (chunked prefill), admitting waiting requests while the KV pool has pages; a sequence
+// that cannot get a page preempts the newest running one, which is recomputed later from its
+// prompt and the tokens it already produced. Each request samples with its own seeded Sampler, one
+// draw per token, so its ids are those of its run alone (zoo::generate) whatever else is batched.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "zoo/batch.hpp"
+#include "zoo/generation.hpp"
+#include "zoo/model.hpp"
+
+namespace zoo::engine {
+
+struct EngineOptions {
+  std::int64_t max_running = 256;          // sequences decoding at once
+  std::int64_t max_batched_tokens = 2048;  // rows per step: decode tokens plus prompt chunks
+};
+
+struct GenerationRequest {
+  std::vector<std::int64_t> prompt;
+  int max_new_tokens = 16;
+  SamplingOptions sampling;
+  std::vector<std::int64_t> eos_token_ids;  // empty: only the length ends it
+  int top_logprobs = -1;                    // >= 0: each token's logprob (and the top n) in Completion
+};
+
+enum class FinishReason { length, stop };
+const char* finish_reason_name(FinishReason reason);
+
+struct Completion {
+  std::int64_t request = -1;  // the id add() returned
+  std::vector<std::int64_t> ids;
+  std::vector<SampledToken> tokens;  // with logprobs, when asked
+  FinishReason finish = FinishReason::length;
+  std::int64_t prompt_tokens = 0;
+};
+
+struct EngineStats {
+  std::int64_t steps = 0, rows = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
+  std::int64_t peak_running = 0;
+  std::int64_t peak_pages_used = 0, pages_capacity = 0;  // of the fullest group
+  double seconds = 0;                                    // in step()
+};
+
+class Engine {
+ public:
+  Engine(Runner& runner, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; returns its id. InputError when it can never run: an empty prompt, a prompt
+  // plus max_new_tokens beyond the runner's context limit (both numbers named), more pages than
+  // the pool holds, or bad sampling options.
+  std::int64_t add(GenerationRequest request);
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  std::int64_t waiting() const { return static_cast<std::int64_t>(waiting_.size()); }
+  std::int64_t running() const { return static_cast<std::int64_t>(running_.size()); }
+  // One forward pass; the requests that finished in it.
+  std::vector<Completion> step();
+  const EngineStats& stats() const { return stats_; }
+
+ private:
+  struct Sequence;
+  bool fits(const std::vector<std::int64_t>& needed, std::vector<std::int64_t>& free) const;
+  void preempt(Sequence& sequence);
+  void note_pool();
+
+  Runner& runner_;
+  EngineOptions options_;
+  std::int64_t next_request_ = 0;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
+  EngineStats stats_;
+};
+
+}  // namespace zoo::engine

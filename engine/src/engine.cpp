@@ -1,0 +1,236 @@
+// The engine's scheduler (zoo/engine/engine.hpp).
+#include "zoo/engine/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "zoo/error.hpp"
+#include "zoo/sampling.hpp"
+
+namespace zoo::engine {
+
+const char* finish_reason_name(FinishReason reason) {
+  return reason == FinishReason::stop ? "stop" : "length";
+}
+
+struct Engine::Sequence {
+  std::int64_t request = -1;
+  GenerationRequest params;
+  Sampler sampler;
+  std::vector<std::int64_t> tokens;  // the prompt, then what was generated
+  std::vector<SampledToken> picked;  // one per generated token
+  std::int64_t computed = 0;         // tokens in the runner's cache
+  SequenceId id = -1;                // the runner's sequence while running
+
+  std::int64_t remaining() const { return static_cast<std::int64_t>(tokens.size()) - computed; }
+  std::int64_t generated() const { return static_cast<std::int64_t>(picked.size()); }
+};
+
+Engine::Engine(Runner& runner, EngineOptions options) : runner_(runner), options_(options) {
+  if (options_.max_running <= 0 || options_.max_batched_tokens <= 0)
+    throw InputError(fmt::format("engine: max_running ({}) and max_batched_tokens ({}) must be positive",
+                                 options_.max_running, options_.max_batched_tokens));
+  note_pool();
+}
+
+Engine::~Engine() {
+  for (auto& sequence : running_)
+    if (sequence->id >= 0) runner_.close_sequence(sequence->id);
+}
+
+std::int64_t Engine::add(GenerationRequest request) {
+  const auto prompt = static_cast<std::int64_t>(request.prompt.size());
+  if (prompt == 0) throw InputError("engine: a request needs at least one prompt token");
+  if (request.max_new_tokens <= 0)
+    throw InputError(fmt::format("engine: max_new_tokens must be positive, got {}", request.max_new_tokens));
+  const std::int64_t limit = runner_.max_context();
+  if (prompt + request.max_new_tokens > limit)
+    throw InputError(
+        fmt::format("the prompt's {} tokens plus max_new_tokens {} exceed the context limit of {} tokens",
+                    prompt, request.max_new_tokens, limit));
+  // A sequence that would need more pages than the pool has could never finish.
+  const std::int64_t pages = (prompt + request.max_new_tokens + kKvPageTokens - 1) / kKvPageTokens;
+  for (const auto& group : runner_.pool().groups)
+    if (pages > group.capacity)
+      throw InputError(
+          fmt::format("the prompt's {} tokens plus max_new_tokens {} need {} KV pages, the pool holds {}",
+                      prompt, request.max_new_tokens, pages, group.capacity));
+  if (request.top_logprobs > kMaxTopLogprobs)
+    throw InputError(fmt::format("top_logprobs {} is above {}", request.top_logprobs, kMaxTopLogprobs));
+  auto sequence = std::make_unique<Sequence>(
+      Sequence{next_request_, request, Sampler(request.sampling), request.prompt, {}, 0, -1});
+  waiting_.push_back(std::move(sequence));
+  return next_request_++;
+}
+
+bool Engine::fits(const std::vector<std::int64_t>& needed, std::vector<std::int64_t>& free) const {
+  for (std::size_t g = 0; g < needed.size(); ++g)
+    if (needed[g] > free[g]) return false;
+  for (std::size_t g = 0; g < needed.size(); ++g) free[g] -= needed[g];
+  return true;
+}
+
+// Gives the sequence's pages back; it waits at the front of the queue and is recomputed from its
+// prompt and generated tokens when it is admitted again. Its sampler keeps its state, so the
+// tokens it still draws are the ones it would have drawn.
+void Engine::preempt(Sequence& sequence) {
+  runner_.close_sequence(sequence.id);
+  sequence.id = -1;
+  sequence.computed = 0;
+  ++stats_.preemptions;
+  const auto it =
+      std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == &sequence; });
+  waiting_.push_front(std::move(*it));
+  running_.erase(it);
+}
+
+void Engine::note_pool() {
+  for (const auto& group : runner_.pool().groups)
+    if (group.used >= stats_.peak_pages_used) {
+      stats_.peak_pages_used = group.used;
+      stats_.pages_capacity = group.capacity;
+    }
+}
+
+std::vector<Completion> Engine::step() {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::int64_t> free;
+  for (const auto& group : runner_.pool().groups) free.push_back(group.capacity - group.used);
+
+  struct Planned {
+    Sequence* sequence;
+    std::int64_t tokens;
+    bool samples;
+  };
+  std::vector<Planned> plan;
+  std::int64_t budget = options_.max_batched_tokens;
+
+  // 1. Every running sequence's next tokens (decodes first, oldest first); when pages run out the
+  // newest running sequence is preempted, possibly the one asking.
+  for (std::size_t i = 0; i < running_.size();) {
+    Sequence& sequence = *running_[i];
+    const std::int64_t want =
+        sequence.remaining() == 1 ? 1 : std::min(sequence.remaining(), std::max<std::int64_t>(budget, 0));
+    if (want == 0) {
+      ++i;
+      continue;
+    }
+    if (fits(runner_.pages_needed(sequence.id, want), free)) {
+      plan.push_back({&sequence, want, want == sequence.remaining()});
+      budget -= want;
+      ++i;
+      continue;
+    }
+    Sequence& newest = *running_.back();
+    // Pages planned for the newest sequence in this step go back to `free` with it.
+    const auto planned =
+        std::find_if(plan.begin(), plan.end(), [&](const Planned& p) { return p.sequence == &newest; });
+    if (planned != plan.end()) {
+      const auto needed = runner_.pages_needed(newest.id, planned->tokens);
+      for (std::size_t g = 0; g < free.size(); ++g) free[g] += needed[g];
+      budget += planned->tokens;
+      plan.erase(planned);
+    }
+    const auto before = runner_.pool().groups;
+    preempt(newest);
+    const auto after = runner_.pool().groups;
+    for (std::size_t g = 0; g < free.size(); ++g) free[g] += before[g].used - after[g].used;
+    if (&newest == &sequence) continue;  // running_[i] is now the next sequence (or the end)
+  }
+
+  // 2. Waiting requests, first come first served, while the budget, the running limit and the
+  // pool allow their first chunk.
+  while (!waiting_.empty() && budget > 0 &&
+         static_cast<std::int64_t>(running_.size()) < options_.max_running) {
+    Sequence& sequence = *waiting_.front();
+    sequence.id = runner_.open_sequence();
+    const std::int64_t want = std::min(sequence.remaining(), budget);
+    if (!fits(runner_.pages_needed(sequence.id, want), free)) {
+      runner_.close_sequence(sequence.id);
+      sequence.id = -1;
+      break;
+    }
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+    plan.push_back({&sequence, want, want == sequence.remaining()});
+    budget -= want;
+  }
+  stats_.peak_running = std::max(stats_.peak_running, static_cast<std::int64_t>(running_.size()));
+  if (plan.empty()) {
+    if (!idle()) throw std::logic_error("engine: nothing could be scheduled although requests remain");
+    return {};
+  }
+
+  // 3. One forward pass over every planned slice.
+  std::vector<ForwardStep> steps(plan.size());
+  ForwardBatch batch;
+  std::vector<SampleRequest> draws(plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    Sequence& sequence = *plan[i].sequence;
+    ForwardStep& step = steps[i];
+    step.ids =
+        std::span<const std::int64_t>(sequence.tokens)
+            .subspan(static_cast<std::size_t>(sequence.computed), static_cast<std::size_t>(plan[i].tokens));
+    step.outputs = OutputRequest{.logits = plan[i].samples};
+    if (plan[i].samples) {
+      draws[i] = sequence.sampler.request();
+      step.outputs.sample = draws[i];
+      step.outputs.top_logprobs = sequence.params.top_logprobs;
+    }
+    batch.slices.push_back({sequence.id, sequence.computed, &step});
+    stats_.rows += plan[i].tokens;
+    if (sequence.computed < static_cast<std::int64_t>(sequence.params.prompt.size()))
+      stats_.prompt_tokens += std::min<std::int64_t>(
+          plan[i].tokens, static_cast<std::int64_t>(sequence.params.prompt.size()) - sequence.computed);
+  }
+  runner_.submit(batch);
+  note_pool();
+  std::vector<ForwardResult> results = runner_.wait();
+  ++stats_.steps;
+
+  // 4. The picks: a token per sampling slice; finished sequences leave.
+  std::vector<Completion> done;
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    Sequence& sequence = *plan[i].sequence;
+    sequence.computed += plan[i].tokens;
+    if (!plan[i].samples) continue;
+    SampledToken picked;
+    if (results[i].sampled) {
+      picked = *results[i].sampled;
+    } else {  // the runner returned the logits row: the host picks by the same rule
+      const auto row = results[i].logits.span<float>();
+      picked = sample_logits(row, draws[i]);
+      if (sequence.params.top_logprobs >= 0) fill_logprobs(row, picked, sequence.params.top_logprobs);
+    }
+    if (!picked.valid())
+      throw ValidationError(
+          fmt::format("engine: request {}: the model returned non-finite logits for new token {} ({}); the "
+                      "weights or the compute "
+                      "dtype are broken",
+                      sequence.request, sequence.generated(),
+                      picked.bad_index >= 0 ? fmt::format("{} at id {}", picked.bad_value, picked.bad_index)
+                                            : "every one is -inf"));
+    sequence.tokens.push_back(picked.id);
+    sequence.picked.push_back(picked);
+    ++stats_.generated_tokens;
+    const auto& eos = sequence.params.eos_token_ids;
+    const bool stop = std::find(eos.begin(), eos.end(), picked.id) != eos.end();
+    if (!stop && sequence.generated() < sequence.params.max_new_tokens) continue;
+    Completion completion{sequence.request,
+                          {},
+                          std::move(sequence.picked),
+                          stop ? FinishReason::stop : FinishReason::length,
+                          static_cast<std::int64_t>(sequence.params.prompt.size())};
+    completion.ids.assign(sequence.tokens.begin() + completion.prompt_tokens, sequence.tokens.end());
+    runner_.close_sequence(sequence.id);
+    sequence.id = -1;
+    done.push_back(std::move(completion));
+  }
+  std::erase_if(running_, [](const auto& sequence) { return sequence->id < 0; });
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return done;
+}
+
+}  // namespace zoo::engine

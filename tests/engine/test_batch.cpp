@@ -1,0 +1,359 @@
+// The batch runtime on the CPU: a Runner's batched forward and the engine's schedule against each
+// sequence run alone through a Session (zoo::generate), on every family's fixture. The rule
+// (DESIGN.md): ids equal; where they differ, the alone run's top-2 margin at the first difference
+// is below 1e-5 (float32), reported, and the comparison stops there.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "qwen3/fixture_test_util.hpp"
+#include "zoo/batch.hpp"
+#include "zoo/engine/engine.hpp"
+#include "zoo/generation.hpp"
+#include "zoo/sampling.hpp"
+
+namespace zoo::ptest {
+namespace {
+
+// Every decoder family's fixture, sliding windows (mistral-sw 6, gemma2 5, gemma3 6) included.
+const char* const kFixtures[] = {"qwen3-tiny",  "qwen2-tiny",  "llama-tiny", "mistral-sw-tiny", "gemma-tiny",
+                                 "gemma2-tiny", "gemma3-tiny", "phi3-tiny",  "olmo2-tiny"};
+
+std::vector<std::int64_t> prompt_ids(std::int64_t length, std::int64_t vocab, std::uint64_t salt) {
+  std::vector<std::int64_t> ids;
+  std::uint64_t x = 0x9e3779b97f4a7c15ull * (salt + 1);
+  for (std::int64_t i = 0; i < length; ++i) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    ids.push_back(static_cast<std::int64_t>((x * 0x2545f4914f6cdd1dull) >> 33) % vocab);
+  }
+  return ids;
+}
+
+// A greedy run alone, keeping each step's top-2 margin.
+struct AloneRun {
+  std::vector<std::int64_t> ids;
+  std::vector<float> margins;
+};
+
+AloneRun greedy_alone(Model& model, const std::vector<std::int64_t>& prompt, int new_tokens) {
+  auto session = model.new_session();
+  AloneRun run;
+  ForwardResult result = session->forward(ForwardStep{prompt, {}, {}, OutputRequest{}});
+  for (int i = 0; i < new_tokens; ++i) {
+    const auto row = result.logits.span<float>();
+    std::vector<float> sorted(row.begin(), row.end());
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    const std::int64_t id = sample_logits(row, SampleRequest{}).id;
+    run.ids.push_back(id);
+    run.margins.push_back(sorted[0] - sorted[1]);
+    if (i + 1 < new_tokens)
+      result = session->forward(ForwardStep{std::span<const std::int64_t>(&id, 1), {}, {}, OutputRequest{}});
+  }
+  return run;
+}
+
+// The rule: equal ids, or a first difference where the alone run was within `tolerance` of a tie.
+void check_same_ids(const AloneRun& alone, const std::vector<std::int64_t>& batched, const std::string& what,
+                    float tolerance = 1e-5f) {
+  INFO(what);
+  REQUIRE(batched.size() == alone.ids.size());
+  for (std::size_t i = 0; i < batched.size(); ++i) {
+    if (batched[i] == alone.ids[i]) continue;
+    WARN(what << ": first difference at new token " << i << " (alone " << alone.ids[i] << ", batched "
+              << batched[i] << "), alone top-2 margin " << alone.margins[i]);
+    CHECK(alone.margins[i] < tolerance);
+    return;
+  }
+}
+
+engine::GenerationRequest greedy_request(std::vector<std::int64_t> prompt, int new_tokens) {
+  engine::GenerationRequest request;
+  request.prompt = std::move(prompt);
+  request.max_new_tokens = new_tokens;
+  return request;
+}
+
+// Runs every request through one engine; the completions by request id.
+std::vector<engine::Completion> run_engine(Runner& runner, std::vector<engine::GenerationRequest> requests,
+                                           engine::EngineOptions options,
+                                           engine::EngineStats* stats = nullptr) {
+  engine::Engine eng(runner, options);
+  for (auto& request : requests) eng.add(std::move(request));
+  std::vector<engine::Completion> done(eng.waiting());
+  std::int64_t max_rows_per_step = 0, steps = 0;
+  while (!eng.idle()) {
+    for (auto& completion : eng.step())
+      done[static_cast<std::size_t>(completion.request)] = std::move(completion);
+    REQUIRE(++steps < 100000);
+  }
+  (void)max_rows_per_step;
+  if (stats) *stats = eng.stats();
+  return done;
+}
+
+TEST_CASE(
+    "engine: every sequence of a batch equals its run alone, on every family (greedy, page boundaries, "
+    "chunked prefill mixed with decodes, sequences joining and leaving)") {
+  // Prompt lengths around page boundaries; different lengths of output, so sequences leave at
+  // different steps and the waiting ones join (at most 4 running); a token budget of 24 rows
+  // cuts the longer prompts into chunks that share steps with other sequences' decodes.
+  const std::int64_t lengths[] = {15, 16, 17, 31, 32, 33, 1, 5, 47};
+  for (const char* name : kFixtures) {
+    INFO("fixture " << name);
+    OpenedModel opened = open_fixture(fixture_dir(name));
+    Model& model = *opened.model;
+    const std::int64_t vocab = model.info().vocab_size;
+    std::vector<engine::GenerationRequest> requests;
+    std::vector<AloneRun> alone;
+    for (std::size_t i = 0; i < std::size(lengths); ++i) {
+      const int new_tokens = 4 + static_cast<int>(i % 4) * 5;
+      auto prompt = prompt_ids(lengths[i], vocab, i);
+      alone.push_back(greedy_alone(model, prompt, new_tokens));
+      requests.push_back(greedy_request(std::move(prompt), new_tokens));
+    }
+    auto runner = model.new_runner({});
+    engine::EngineStats stats;
+    const auto done =
+        run_engine(*runner, std::move(requests), {.max_running = 4, .max_batched_tokens = 24}, &stats);
+    for (std::size_t i = 0; i < done.size(); ++i)
+      check_same_ids(alone[i], done[i].ids,
+                     fmt::format("{} sequence {} ({} prompt tokens)", name, i, lengths[i]));
+    // It was a batch: more rows per step than one sequence's decode, and mixed prefill and decode.
+    CHECK(stats.peak_running == 4);
+    CHECK(stats.rows > stats.steps * 2);
+    // Every page is back in the pool once every sequence is done.
+    for (const auto& group : runner->pool().groups) CHECK(group.used == 0);
+  }
+}
+
+TEST_CASE("engine: seeded sampling gives each sequence the ids of its run alone, whatever the batch") {
+  for (const char* name : {"qwen3-tiny", "gemma2-tiny"}) {
+    INFO("fixture " << name);
+    OpenedModel opened = open_fixture(fixture_dir(name));
+    Model& model = *opened.model;
+    const std::int64_t vocab = model.info().vocab_size;
+    std::vector<engine::GenerationRequest> requests;
+    std::vector<std::vector<std::int64_t>> alone;
+    for (int i = 0; i < 6; ++i) {
+      engine::GenerationRequest request = greedy_request(prompt_ids(3 + 7 * i, vocab, 100 + i), 12);
+      request.sampling = {.temperature = 0.7f + 0.1f * static_cast<float>(i % 3),
+                          .top_k = i % 2 ? 20 : 0,
+                          .top_p = i % 3 ? 0.9f : 1.0f,
+                          .seed = 1000u + static_cast<unsigned>(i),
+                          .min_p = i == 4 ? 0.05f : 0.0f};
+      GenerationOptions options;
+      options.max_new_tokens = request.max_new_tokens;
+      options.sampling = request.sampling;
+      auto session = model.new_session();
+      Prompt prompt;
+      prompt.ids = request.prompt;
+      alone.push_back(generate(*session, prompt, options));
+      requests.push_back(std::move(request));
+    }
+    auto runner = model.new_runner({});
+    const auto done = run_engine(*runner, std::move(requests), {.max_running = 6, .max_batched_tokens = 16});
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      INFO("sequence " << i);
+      CHECK(done[i].ids == alone[i]);
+    }
+  }
+}
+
+TEST_CASE(
+    "engine: a pool too small for every sequence preempts and recomputes, and the ids stay those alone") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  std::vector<engine::GenerationRequest> requests;
+  std::vector<AloneRun> alone;
+  for (int i = 0; i < 6; ++i) {
+    auto prompt = prompt_ids(20 + i, model.info().vocab_size, 200 + i);
+    alone.push_back(greedy_alone(model, prompt, 30));
+    requests.push_back(greedy_request(std::move(prompt), 30));
+  }
+  // 4 pages of 16 tokens per sequence at the end; 10 pages for 6 sequences.
+  auto runner = model.new_runner({.kv_pages = 10});
+  engine::EngineStats stats;
+  const auto done =
+      run_engine(*runner, std::move(requests), {.max_running = 6, .max_batched_tokens = 64}, &stats);
+  CHECK(stats.preemptions > 0);
+  CHECK(stats.peak_pages_used == 10);
+  for (std::size_t i = 0; i < done.size(); ++i)
+    check_same_ids(alone[i], done[i].ids, fmt::format("sequence {}", i));
+}
+
+TEST_CASE("engine: requests that can never run are refused when added, naming the numbers") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  auto runner = opened.model->new_runner({.kv_pages = 4, .max_context = 100});
+  engine::Engine eng(*runner);
+  CHECK_THAT(input_error_of([&] { eng.add(greedy_request(std::vector<std::int64_t>(90, 1), 20)); }),
+             Catch::Contains("90 tokens plus max_new_tokens 20 exceed the context limit of 100"));
+  CHECK_THAT(input_error_of([&] { eng.add(greedy_request(std::vector<std::int64_t>(60, 1), 20)); }),
+             Catch::Contains("need 5 KV pages, the pool holds 4"));
+  CHECK_THAT(input_error_of([&] { eng.add(greedy_request({}, 20)); }),
+             Catch::Contains("at least one prompt token"));
+  CHECK(eng.idle());
+}
+
+// ---- The Runner directly ----
+
+ForwardStep step_of(const std::vector<std::int64_t>& ids, OutputRequest outputs = {}) {
+  return ForwardStep{ids, {}, {}, outputs};
+}
+
+TEST_CASE("runner: one forward pass runs every slice's rows through each linear at once") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  auto runner = model.new_runner({});
+  const SequenceId a = runner->open_sequence(), b = runner->open_sequence(), c = runner->open_sequence();
+  const auto ids_a = prompt_ids(1, 100, 1), ids_b = prompt_ids(5, 100, 2), ids_c = prompt_ids(17, 100, 3);
+  const ForwardStep sa = step_of(ids_a), sb = step_of(ids_b), sc = step_of(ids_c);
+  runner->submit({{{a, 0, &sa}, {b, 0, &sb}, {c, 0, &sc}}});
+  const auto results = runner->wait();
+  REQUIRE(results.size() == 3);
+  const nlohmann::json stats = runner->stats();
+  // q, k, v, o, gate, up, down per layer, each over all 23 rows.
+  CHECK(stats["linear_calls"] == 7 * model.info().num_layers);
+  CHECK(stats["linear_rows_min"] == 23);
+  CHECK(stats["linear_rows_max"] == 23);
+  CHECK(runner->tokens(a) == 1);
+  CHECK(runner->tokens(c) == 17);
+  // Each slice's logits are its own last row: equal (to float32 rounding of a differently blocked
+  // GEMM) to the sequence's run alone.
+  for (const auto& [ids, result] :
+       {std::pair{&ids_a, &results[0]}, {&ids_b, &results[1]}, {&ids_c, &results[2]}}) {
+    auto session = model.new_session();
+    const ForwardResult alone = session->forward(step_of(*ids));
+    REQUIRE(result->logits.shape() == alone.logits.shape());
+    const auto x = result->logits.span<float>(), y = alone.logits.span<float>();
+    float worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+    CHECK(worst < 1e-4f);
+  }
+}
+
+TEST_CASE("runner: checks a batch whole before touching any sequence") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  auto runner = opened.model->new_runner({.kv_pages = 3});
+  const SequenceId a = runner->open_sequence(), b = runner->open_sequence();
+  const auto prompt = prompt_ids(40, 100, 7);
+  const ForwardStep pa = step_of(prompt);
+  runner->submit({{{a, 0, &pa}}});
+  const ForwardResult first = std::move(runner->wait().front());
+  CHECK(runner->pool().groups.front().used == 3);
+  // b needs a page and none is free: refused whole, a untouched.
+  REQUIRE(!first.logits.empty());
+  const std::vector<std::int64_t> one{5}, next{9};
+  const ForwardStep sb = step_of(one), sa = step_of(next);
+  CHECK_THROWS_AS(runner->submit({{{a, 40, &sa}, {b, 0, &sb}}}), KvPoolExhausted);
+  CHECK(runner->tokens(a) == 40);
+  CHECK(runner->tokens(b) == 0);
+  // A stale start, a sequence twice, an id outside the vocabulary: InputErrors, nothing changed.
+  CHECK_THAT(input_error_of([&] { runner->submit({{{a, 39, &sa}}}); }), Catch::Contains("holds 40 tokens"));
+  CHECK_THAT(input_error_of([&] {
+               runner->submit({{{a, 40, &sa}, {a, 40, &sa}}});
+             }),
+             Catch::Contains("twice"));
+  const std::vector<std::int64_t> bad{1 << 20};
+  const ForwardStep sbad = step_of(bad);
+  CHECK_THAT(input_error_of([&] {
+               runner->submit({{{a, 40, &sa}, {b, 0, &sbad}}});
+             }),
+             Catch::Contains("outside the vocabulary"));
+  CHECK(runner->tokens(a) == 40);
+  // a goes on as if nothing happened: its next logits equal an undisturbed run's.
+  runner->submit({{{a, 40, &sa}}});
+  const ForwardResult after = std::move(runner->wait().front());
+  auto session = opened.model->new_session();
+  session->forward(pa);
+  const ForwardResult clean = session->forward(sa);
+  CHECK(after.logits.span<float>()[0] == clean.logits.span<float>()[0]);
+  CHECK(std::equal(after.logits.span<float>().begin(), after.logits.span<float>().end(),
+                   clean.logits.span<float>().begin()));
+}
+
+TEST_CASE("runner: a forked sequence shares its prefix's pages and copies the last one on its first write") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  auto runner = model.new_runner({});
+  const auto prompt = prompt_ids(20, 100, 11);
+  const SequenceId a = runner->open_sequence();
+  const ForwardStep pa = step_of(prompt);
+  runner->submit({{{a, 0, &pa}}});
+  runner->wait();
+  CHECK(runner->pool().groups.front().used == 2);
+  const SequenceId b = runner->fork_sequence(a);
+  CHECK(runner->pool().groups.front().used == 2);
+  CHECK(runner->tokens(b) == 20);
+  const std::vector<std::int64_t> ta{3}, tb{4};
+  const ForwardStep sa = step_of(ta), sb = step_of(tb);
+  runner->submit({{{a, 20, &sa}, {b, 20, &sb}}});
+  const auto results = runner->wait();
+  CHECK(runner->pool().groups.front().used == 3);  // page 1 was shared and partly full: b copied it
+  // Each equals its own history run alone.
+  for (const auto& [next, result] : {std::pair{&ta, &results[0]}, {&tb, &results[1]}}) {
+    auto session = model.new_session();
+    session->forward(pa);
+    const ForwardResult alone = session->forward(step_of(*next));
+    CHECK(std::equal(result->logits.span<float>().begin(), result->logits.span<float>().end(),
+                     alone.logits.span<float>().begin()));
+  }
+  runner->close_sequence(a);
+  runner->close_sequence(b);
+  CHECK(runner->pool().groups.front().used == 0);
+}
+
+TEST_CASE("runner: chunked prefill equals one-shot prefill, sliding windows included") {
+  for (const char* name : {"qwen3-tiny", "mistral-sw-tiny", "gemma2-tiny"}) {
+    INFO("fixture " << name);
+    OpenedModel opened = open_fixture(fixture_dir(name));
+    const auto prompt = prompt_ids(45, opened.model->info().vocab_size, 21);
+    auto session = opened.model->new_session();
+    const ForwardResult whole = session->forward(step_of(prompt));
+    auto runner = opened.model->new_runner({});
+    const SequenceId s = runner->open_sequence();
+    ForwardResult last;
+    for (std::int64_t at = 0; at < 45; at += 7) {
+      const std::vector<std::int64_t> chunk(prompt.begin() + at,
+                                            prompt.begin() + std::min<std::int64_t>(at + 7, 45));
+      const ForwardStep step = step_of(chunk);
+      runner->submit({{{s, at, &step}}});
+      last = std::move(runner->wait().front());
+    }
+    const std::span<const float> x = last.logits.span<float>(), y = whole.logits.span<float>();
+    REQUIRE(x.size() == y.size());
+    float worst = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+    CHECK(worst < 1e-4f);
+    // The windowed groups gave back the pages behind their windows.
+    for (const auto& group : runner->pool().groups)
+      if (group.window > 0) CHECK(group.used <= (group.window + 15) / 16 + 1);
+  }
+}
+
+TEST_CASE("runner: logprobs of the sampled token and the top-n are the raw logits' log-softmax") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  auto runner = opened.model->new_runner({});
+  const SequenceId s = runner->open_sequence();
+  const auto prompt = prompt_ids(9, 100, 31);
+  const ForwardStep sampled = step_of(prompt, OutputRequest{.sample = SampleRequest{}, .top_logprobs = 5});
+  runner->submit({{{s, 0, &sampled}}});
+  const ForwardResult result = std::move(runner->wait().front());
+  REQUIRE(result.sampled);
+  auto session = opened.model->new_session();
+  const ForwardResult logits = session->forward(step_of(prompt));
+  const auto row = logits.logits.span<float>();
+  double sum = 0;
+  const float top = *std::max_element(row.begin(), row.end());
+  for (float x : row) sum += std::exp(static_cast<double>(x) - top);
+  const double log_z = top + std::log(sum);
+  CHECK(result.sampled->logprob == Approx(row[result.sampled->id] - log_z).margin(1e-5));
+  REQUIRE(result.sampled->top.size() == 5);
+  CHECK(result.sampled->top[0].first == result.sampled->id);  // greedy: the likeliest
+  for (std::size_t i = 1; i < 5; ++i)
+    CHECK(result.sampled->top[i].second <= result.sampled->top[i - 1].second);
+}
+
+}  // namespace
+}  // namespace zoo::ptest

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `zoo generate MODEL --input prompts.jsonl`: many sequences through the engine at once. Each
+# output line equals the same prompt run alone with `zoo generate` (greedy and seeded sampling),
+# lines come out in input order, --out writes the JSONL atomically, and a bad line is an error
+# naming the file, the line and the field, before any model work.
+# Usage: generate_batch.sh SOURCE_DIR BUILD_DIR
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-generate-batch "$@"
+M=$FIX/qwen3-tiny-text
+
+cat >"$TMP/in.jsonl" <<'JSONL'
+"Hello world"
+{"input_ids": [1, 2, 3, 4, 5], "max_new_tokens": 5}
+
+{"prompt": "The cat sat on the mat and looked at the long road ahead of it", "temperature": 0.8, "seed": 7, "top_k": 20}
+{"prompt": "A", "temperature": 0.9, "top_p": 0.8, "min_p": 0.1, "seed": 3, "max_new_tokens": 12}
+JSONL
+run batch generate "$M" --input "$TMP/in.jsonl" -n 8 --max-running 2 --max-batched-tokens 8
+rc 0
+cp "$TMP/out" "$TMP/batch.jsonl"
+has err "4/4 done"
+has err "KV pages at peak"
+((cases++))
+[[ $(wc -l <"$TMP/batch.jsonl") == 4 ]] || fail "expected 4 output lines: $(cat "$TMP/batch.jsonl")"
+# ids of output line N (0-based), space-separated
+ids_of() { python3 -c "import json,sys; print(' '.join(map(str, json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])])['ids'])))" "$TMP/batch.jsonl" "$1"; }
+field_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])])[sys.argv[3]])" "$TMP/batch.jsonl" "$1" "$2"; }
+if command -v python3 >/dev/null; then
+  alone() { "$ZOO" generate "$M" --ids -q "$@" 2>"$TMP/err" | xargs; }
+  echo '{"input_ids": [1, 2, 3, 4, 5]}' >"$TMP/req.json"
+  want=("$(alone --prompt "Hello world" -n 8)" "$(alone --request "$TMP/req.json" -n 5)"
+    "$(alone --prompt "The cat sat on the mat and looked at the long road ahead of it" --temperature 0.8 --seed 7 --top-k 20 -n 8)"
+    "$(alone --prompt A --temperature 0.9 --top-p 0.8 --min-p 0.1 --seed 3 -n 12)")
+  for i in 0 1 2 3; do
+    ((cases++))
+    got=$(ids_of $i)
+    [[ -n $got && $got == "${want[$i]}" ]] || fail "line $i: batched '$got', alone '${want[$i]}'"
+    [[ $(field_of $i index) == "$i" ]] || fail "line $i: index $(field_of $i index)"
+    [[ $(field_of $i finish_reason) == length ]] || fail "line $i: finish_reason $(field_of $i finish_reason)"
+  done
+fi
+
+# --out: the same lines, written atomically; stdout stays empty.
+run out generate "$M" --input "$TMP/in.jsonl" -n 8 --out "$TMP/out.jsonl" -q
+rc 0
+((cases++))
+cmp -s "$TMP/out.jsonl" "$TMP/batch.jsonl" || fail "--out differs from stdout"
+[[ ! -s $TMP/out ]] || fail "stdout not empty with --out"
+# stdin
+
+
+((cases++))
+"$ZOO" generate "$M" --input - -n 8 -q <"$TMP/in.jsonl" >"$TMP/stdin.jsonl" 2>"$TMP/err" || fail "--input -: $(cat "$TMP/err")"
+cmp -s "$TMP/stdin.jsonl" "$TMP/batch.jsonl" || fail "--input - differs"
+
+# Bad lines: exit 2, the file, the line and the field named.
+bad() {
+  local name=$1 line=$2 want=$3
+  printf '"ok"\n%s\n' "$line" >"$TMP/bad.jsonl"
+  run "$name" generate "$M" --input "$TMP/bad.jsonl" -q
+  rc 2
+  has err "bad.jsonl:2: "
+  has err "$want"
+  lacks err "loading"
+}
+bad not-json '{"prompt": ' "not valid JSON"
+bad number '42' "a JSON string (a prompt) or an object"
+bad both '{"prompt": "a", "input_ids": [1]}' "not both"
+bad neither '{"seed": 1}' "needs prompt or input_ids"
+bad empty-ids '{"input_ids": []}' "input_ids must be a non-empty array"
+bad neg-id '{"input_ids": [1, -2]}' "input_ids must be within"
+bad big-id '{"input_ids": [100000]}' "outside the vocabulary"
+bad max-new '{"prompt": "a", "max_new_tokens": 0}' "max_new_tokens must be within [1,"
+bad temp '{"prompt": "a", "temperature": "hot"}' "temperature must be a number"
+bad top-p '{"prompt": "a", "top_p": 1.5}' "top_p must be within [0, 1]"
+bad seed '{"prompt": "a", "seed": -1}' "seed must be an integer >= 0"
+bad unknown '{"prompt": "a", "temprature": 1}' "unknown field 'temprature'"
+bad stop '{"prompt": "a", "stop": ["x"]}' "stop strings are not implemented yet"
+bad greedy-top-k '{"prompt": "a", "top_k": 5}' "top_k 5: has no effect under greedy decoding (temperature 0); give temperature to sample"
+bad too-long '{"input_ids": [1], "max_new_tokens": 5000}' "exceed the context limit of 4096 tokens"
+printf '\n\n' >"$TMP/blank.jsonl"
+run blank generate "$M" --input "$TMP/blank.jsonl" -q
+rc 2
+has err "no prompts"
+run no-input-flag generate "$M" --prompt hi --max-running 4 -q
+rc 2
+has err "--max-running"
+run both generate "$M" --prompt hi --input "$TMP/in.jsonl" -q
+rc 2
+run out-is-input generate "$M" --input "$TMP/in.jsonl" --out "$TMP/in.jsonl" -q
+rc 2
+((cases++))
+[[ $(wc -l <"$TMP/in.jsonl") == 5 ]] || fail "--out naming the input touched it"
+
+echo "$cases cases, $failures failures"
+((failures == 0))
