@@ -18,6 +18,7 @@
 #include "file_options.hpp"
 #include "numeric_option.hpp"
 #include "sound_encoding.hpp"
+#include "zoo/batch.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
 #include "zoo/kernels/thread_pool.hpp"
@@ -106,6 +107,7 @@ struct BenchOptions {
   bool json = false, quiet = false;
   bool full_logits = false;  // decode returns the logits row and the host picks (the A/B baseline)
   std::string encode;        // a sound file: time the code encoder on it instead of prefill/decode
+  std::vector<long long> batches;  // decode many sequences at once through the model's Runner
 };
 
 nlohmann::json provenance() {
@@ -182,6 +184,82 @@ int bench_encode(const BenchOptions& options) {
   return 0;
 }
 
+// Decode steps of `batch` sequences at once through the model's Runner (zoo/batch.hpp): each
+// sequence is prefilled with `context` random tokens, then every step feeds each one token (a
+// fixed sequence, as the single-sequence decode does) and the runner picks the next greedily where
+// its logits are. One untimed step, then `new_tokens` timed steps per repeat; contexts grow by
+// new_tokens per repeat from `context`.
+nlohmann::json bench_batch_decode(const OpenedModel& opened, std::int64_t batch, std::int64_t context,
+                                  const BenchOptions& options, const Progress& progress) {
+  const auto info = opened.model->info();
+  const std::int64_t steps = static_cast<std::int64_t>(options.new_tokens) * (options.repeat + 1) + 1;
+  auto runner = opened.model->new_runner({.max_sequences = batch, .max_context = context + steps + 1});
+  std::vector<SequenceId> sequences;
+  std::vector<std::vector<std::int64_t>> prompts;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    sequences.push_back(runner->open_sequence());
+    prompts.push_back(random_ids(context, info.vocab_size, 7 + static_cast<std::uint64_t>(b)));
+  }
+  // Prefill in steps of at most 8192 rows: whole prompts, several per step.
+  for (std::int64_t b = 0; b < batch;) {
+    std::vector<ForwardStep> parts;
+    ForwardBatch step;
+    std::int64_t rows = 0;
+    parts.reserve(static_cast<std::size_t>(batch));
+    while (b < batch && (rows == 0 || rows + context <= 8192)) {
+      parts.push_back(ForwardStep{prompts[static_cast<std::size_t>(b)], {}, {}, OutputRequest{.logits = false}});
+      step.slices.push_back({sequences[static_cast<std::size_t>(b)], 0, &parts.back()});
+      rows += context;
+      ++b;
+    }
+    progress.show(fmt::format("batch {}: prefill", batch), static_cast<int>(b), static_cast<int>(batch));
+    runner->submit(step);
+    runner->wait();
+  }
+  std::vector<std::int64_t> next(static_cast<std::size_t>(batch));
+  for (std::int64_t b = 0; b < batch; ++b) next[static_cast<std::size_t>(b)] = prompts[static_cast<std::size_t>(b)].back();
+  std::vector<ForwardStep> parts(static_cast<std::size_t>(batch));
+  const auto decode_step = [&] {
+    ForwardBatch step;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      auto& id = next[static_cast<std::size_t>(b)];
+      id = (id * 31 + 7) % info.vocab_size;
+      parts[static_cast<std::size_t>(b)] =
+          ForwardStep{std::span<const std::int64_t>(&id, 1), {}, {}, OutputRequest{.sample = SampleRequest{}}};
+      step.slices.push_back({sequences[static_cast<std::size_t>(b)], runner->tokens(sequences[static_cast<std::size_t>(b)]),
+                             &parts[static_cast<std::size_t>(b)]});
+    }
+    runner->submit(step);
+    runner->wait();
+  };
+  decode_step();  // warms caches, graphs, allocators
+  std::vector<double> per_step;
+  for (int r = 0; r < options.repeat; ++r) {
+    progress.show(fmt::format("batch {}: decode {} steps at context {}", batch, options.new_tokens, context), r,
+                  options.repeat);
+    const auto start = Clock::now();
+    for (int i = 0; i < options.new_tokens; ++i) decode_step();
+    per_step.push_back(seconds_since(start) / options.new_tokens);
+  }
+  progress.clear();
+  const Spread t = spread(per_step);
+  const KvPoolStats pool = runner->pool();
+  std::int64_t used = 0, capacity = 0;
+  for (const auto& group : pool.groups) {
+    used += group.used;
+    capacity += group.capacity;
+  }
+  return {{"batch", batch},
+          {"context", context},
+          {"new_tokens", options.new_tokens},
+          {"ms_per_step", 1e3 * t.median},
+          {"ms_per_step_spread", t.to_json(1e3)},
+          {"tokens_per_s", static_cast<double>(batch) / t.median},
+          {"kv_pages_used", used},
+          {"kv_pages_capacity", capacity},
+          {"kv_page_tokens", pool.page_tokens}};
+}
+
 int bench(const BenchOptions& options) {
   if (!options.encode.empty()) return bench_encode(options);
   PluginRegistry registry;
@@ -190,7 +268,9 @@ int bench(const BenchOptions& options) {
     long long needed = 0;
     for (auto n : options.prompt_lens) needed = std::max(needed, n);
     for (auto n : options.decode_contexts) needed = std::max(needed, n);
-    model_options.max_context = needed + options.new_tokens + 1;
+    // A batch run decodes new_tokens per repeat, plus a warm-up step, on the same sequences.
+    const long long steps = options.batches.empty() ? options.new_tokens : options.new_tokens * (options.repeat + 1) + 1;
+    model_options.max_context = needed + steps + 2;
   }
   const bool table = !options.json;
   auto opened = open_from_options(model_options, registry);
@@ -246,7 +326,26 @@ int bench(const BenchOptions& options) {
   gen.pick = !text ? GenerationOptions::Pick::None
              : options.full_logits ? GenerationOptions::Pick::Host
                                    : GenerationOptions::Pick::Session;
-  for (long long context : contexts) {
+  nlohmann::json batched = nlohmann::json::array();
+  for (long long batch : options.batches) {
+    for (long long context : contexts) {
+      if (table && batched.empty())
+        fmt::print("\n{:<10} {:>8} {:>10} {:>12} {:>20} {:>14} {:>16}\n", "phase", "batch", "context", "ms/step",
+                   "ms/step min..max", "tokens/s", "KV pages used");
+      nlohmann::json row = bench_batch_decode(opened, batch, context, options, progress);
+      if (table)
+        fmt::print("{:<10} {:>8} {:>10} {:>12.3f} {:>20} {:>14.1f} {:>16}\n", "decode", batch, context,
+                   row["ms_per_step"].get<double>(),
+                   fmt::format("{:.3f}..{:.3f}", row["ms_per_step_spread"]["min"].get<double>(),
+                               row["ms_per_step_spread"]["max"].get<double>()),
+                   row["tokens_per_s"].get<double>(),
+                   fmt::format("{}/{}", row["kv_pages_used"].get<std::int64_t>(),
+                               row["kv_pages_capacity"].get<std::int64_t>()));
+      std::fflush(stdout);
+      batched.push_back(std::move(row));
+    }
+  }
+  for (long long context : options.batches.empty() ? contexts : std::vector<long long>{}) {
     if (table && decode.empty())
       fmt::print("\n{:<10} {:>10} {:>14} {:>12} {:>20} {:>14}\n", "phase", "context", "tokens/s", "ms/token",
                  "ms/token min..max", "weights GB/s");
@@ -291,6 +390,7 @@ int bench(const BenchOptions& options) {
   out["load"] = {{"seconds", load_s}, {"gb_per_s", weight_bytes / load_s / 1e9}};
   out["prefill"] = prefill;
   out["decode"] = decode;
+  if (!options.batches.empty()) out["batch_decode"] = batched;
   out["runtime"] = opened.model->runtime_stats();
   out["repeat"] = options.repeat;
   out.update(provenance());
@@ -328,7 +428,13 @@ void add_bench_command(CLI::App& app, Action& run) {
                                             "Time the model's code encoder on this sound file (WAV, FLAC, ...) instead "
                                             "of prefill and decode; only the encoder's weights are read"),
                             "a sound file");
-  for (const char* lm : {"--prompt-len", "--decode-context", "--new-tokens", "--full-logits"})
+  auto* batch = cmd->add_option("--batch", options->batches,
+                                "Decode this many sequences at once through the model's batch runner (comma-separated "
+                                "sizes, e.g. 1,8,64,256), instead of one session")
+                    ->delimiter(',')
+                    ->check(integer_in(1, 4096));
+  batch->excludes("--full-logits");
+  for (const char* lm : {"--prompt-len", "--decode-context", "--new-tokens", "--full-logits", "--batch"})
     encode->excludes(lm);
   cmd->add_flag("--json", options->json, "Print JSON");
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");

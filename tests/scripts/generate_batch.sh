@@ -92,5 +92,23 @@ rc 2
 ((cases++))
 [[ $(wc -l <"$TMP/in.jsonl") == 5 ]] || fail "--out naming the input touched it"
 
+# zoo bench --batch: a row per batch size and context, pages in use, as JSON for scripts.
+run bench bench "$SRC/configs/qwen3-tiny.yaml" -p 20 --batch 1,3 -n 2 -r 1 --json -q
+rc 0
+if command -v python3 >/dev/null; then
+  ((cases++))
+  python3 - "$TMP/out" <<'PY' || fail "bench --batch JSON: $(head -c 600 "$TMP/out")"
+import json, sys
+rows = json.load(open(sys.argv[1]))["batch_decode"]
+assert [(r["batch"], r["context"]) for r in rows] == [(1, 20), (3, 20)], rows
+for r in rows:
+    assert r["ms_per_step"] > 0 and r["tokens_per_s"] > 0, r
+    # 20 prompt tokens + 1 warm-up + 2 timed steps: 2 pages of 16 per sequence
+    assert r["kv_pages_used"] == 2 * r["batch"], r
+PY
+fi
+run bench-encode-batch bench "$SRC/configs/qwen3-tiny.yaml" --batch 2 --full-logits -q
+rc 2
+
 echo "$cases cases, $failures failures"
 ((failures == 0))
