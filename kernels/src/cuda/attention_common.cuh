@@ -42,9 +42,17 @@ __device__ __forceinline__ std::uint32_t swz(int row, int chunk) {
 
 // Copies rows [row0, row0 + ROWS) of a strided global matrix (row r at g + r * stride) into a
 // swizzled tile; rows at or past `limit` are zero-filled. Issued by NT threads, thread `tid`.
+// Where position `row` of a sequence lives in the cache: the row itself (a contiguous cache), or
+// through its page table (pages of kKvPageRows rows: vLLM-style paged KV).
+constexpr std::int64_t kKvPageRows = 16;
+__device__ __forceinline__ std::int64_t cache_row(std::int64_t row, const std::int32_t* pages) {
+  return pages ? static_cast<std::int64_t>(pages[row / kKvPageRows]) * kKvPageRows + row % kKvPageRows : row;
+}
+
 template <int ROWS, int D, int NT>
 __device__ __forceinline__ void load_tile_async(std::uint32_t tile, const bf16* g, std::int64_t stride,
-                                                std::int64_t row0, std::int64_t limit, int tid) {
+                                                std::int64_t row0, std::int64_t limit, int tid,
+                                                const std::int32_t* pages = nullptr) {
   constexpr int CH = D / 8;
   constexpr int TOTAL = ROWS * CH;
 #pragma unroll
@@ -54,7 +62,7 @@ __device__ __forceinline__ void load_tile_async(std::uint32_t tile, const bf16* 
       const int r = idx / CH, c = idx % CH;
       const std::int64_t row = row0 + r;
       const bool ok = row < limit;
-      const bf16* src = ok ? g + row * stride + c * 8 : g;
+      const bf16* src = ok ? g + cache_row(row, pages) * stride + c * 8 : g;
       cp_async_16(tile + swz<D>(r, c), src, ok);
     }
   }

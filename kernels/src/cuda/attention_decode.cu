@@ -51,6 +51,12 @@ struct DecodeParams {
   float scale_log2;
   float scale, softcap;
   std::int64_t window;
+  // A batch of sequences (grid.z = batch * row_groups): sequence b's queries and outputs follow
+  // sequence b - 1's, its length is kv_len_device[b], its keys sit in the pages of row b of
+  // page_table (null: one contiguous cache).
+  const std::int32_t* page_table;
+  std::int64_t page_stride;
+  int batch, row_groups;
 };
 
 template <int D, int KT>
@@ -130,7 +136,7 @@ __device__ __forceinline__ void cluster_merge(const float* s_out, const float* s
 template <int ROWS, int D, int NT>
 __device__ __forceinline__ void load_tile_rows(std::uint32_t tile, const bf16* g, std::int64_t stride,
                                                std::int64_t row0, std::int64_t lo, std::int64_t hi,
-                                               std::int64_t limit, bool zero_fill, int tid) {
+                                               std::int64_t limit, bool zero_fill, int tid, const std::int32_t* pages) {
   constexpr int CH = D / 8;
   constexpr int TOTAL = ROWS * CH;
 #pragma unroll
@@ -142,7 +148,7 @@ __device__ __forceinline__ void load_tile_rows(std::uint32_t tile, const bf16* g
       if (row >= limit) {
         if (zero_fill) cp_async_16(tile + swz<D>(r, c), g, false);
       } else if (row >= lo && row < hi) {
-        cp_async_16(tile + swz<D>(r, c), g + row * stride + c * 8, true);
+        cp_async_16(tile + swz<D>(r, c), g + cache_row(row, pages) * stride + c * 8, true);
       }
     }
   }
@@ -159,7 +165,16 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   const std::uint32_t sK = sQ + Cfg::kQBytes + warp * Cfg::kWarpBytes;
   const std::uint32_t sV = sK + Cfg::kTileBytes;
 
-  const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z;
+  const int kv_head = blockIdx.x, split = blockIdx.y, row_group = blockIdx.z % p.row_groups;
+  // This block's sequence of the batch: its rows, partial results, length and pages.
+  const int b = blockIdx.z / p.row_groups;
+  const std::int64_t seq_rows = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
+  p.q += b * seq_rows * D;
+  p.out += b * seq_rows * D;
+  p.part_o += b * seq_rows * D;
+  p.part_lse += b * seq_rows;
+  if (p.kv_len_device) p.kv_len_device += b;
+  const std::int32_t* pages = p.page_table ? p.page_table + b * p.page_stride : nullptr;
   const int rows = p.group * p.q_tokens;  // row r: head kv_head * group + r / q_tokens, token r % q_tokens
   const int rows_here = min(16, rows - row_group * 16);
   float* s_cluster_out = reinterpret_cast<float*>(smem + Cfg::kBaseSmem);  // [16][D]
@@ -196,8 +211,8 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   const std::int64_t k_first = k_begin + warp * KT;
   const std::int64_t settled = L - p.q_tokens;  // keys [0, settled) were written by earlier steps
   if (k_first < k_end) {
-    load_tile_rows<KT, D, 32>(sK, kg, stride, k_first, k_first, settled, k_end, true, lane);
-    load_tile_rows<KT, D, 32>(sV, vg, stride, k_first, k_first, settled, k_end, true, lane);
+    load_tile_rows<KT, D, 32>(sK, kg, stride, k_first, k_first, settled, k_end, true, lane, pages);
+    load_tile_rows<KT, D, 32>(sV, vg, stride, k_first, k_first, settled, k_end, true, lane, pages);
   }
   cp_async_commit();
   grid_dependency_wait();
@@ -213,8 +228,8 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
     cp_async_16(sQ + swz<D>(r, c), src, ok);
   }
   if (k_first < k_end && k_first + KT > settled) {
-    load_tile_rows<KT, D, 32>(sK, kg, stride, k_first, settled, k_end, k_end, false, lane);
-    load_tile_rows<KT, D, 32>(sV, vg, stride, k_first, settled, k_end, k_end, false, lane);
+    load_tile_rows<KT, D, 32>(sK, kg, stride, k_first, settled, k_end, k_end, false, lane, pages);
+    load_tile_rows<KT, D, 32>(sV, vg, stride, k_first, settled, k_end, k_end, false, lane, pages);
   }
   cp_async_commit();
   cp_async_wait<0>();
@@ -238,9 +253,9 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
 
   for (std::int64_t k0 = k_first; k0 < k_end; k0 += kDecodeWarps * KT) {
     if (k0 != k_first) {
-      load_tile_async<KT, D, 32>(sK, kg, stride, k0, k_end, lane);
+      load_tile_async<KT, D, 32>(sK, kg, stride, k0, k_end, lane, pages);
       cp_async_commit();
-      load_tile_async<KT, D, 32>(sV, vg, stride, k0, k_end, lane);
+      load_tile_async<KT, D, 32>(sV, vg, stride, k0, k_end, lane, pages);
       cp_async_commit();
     }
     cp_async_wait<1>();
@@ -310,7 +325,7 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
       s_cluster_out[r * D + d] = value;
       if (d == 0) s_cluster_lse[r] = sum > 0.0f ? base + log2f(sum) : -INFINITY;
     } else {
-      const std::int64_t prow = static_cast<std::int64_t>(split) * p.q_tokens * p.q_heads + qrow;
+      const std::int64_t prow = static_cast<std::int64_t>(split) * p.batch * seq_rows + qrow;
       p.part_o[prow * D + d] = value;
       if (d == 0) p.part_lse[prow] = sum > 0.0f ? base + log2f(sum) : -INFINITY;
     }
@@ -327,7 +342,7 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   __threadfence();
   __syncthreads();
   if (tid == 0) {
-    int* ticket = p.tickets + kv_head * gridDim.z + row_group;
+    int* ticket = p.tickets + kv_head * gridDim.z + blockIdx.z;
     last = atomicAdd(ticket, 1) == active - 1;
     if (last) *ticket = 0;  // ready for the next call (graph replays included)
   }
@@ -336,7 +351,8 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   __threadfence();
   // Each row's split weights exp2(lse_s - max) / sum first (in the freed shared memory), then every
   // output element sums its splits with independent loads.
-  const std::int64_t rows_per_split = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
+  // Partials are [split][batch][rows of a sequence]; p.part_* already point at this sequence's.
+  const std::int64_t rows_per_split = static_cast<std::int64_t>(p.batch) * seq_rows;
   float* sW = reinterpret_cast<float*>(smem);  // [rows_here][active] <= 16 x kMaxSplits floats
   auto qrow_of = [&](int r) {
     const int row = row_group * 16 + r;
@@ -377,8 +393,13 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
 // the total softmax mass.
 template <int D>
 __global__ void __launch_bounds__(D) attention_decode_combine_kernel(DecodeParams p) {
-  const std::int64_t qrow = blockIdx.x;
-  const std::int64_t rows_per_split = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
+  const std::int64_t seq_rows = static_cast<std::int64_t>(p.q_tokens) * p.q_heads;
+  const std::int64_t rows_per_split = static_cast<std::int64_t>(p.batch) * seq_rows;  // [split][batch][rows]
+  // Sequence b's partials and outputs follow sequence b - 1's (as in the main kernel).
+  const std::int64_t b = blockIdx.x / seq_rows, qrow = blockIdx.x % seq_rows;
+  p.out += b * seq_rows * D;
+  p.part_o += b * seq_rows * D;
+  p.part_lse += b * seq_rows;
   float mx = -INFINITY;
   for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * rows_per_split + qrow]);
   const float base = mx == -INFINITY ? 0.0f : mx;
@@ -399,7 +420,7 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
   // Splits: enough blocks for about two waves, but no split shorter than one tile per warp (the
   // legacy policy: two), so that short contexts still spread over many SMs.
   const int sms = device_properties().multiprocessors;
-  const std::int64_t base_blocks = static_cast<std::int64_t>(p.kv_heads) * row_groups;
+  const std::int64_t base_blocks = static_cast<std::int64_t>(p.kv_heads) * row_groups * p.batch;
   const std::int64_t target = std::max<std::int64_t>(1, (2 * sms + base_blocks - 1) / base_blocks);
   const std::int64_t step = kDecodeWarps * KT;
   const std::int64_t min_chunk = std::max(1, p.min_tiles) * step;
@@ -410,7 +431,7 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
   p.splits = p.legacy ? static_cast<int>((p.kv_len + p.chunk - 1) / p.chunk) : static_cast<int>(splits);
 
   const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.splits),
-                  static_cast<unsigned>(row_groups));
+                  static_cast<unsigned>(row_groups * p.batch));
   if (cluster) {
     auto kernel = attention_decode_kernel<D, KT, Q_REGS, true, MASKED>;
     allow_dynamic_smem(kernel, Cfg::kSmem);
@@ -422,7 +443,7 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
   }
   if (p.legacy && p.splits > 1) {
     attention_decode_combine_kernel<D>
-        <<<static_cast<unsigned>(p.q_tokens * p.q_heads), D, 0, stream>>>(p);
+        <<<static_cast<unsigned>(p.batch * p.q_tokens * p.q_heads), D, 0, stream>>>(p);
     ZOO_CUDA_CHECK_LAUNCH();
   }
 }
@@ -473,7 +494,9 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   if (!a.q || !a.k_cache || !a.v_cache || !a.out) throw std::invalid_argument("attention_decode: missing pointer");
   if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out))
     throw std::invalid_argument("attention_decode: pointers must be 16-byte aligned");
-  const std::size_t need = decode_attention_workspace_bytes(a.q_tokens, a.q_heads, a.head_dim);
+  if (a.batch < 1 || (a.batch > 1 && !a.kv_len_device) || (a.page_table && a.page_stride <= 0))
+    throw std::invalid_argument("attention_decode: a batch needs its lengths on the device, pages a positive stride");
+  const std::size_t need = decode_attention_workspace_bytes(a.batch * a.q_tokens, a.q_heads, a.head_dim);
   if (!a.workspace || a.workspace_bytes < need)
     throw std::invalid_argument("attention_decode: workspace of " + std::to_string(need) + " bytes required");
   DecodeParams p{};
@@ -482,11 +505,11 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.v = dev(a.v_cache);
   p.out = dev(a.out);
   p.part_o = static_cast<float*>(a.workspace);
-  p.part_lse = p.part_o + static_cast<std::size_t>(kMaxSplits) * a.q_tokens * a.q_heads * a.head_dim;
+  p.part_lse = p.part_o + static_cast<std::size_t>(kMaxSplits) * a.batch * a.q_tokens * a.q_heads * a.head_dim;
   // The tickets sit at the workspace's end, where no call sharing the workspace (each sized at most
   // as large as the workspace allows) puts partial results: they stay zero between calls.
   p.tickets = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + (a.workspace_bytes & ~std::size_t{3})) -
-              static_cast<std::ptrdiff_t>(a.q_tokens) * a.q_heads;
+              static_cast<std::ptrdiff_t>(a.batch) * a.q_tokens * a.q_heads;
   const int policy = policy_from_env();
   p.legacy = policy == 0 || (policy < 0 && a.kv_len > kShortGrid);
   p.min_tiles = p.legacy ? 2 : std::max(policy, 1);
@@ -504,6 +527,10 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.softcap = a.softcap;
   p.window = a.window;
   const int row_groups = (p.group * a.q_tokens + 15) / 16;
+  p.batch = a.batch;
+  p.row_groups = row_groups;
+  p.page_table = a.page_table;
+  p.page_stride = a.page_stride;
   switch (a.head_dim) {
     case 64: launch_decode<64, 32, true>(p, cluster, row_groups, stream); break;
     case 96: launch_decode<96, 32, true>(p, cluster, row_groups, stream); break;

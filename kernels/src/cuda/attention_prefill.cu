@@ -36,6 +36,7 @@ struct PrefillParams {
   float scale_log2;    // scale * log2(e)
   float scale, softcap;
   std::int64_t window;
+  const std::int32_t* pages;  // null: a contiguous cache
 };
 
 template <int D, int WARPS, int BC, bool Q_REGS>
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
   const int n_tiles = static_cast<int>((kv_end + BC - 1) / BC);
 
   load_tile_async<BR, D, NT>(sQ, qg, p.q_stride, q0, p.tokens, tid);
-  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, 0, kv_end, tid);
+  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, 0, kv_end, tid, p.pages);
   cp_async_commit();
 
   std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
 
   for (int j = 0; j < n_tiles; ++j) {
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
-    load_tile_async<BC, D, NT>(sV, vg, p.kv_stride, k0, kv_end, tid);
+    load_tile_async<BC, D, NT>(sV, vg, p.kv_stride, k0, kv_end, tid, p.pages);
     cp_async_commit();
     cp_async_wait<1>();  // Q (first time) and K_j have landed
     __syncthreads();
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     float s[BC / 8][4];
     if (active) compute_scores<D, BC, Q_REGS>(s, qf, sQ, warp * 16, sK, lane);
     __syncthreads();  // every warp is done reading K_j
-    if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid);
+    if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid, p.pages);
     cp_async_commit();
     if (active) {
       if constexpr (MASKED) {
@@ -232,6 +233,7 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   p.scale = attention_scale(a.scale, a.head_dim);
   p.softcap = a.softcap;
   p.window = a.window;
+  p.pages = a.pages;
   switch (a.head_dim) {
     case 64: launch_prefill<64, 8, 64, true, 2>(p, stream); break;
     case 96: launch_prefill<96, 4, 64, true, 1>(p, stream); break;
@@ -272,7 +274,8 @@ std::int64_t PrefillAttention::cudnn_min_tokens() {
 void PrefillAttention::run(const PrefillAttentionArgs& a, cudaStream_t stream) {
   check_args(a);
   if (a.tokens == 0) return;
-  const bool plain = a.softcap <= 0.0f && a.window <= 0;  // what cuDNN's graph here computes
+  // What cuDNN's graph here computes: no soft-cap, no window, a contiguous cache.
+  const bool plain = a.softcap <= 0.0f && a.window <= 0 && !a.pages;
   if (plain && a.tokens >= cudnn_min_tokens() && env_flag("ZOO_CUDNN", true)) {
 #if ZOO_WITH_CUDNN
     if (impl_->cudnn.run(a, stream)) {

@@ -194,6 +194,7 @@ struct QkParams {
   bf16* q_normed;
   bf16* k_normed;
   const std::int32_t* positions;
+  const std::int32_t* cache_rows;
   std::int64_t start, tokens;
   int q_heads, kv_heads, head_dim, rotary_dim;
   bool one_plus;
@@ -216,12 +217,13 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   const int slot = static_cast<int>(item % slots);
   if (t >= a.tokens) return;
   const std::int64_t pos = a.positions ? static_cast<std::int64_t>(a.positions[t]) : a.start + t;
+  const std::int64_t row = a.cache_rows ? static_cast<std::int64_t>(a.cache_rows[t]) : pos;  // where k, v go
   const int D = a.head_dim, half = a.rotary_dim / 2;
 
   if (slot >= a.q_heads + a.kv_heads) {
     const int g = slot - a.q_heads - a.kv_heads;
     const bf16* src = a.v + t * a.v_stride + static_cast<std::int64_t>(g) * D;
-    bf16* dst = a.v_cache + (pos * a.kv_heads + g) * D;
+    bf16* dst = a.v_cache + (row * a.kv_heads + g) * D;
     for (int i = lane; i < D; i += 32) dst[i] = src[i];
     return;
   }
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(kQkWarps * 32) qk_norm_rope_kernel(QkParams a)
   const bf16* src = is_q ? a.q + t * a.q_stride + static_cast<std::int64_t>(head) * D
                          : a.k + t * a.k_stride + static_cast<std::int64_t>(head) * D;
   const bf16* w = is_q ? a.qw : a.kw;  // null: no per-head norm
-  bf16* dst = is_q ? a.q_out + (t * a.q_heads + head) * D : a.k_cache + (pos * a.kv_heads + head) * D;
+  bf16* dst = is_q ? a.q_out + (t * a.q_heads + head) * D : a.k_cache + (row * a.kv_heads + head) * D;
   bf16* normed = is_q ? (a.q_normed ? a.q_normed + (t * a.q_heads + head) * D : nullptr)
                       : (a.k_normed ? a.k_normed + (t * a.kv_heads + head) * D : nullptr);
 
@@ -354,6 +356,7 @@ void qk_norm_rope_cache(const QkNormRopeArgs& args, cudaStream_t stream) {
              args.q_normed ? dev(args.q_normed) : nullptr,
              args.k_normed ? dev(args.k_normed) : nullptr,
              args.positions,
+             args.cache_rows,
              args.start,
              args.tokens,
              args.q_heads,

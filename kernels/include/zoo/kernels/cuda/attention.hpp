@@ -34,6 +34,9 @@ struct PrefillAttentionArgs {
   float scale = 0.0f;
   float softcap = 0.0f;     // > 0: scores capped with tanh
   std::int64_t window = 0;  // > 0: sliding-window attention
+  // A paged cache: position j's keys and values sit in cache row pages[j / 16] * 16 + j % 16
+  // (pages of 16 rows, the batch runtime's KV pages); null: row j. Zoo's kernel only (not cuDNN).
+  const std::int32_t* pages = nullptr;
 
   // The strides in effect (0 resolved to packed rows).
   std::int64_t q_row_stride() const { return q_stride ? q_stride : std::int64_t{q_heads} * head_dim; }
@@ -107,6 +110,14 @@ struct DecodeAttentionArgs {
   std::int64_t window = 0;
   void* workspace = nullptr;  // decode_attention_workspace_bytes(...) bytes of device memory, zeroed once
   std::size_t workspace_bytes = 0;
+  // Many sequences in one launch (the batch runtime): sequence b's q_tokens queries and outputs
+  // are rows b * q_tokens .. of q and out, its length kv_len_device[b] (required when batch > 1;
+  // kv_len bounds them all), and with a page table its keys and values at position j sit in cache
+  // row page_table[b * page_stride + j / 16] * 16 + j % 16 (pages of 16 rows). The workspace is
+  // decode_attention_workspace_bytes(batch * q_tokens, ...).
+  int batch = 1;
+  const std::int32_t* page_table = nullptr;  // null: the cache is contiguous per position
+  std::int64_t page_stride = 0;
 };
 std::size_t decode_attention_workspace_bytes(int q_tokens, int q_heads, int head_dim);
 void attention_decode(const DecodeAttentionArgs& args, cudaStream_t stream);

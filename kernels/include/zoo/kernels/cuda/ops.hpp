@@ -77,6 +77,8 @@ struct QkNormRopeArgs {
   Bf16* q_normed = nullptr;             // optional
   Bf16* k_normed = nullptr;             // optional
   const std::int32_t* positions = nullptr;  // device, [tokens]; null: start + t
+  // device, [tokens]: the cache row token t's k and v go to (a paged cache's slot); null: its position.
+  const std::int32_t* cache_rows = nullptr;
   std::int64_t start = 0;
   std::int64_t tokens = 0;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
