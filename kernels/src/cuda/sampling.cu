@@ -372,8 +372,15 @@ __device__ Bucket find_bucket(const unsigned* hist, int bins, int r,
 template <SampleMode Mode>
 __global__ void __launch_bounds__(kSampleThreads)
     sample_prep_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
-                       SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+                       SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l,
+                       const std::int32_t* __restrict__ rows = nullptr, std::size_t ws_stride = 0) {
   constexpr bool greedy = Mode == SampleMode::greedy, select = Mode == SampleMode::select;
+  if (rows) {  // many picks in one launch (grid.y): pick y reads logits row rows[y], its own workspace
+    x += static_cast<std::int64_t>(rows[blockIdx.y]) * n;
+    out += blockIdx.y;
+    ws += blockIdx.y * ws_stride;
+    if (!greedy) params += blockIdx.y;
+  }
   __shared__ PrepPartial scratch[32];
   __shared__ unsigned hist[select ? kDigitBins : 1];  // select: the block's counts of the top 12 bits
   __shared__ typename BucketScan<kSampleThreads>::TempStorage bucket_temp;
@@ -811,6 +818,21 @@ void top_k_rows(const float* x, std::int64_t rows, std::int64_t n, int k, std::i
 void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::int32_t* indices, float* values,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   launch_top_k(dev(x), rows, n, k, indices, values, workspace, workspace_bytes, stream);
+}
+
+void sample_rows_greedy(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count,
+                        SampleOutput* out, void* workspace, std::size_t workspace_stride, cudaStream_t stream) {
+  check_rows(1, n, "sample_rows_greedy");
+  const SampleLayout l = sample_layout(n);
+  if (workspace_stride < l.total) throw std::invalid_argument("sample_rows_greedy: workspace stride too small");
+  if (count <= 0) return;
+  if (count > 65535) throw std::invalid_argument("sample_rows_greedy: more than 65535 rows");
+  const int prep_blocks =
+      static_cast<int>(std::min<std::int64_t>(kPrepBlocksMax, (n + 4 * kSampleThreads - 1) / (4 * kSampleThreads)));
+  sample_prep_kernel<SampleMode::greedy>
+      <<<dim3(static_cast<unsigned>(prep_blocks), static_cast<unsigned>(count)), kSampleThreads, 0, stream>>>(
+          logits, static_cast<int>(n), nullptr, out, static_cast<std::byte*>(workspace), l, rows, workspace_stride);
+  ZOO_CUDA_CHECK_LAUNCH();
 }
 
 std::size_t sample_workspace_bytes(std::int64_t n) {

@@ -13,6 +13,7 @@
 
 #include "../decoder_backend.hpp"
 #include "../graph/decoder_graph.hpp"
+#include "../kv_sequences.hpp"
 #include "zoo/batch.hpp"
 #include "zoo/error.hpp"
 #include "zoo/exclusive_use.hpp"
@@ -51,15 +52,6 @@ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];
 }
 
-// The layers sharing one page table per sequence: all full-attention layers, or all layers of one
-// sliding window (whose pages are given back behind the window).
-struct KvGroup {
-  std::int64_t window = 0;
-  std::vector<std::int64_t> layers;
-  std::unique_ptr<KvPagePool> pool;
-  std::int64_t pages_stored = 0;  // storage of the group's layers covers pages 0 .. pages_stored - 1
-};
-
 // The CPU runner: many sequences per forward pass over a paged KV cache. Pages are bookkept from
 // the pool's capacity but stored as used (page ids in use stay below the peak count in use, since
 // the pool hands out the lowest free ids first), so a pool sized for the worst case costs host
@@ -70,77 +62,20 @@ class CpuRunner : public Runner, private DecoderOps {
   CpuRunner(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
             const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner")
       : owner_(std::move(owner)), c_(spec), w_(weights),
-        max_context_(options.max_context > 0 ? options.max_context : model_max_context),
-        max_sequences_(options.max_sequences), k_(spec.num_layers), v_(spec.num_layers), layer_group_(spec.num_layers),
-        in_use_(fmt::format("a {} CPU {} (its KV cache)", spec.family, what)) {
-    if (max_context_ <= 0 || max_sequences_ <= 0)
-      throw InputError(fmt::format("{}: a runner needs a positive context limit and sequence count", c_.family));
-    if (max_context_ > model_max_context)
-      throw InputError(fmt::format("{}: context limit {} exceeds the model's {}", c_.family, max_context_,
-                                   model_max_context));
-    for (std::int64_t l = 0; l < c_.num_layers; ++l) {
-      const LayerSpec layer = c_.layer(l);
-      const std::int64_t window = layer.attention == AttentionKind::sliding ? layer.window : 0;
-      auto it = std::find_if(groups_.begin(), groups_.end(), [&](const KvGroup& g) { return g.window == window; });
-      if (it == groups_.end()) it = groups_.insert(groups_.end(), KvGroup{window, {}, nullptr, 0});
-      it->layers.push_back(l);
-      layer_group_[l] = it - groups_.begin();
-    }
-    const std::int64_t per_sequence = (max_context_ + kKvPageTokens - 1) / kKvPageTokens;
-    std::int64_t pages = options.kv_pages;
-    if (pages <= 0 && options.kv_bytes > 0) {
-      pages = options.kv_bytes / page_bytes(c_.num_layers);
-      if (pages < per_sequence)
-        throw InputError(fmt::format("{}: a KV cache of {} bytes holds {} pages, less than one sequence of the context "
-                                     "limit {} needs ({})",
-                                     c_.family, options.kv_bytes, pages, max_context_, per_sequence));
-    }
-    if (pages <= 0) {
-      // Room for every sequence at the full context limit, within a quarter of the host's memory.
-      const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-      const auto affordable = static_cast<std::int64_t>(memory / 4 / static_cast<double>(page_bytes(c_.num_layers)));
-      pages = std::clamp<std::int64_t>(std::min(per_sequence * max_sequences_, affordable), per_sequence,
-                                       std::int64_t{1} << 30);
-    }
-    for (auto& g : groups_) g.pool = std::make_unique<KvPagePool>(pages);
-  }
+        kv_(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers), host_budget()),
+        k_(spec.num_layers), v_(spec.num_layers), stored_(kv_.groups().size(), 0),
+        in_use_(fmt::format("a {} CPU {} (its KV cache)", spec.family, what)) {}
 
   // ---- Runner ----
-  SequenceId open_sequence() override {
-    if (static_cast<std::int64_t>(sequences_.size()) >= max_sequences_)
-      throw InputError(fmt::format("{}: {} sequences are open, the runner's limit", c_.family, max_sequences_));
-    Sequence sequence;
-    for (auto& g : groups_) sequence.tables.emplace_back(*g.pool, g.window);
-    sequences_.emplace(next_id_, std::move(sequence));
-    return next_id_++;
-  }
-  SequenceId fork_sequence(SequenceId id) override {
-    const Sequence& parent = find(id);
-    if (static_cast<std::int64_t>(sequences_.size()) >= max_sequences_)
-      throw InputError(fmt::format("{}: {} sequences are open, the runner's limit", c_.family, max_sequences_));
-    Sequence child;
-    for (const auto& table : parent.tables) child.tables.push_back(table.fork());
-    sequences_.emplace(next_id_, std::move(child));
-    return next_id_++;
-  }
-  void close_sequence(SequenceId id) override {
-    if (sequences_.erase(id) == 0) throw std::logic_error(fmt::format("{}: close of unknown sequence {}", c_.family, id));
-  }
-  std::int64_t tokens(SequenceId id) const override { return find(id).tables.front().tokens(); }
-  std::int64_t max_context() const override { return max_context_; }
+  SequenceId open_sequence() override { return kv_.open_sequence(); }
+  SequenceId fork_sequence(SequenceId id) override { return kv_.fork_sequence(id); }
+  void close_sequence(SequenceId id) override { kv_.close_sequence(id); }
+  std::int64_t tokens(SequenceId id) const override { return kv_.tokens(id); }
+  std::int64_t max_context() const override { return kv_.max_context(); }
   std::vector<std::int64_t> pages_needed(SequenceId id, std::int64_t count) const override {
-    std::vector<std::int64_t> needed;
-    for (const auto& table : find(id).tables) needed.push_back(table.pages_for(count));
-    return needed;
+    return kv_.pages_needed(id, count);
   }
-  KvPoolStats pool() const override {
-    KvPoolStats stats;
-    stats.page_bytes = page_bytes(c_.num_layers);
-    for (const auto& g : groups_)
-      stats.groups.push_back({g.window, static_cast<std::int64_t>(g.layers.size()), g.pool->capacity(),
-                              g.pool->used_pages()});
-    return stats;
-  }
+  KvPoolStats pool() const override { return kv_.stats(page_bytes_for(c_, c_.num_layers)); }
   nlohmann::json stats() const override {
     return {{"rows", T_}, {"linear_calls", linear_calls_}, {"linear_rows_min", linear_rows_min_},
             {"linear_rows_max", linear_rows_max_}};
@@ -149,31 +84,19 @@ class CpuRunner : public Runner, private DecoderOps {
   void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
     const ExclusiveUse::Scope one_thread(in_use_);
     if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
-    check_batch(batch);
-    // Every page the step takes, per group, before any table changes: all or nothing.
-    std::vector<std::int64_t> needed(groups_.size(), 0);
-    for (const auto& slice : batch.slices) {
-      const auto n = static_cast<std::int64_t>(slice.step->ids.size());
-      const Sequence& sequence = find(slice.sequence);
-      for (std::size_t g = 0; g < groups_.size(); ++g) needed[g] += sequence.tables[g].pages_for(n);
-    }
-    for (std::size_t g = 0; g < groups_.size(); ++g)
-      if (needed[g] > groups_[g].pool->free_pages())
-        throw KvPoolExhausted(fmt::format("{}: the step needs {} KV pages{}, {} of {} are free", c_.family, needed[g],
-                                          groups_[g].window ? fmt::format(" (window {})", groups_[g].window) : "",
-                                          groups_[g].pool->free_pages(), groups_[g].pool->capacity()));
+    kv_.check(batch, w_.table_rows);
+    kv_.append(batch, [&](std::size_t g, const PageCopy& copy) {
+      grow_storage(g, std::max(copy.from, copy.to));
+      copy_page(g, copy);
+    });
     slices_.clear();
     T_ = 0;
     for (const auto& slice : batch.slices) {
-      Sequence& sequence = find(slice.sequence);
       const auto n = static_cast<std::int64_t>(slice.step->ids.size());
-      for (std::size_t g = 0; g < groups_.size(); ++g) {
-        const KvPageTable::Append appended = sequence.tables[g].append(n);
-        if (!appended.ok) throw std::logic_error(c_.family + ": KV pages ran out after the check");
-        grow_storage(g, sequence.tables[g]);
-        if (appended.copy) copy_page(g, *appended.copy);
-      }
-      slices_.push_back({slice.step, &sequence, T_, n, slice.start, {}});
+      const auto& tables = std::as_const(kv_).tables(slice.sequence);
+      for (std::size_t g = 0; g < tables.size(); ++g)
+        for (PageId page : tables[g].pages()) grow_storage(g, page);
+      slices_.push_back({slice.step, &tables, T_, n, slice.start, {}});
       T_ += n;
     }
     run(hook);
@@ -190,13 +113,10 @@ class CpuRunner : public Runner, private DecoderOps {
   }
 
  private:
-  struct Sequence {
-    std::vector<KvPageTable> tables;  // one per group
-  };
   // A slice of the step in flight: its rows are row .. row + tokens - 1.
   struct Slice {
     const ForwardStep* step;
-    Sequence* sequence;
+    const std::vector<KvPageTable>* tables;  // the sequence's, one per group
     std::int64_t row, tokens, start;
     ForwardResult result;
   };
@@ -204,53 +124,25 @@ class CpuRunner : public Runner, private DecoderOps {
   static std::int64_t page_bytes_for(const DecoderSpec& c, std::int64_t layers) {
     return 2 * layers * kKvPageTokens * c.kv_dim() * static_cast<std::int64_t>(sizeof(float));
   }
-  std::int64_t page_bytes(std::int64_t layers) const { return page_bytes_for(c_, layers); }
-
-  const Sequence& find(SequenceId id) const {
-    const auto it = sequences_.find(id);
-    if (it == sequences_.end()) throw std::logic_error(fmt::format("{}: unknown sequence {}", c_.family, id));
-    return it->second;
+  // A default pool within a quarter of the host's memory (stored only as used).
+  static double host_budget() {
+    return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 4;
   }
-  Sequence& find(SequenceId id) { return const_cast<Sequence&>(std::as_const(*this).find(id)); }
-
-  void check_batch(const ForwardBatch& batch) {
-    if (batch.slices.empty()) throw InputError(c_.family + ": a batch needs at least one slice");
-    std::vector<SequenceId> seen;
-    int head_table = -2;
-    for (const auto& slice : batch.slices) {
-      if (!slice.step) throw std::logic_error(c_.family + ": a slice without a step");
-      if (std::find(seen.begin(), seen.end(), slice.sequence) != seen.end())
-        throw InputError(fmt::format("{}: sequence {} appears twice in one batch", c_.family, slice.sequence));
-      seen.push_back(slice.sequence);
-      const std::int64_t have = tokens(slice.sequence);
-      if (slice.start != have)
-        throw InputError(fmt::format("{}: sequence {} holds {} tokens, but its slice starts at {}", c_.family,
-                                     slice.sequence, have, slice.start));
-      check_step(c_, *slice.step, have, max_context_, w_.table_rows);
-      const int table = slice.step->outputs.head_table;
-      if (table >= 0 && head_table >= 0 && table != head_table)
-        throw InputError(fmt::format("{}: slices of one batch ask for different head tables", c_.family));
-      if (table >= 0) head_table = table;
-    }
-  }
-
-  // Storage for the group's layers up to the highest page its tables hold.
-  void grow_storage(std::size_t g, const KvPageTable& table) {
-    KvGroup& group = groups_[g];
-    std::int64_t top = -1;
-    for (PageId page : table.pages()) top = std::max<std::int64_t>(top, page);
-    if (top < group.pages_stored) return;
-    const std::int64_t pages = std::min(group.pool->capacity(), std::max(top + 1, 2 * group.pages_stored));
+  // Storage for the group's layers up to page `page`, grown geometrically within the pool.
+  void grow_storage(std::size_t g, PageId page) {
+    if (page < stored_[g]) return;
+    const std::int64_t capacity = kv_.groups()[g].pool->capacity();
+    const std::int64_t pages = std::min(capacity, std::max<std::int64_t>(page + 1, 2 * stored_[g]));
     const auto elements = static_cast<std::size_t>(pages * kKvPageTokens * c_.kv_dim());
-    for (std::int64_t l : group.layers) {
+    for (std::int64_t l : kv_.groups()[g].layers) {
       k_[l].resize(elements);
       v_[l].resize(elements);
     }
-    group.pages_stored = pages;
+    stored_[g] = pages;
   }
   void copy_page(std::size_t g, const PageCopy& copy) {
     const auto page = static_cast<std::size_t>(kKvPageTokens * c_.kv_dim());
-    for (std::int64_t l : groups_[g].layers)
+    for (std::int64_t l : kv_.groups()[g].layers)
       for (auto* cache : {&k_[l], &v_[l]})
         std::copy_n(cache->data() + copy.from * page, page, cache->data() + copy.to * page);
   }
@@ -258,7 +150,8 @@ class CpuRunner : public Runner, private DecoderOps {
   void run(DiagnosticHook* hook) {
     const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
     positions_.resize(static_cast<std::size_t>(T_));
-    slots_.assign(groups_.size(), std::vector<std::int64_t>(static_cast<std::size_t>(T_)));
+    const std::size_t groups = kv_.groups().size();
+    slots_.assign(groups, std::vector<std::int64_t>(static_cast<std::size_t>(T_)));
     out_rows_.clear();
     bool logits = false, sample = false;
     int head_table = -1;
@@ -266,7 +159,7 @@ class CpuRunner : public Runner, private DecoderOps {
       for (std::int64_t t = 0; t < slice.tokens; ++t) {
         const std::int64_t position = slice.start + t;
         positions_[slice.row + t] = position;
-        for (std::size_t g = 0; g < groups_.size(); ++g) slots_[g][slice.row + t] = slice.sequence->tables[g].slot(position);
+        for (std::size_t g = 0; g < groups; ++g) slots_[g][slice.row + t] = (*slice.tables)[g].slot(position);
       }
       const OutputRequest& out = slice.step->outputs;
       for (std::int64_t t = out.all_positions ? 0 : slice.tokens - 1; t < slice.tokens; ++t)
@@ -357,7 +250,7 @@ class CpuRunner : public Runner, private DecoderOps {
     ops::rope_half_split(k_new_.data(), T_, nkv, D, c_.rotary(), positions_.data(), rope.inv_freq.data(),
                          rope.attention_scaling);
     // Each row into its slot of the layer's pages.
-    const std::vector<std::int64_t>& slots = slots_[static_cast<std::size_t>(layer_group_[l])];
+    const std::vector<std::int64_t>& slots = slots_[kv_.group_of(l)];
     for (std::int64_t t = 0; t < T_; ++t) {
       std::memcpy(k_[l].data() + slots[t] * kvd, k_new_.data() + t * kvd, kvd * sizeof(float));
       std::memcpy(v_[l].data() + slots[t] * kvd, v_new_.data() + t * kvd, kvd * sizeof(float));
@@ -368,10 +261,10 @@ class CpuRunner : public Runner, private DecoderOps {
     const ops::AttentionOptions options{.scale = c_.attention_scale(),
                                         .softcap = static_cast<float>(c_.attn_softcap),
                                         .window = layer.attention == AttentionKind::sliding ? layer.window : 0};
-    const auto g = static_cast<std::size_t>(layer_group_[l]);
+    const std::size_t g = kv_.group_of(l);
     attention_slices_.clear();
     for (const auto& slice : slices_)
-      attention_slices_.push_back({slice.row, slice.tokens, slice.start, slice.sequence->tables[g].pages().data()});
+      attention_slices_.push_back({slice.row, slice.tokens, slice.start, (*slice.tables)[g].pages().data()});
     ops::attention_paged_gqa(q_.data(), k_[l].data(), v_[l].data(), attn_.data(), attention_slices_, c_.num_heads,
                              c_.num_kv_heads, c_.head_dim, options);
   }
@@ -490,12 +383,9 @@ class CpuRunner : public Runner, private DecoderOps {
   std::shared_ptr<const void> owner_;  // first member: destroyed last
   const DecoderSpec& c_;
   const CpuWeights& w_;
-  std::int64_t max_context_, max_sequences_;
-  std::vector<KvGroup> groups_;
+  KvSequences kv_;
   std::vector<std::vector<float>> k_, v_;  // per layer: [pages][kKvPageTokens][kv_heads][head_dim]
-  std::vector<std::int64_t> layer_group_;
-  std::map<SequenceId, Sequence> sequences_;  // after groups_: its tables give pages back to their pools
-  SequenceId next_id_ = 0;
+  std::vector<std::int64_t> stored_;       // per group: pages k_ and v_ hold
   ExclusiveUse in_use_;
   bool pending_ = false;
   // The step in flight (submit() to wait()) and its activations.

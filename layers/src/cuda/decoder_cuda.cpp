@@ -51,6 +51,11 @@ std::unique_ptr<Session> CudaBackend::new_session() {
   return std::make_unique<CudaSession>(std::static_pointer_cast<CudaBackend>(shared_from_this()));
 }
 
+std::unique_ptr<Runner> CudaBackend::new_runner(const RunnerOptions& options) {
+  ZOO_CUDA_CHECK(cudaSetDevice(device_));
+  return make_cuda_runner(std::static_pointer_cast<CudaBackend>(shared_from_this()), options);
+}
+
 nlohmann::json CudaBackend::runtime_stats() const {
   const auto& props = cu::device_properties(device_);
   return {{"gpu", props.name},
@@ -63,8 +68,9 @@ void CudaBackend::note_memory() {
   if (cudaMemGetInfo(&free, &total) == cudaSuccess) peak_used_ = std::max(peak_used_, total - free);
 }
 
-CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
-    : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {
+CudaRows::CudaRows(std::shared_ptr<CudaBackend> backend) : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {}
+
+CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend) : CudaRows(std::move(backend)) {
   const std::size_t cache_bytes =
       static_cast<std::size_t>(c_.num_layers * b_.max_context_ * c_.kv_dim()) * sizeof(Bf16);
   k_cache_ = cu::DeviceBuffer(cache_bytes);
@@ -82,8 +88,10 @@ CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend)
   b_.note_memory();
 }
 
-// ZOO_CUDA_PROFILE=1: where the session's steps spent their device time, per op kind.
-CudaSession::~CudaSession() {
+CudaSession::~CudaSession() = default;
+
+// ZOO_CUDA_PROFILE=1: where the steps spent their device time, per op kind.
+CudaRows::~CudaRows() {
   for (const auto& run : profile_.summaries()) {
     fmt::print(stderr, "ZOO_CUDA_PROFILE: steps of {} token(s): {} steps, {:.3f} ms of device time per step\n", run.key,
                run.runs, run.ms_per_run);
@@ -93,7 +101,7 @@ CudaSession::~CudaSession() {
   }
 }
 
-void CudaSession::ensure_activations(std::int64_t tokens) {
+void CudaRows::ensure_activations(std::int64_t tokens) {
   if (a_.tokens >= tokens) return;
   const std::int64_t T = std::max<std::int64_t>(tokens, 16);
   const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
@@ -112,15 +120,15 @@ void CudaSession::ensure_activations(std::int64_t tokens) {
   ids_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));
   positions_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));
   a_.tokens = T;
-  decode_graphs_.clear();  // they captured the old buffers' addresses
+  buffers_moved();  // graphs captured the old buffers' addresses
   b_.note_memory();
 }
 
-void CudaSession::ensure_logits(std::int64_t rows) {
+void CudaRows::ensure_logits(std::int64_t rows) {
   if (logits_rows_ >= rows) return;
   logits_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(rows * c_.vocab_size) * sizeof(float));
   logits_rows_ = rows;
-  decode_graphs_.clear();  // they captured the old buffer's address
+  buffers_moved();  // graphs captured the old buffer's address
   b_.note_memory();
 }
 

@@ -41,7 +41,59 @@ struct StepVariant {
 
 class CudaBackend;
 
-class CudaSession : public Session, private DecoderOps {
+// What every step of a CUDA session or runner shares: the backend, the step's activations over its
+// T_ rows, and the row-wise ops of the layer graph (projections, norms, the MLP), which do not care
+// which sequence a row belongs to. The sequence-aware ops (embedding extras, q/k/RoPE and the cache
+// write, attention, the head and sampling, taps) are the session's and the runner's own.
+class CudaRows : protected DecoderOps {
+ protected:
+  explicit CudaRows(std::shared_ptr<CudaBackend> backend);
+  virtual ~CudaRows();
+  // Called when a buffer moved (its old address may be in a captured graph).
+  virtual void buffers_moved() {}
+
+  struct Activations {
+    std::int64_t tokens = 0;
+    cu::DeviceBuffer h, x, qkv, q, attn, tmp, gate_up, act, q_normed, k_normed;
+  };
+  void input_norm() override;
+  void qkv(std::int64_t layer) override;
+  void o_proj(std::int64_t layer) override;
+  void out_norm(std::int64_t layer, OutNorm which) override;
+  void add_norm(std::int64_t layer, NextNorm next) override;
+  void out_norm_add_norm(std::int64_t layer, OutNorm which, NextNorm next) override;
+  void gate_up(std::int64_t layer) override;
+  void act() override;
+  void gate_up_act(std::int64_t layer) override;
+  void down(std::int64_t layer) override;
+
+  cu::NormWeight norm_kind() const;
+  const Bf16* next_norm_weight(std::int64_t layer, NextNorm next) const;
+  cu::GatedActivation gated_activation() const;
+  // The fused q/k norm + RoPE + cache-write call of layer `layer` over the step's rows, with the
+  // whole-projection norms (QkNorm::whole) already applied in place; the caller sets the cache
+  // pointers (and rows), positions and token count.
+  cu::QkNormRopeArgs rope_args(std::int64_t layer, bool keep_normed);
+  // The head over `rows` contiguous rows of x starting at `x_rows`, soft-capped, into logits_dev_.
+  void head_logits(const Bf16* x_rows, std::int64_t rows);
+  void ensure_activations(std::int64_t tokens);
+  void ensure_logits(std::int64_t rows);
+  // Copies a [rows, cols] bf16 slice (row stride `stride` elements) to a float32 host tensor.
+  HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
+
+  std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives every buffer here
+  CudaBackend& b_;
+  const DecoderSpec& c_;
+  Activations a_;
+  cu::DeviceBuffer ids_dev_, positions_dev_;
+  std::int64_t T_ = 0;  // rows of the step in flight
+  cu::DeviceBuffer logits_dev_;
+  std::int64_t logits_rows_ = 0;
+  std::int64_t logits_computed_ = 0;  // rows of logits_dev_ the last head_logits() wrote
+  cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
+};
+
+class CudaSession : public Session, private CudaRows {
  public:
   explicit CudaSession(std::shared_ptr<CudaBackend> backend);
   ~CudaSession() override;
@@ -50,57 +102,31 @@ class CudaSession : public Session, private DecoderOps {
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override;
 
  private:
-  struct Activations {
-    std::int64_t tokens = 0;
-    cu::DeviceBuffer h, x, qkv, q, attn, tmp, gate_up, act, q_normed, k_normed;
-  };
-  // ---- DecoderOps: the ops of the step in flight (step_, T_, variant_), on the backend's stream ----
+  void buffers_moved() override { decode_graphs_.clear(); }
+  // ---- DecoderOps: the sequence-aware ops of the step in flight (step_, T_, variant_) ----
   void embed() override;
-  void input_norm() override;
-  void qkv(std::int64_t layer) override;
   void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) override;
   void attention(std::int64_t layer) override;
-  void o_proj(std::int64_t layer) override;
-  void out_norm(std::int64_t layer, OutNorm which) override;
-  cu::NormWeight norm_kind() const;
-  void add_norm(std::int64_t layer, NextNorm next) override;
-  void out_norm_add_norm(std::int64_t layer, OutNorm which, NextNorm next) override;
-  const Bf16* next_norm_weight(std::int64_t layer, NextNorm next) const;
-  void gate_up(std::int64_t layer) override;
-  cu::GatedActivation gated_activation() const;
-  void act() override;
-  void gate_up_act(std::int64_t layer) override;
-  void down(std::int64_t layer) override;
   void logits(bool every_row) override;
   void sample() override;
   void head(int table) override;
   void sample_head(int table) override;
   void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) override;
 
-  void ensure_activations(std::int64_t tokens);
   Bf16* k_cache(std::int64_t layer);
   Bf16* v_cache(std::int64_t layer);
   const Bf16* last_rows(std::int64_t rows) const { return a_.x.as<Bf16>() + (T_ - rows) * c_.hidden_size; }
-  // Copies a [rows, cols] bf16 slice (row stride `stride` elements) to a float32 host tensor.
-  HostTensor download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride);
-  void ensure_logits(std::int64_t rows);
   void ensure_head(std::int64_t elements);
   void ensure_table_ids(std::int64_t ids);
   // The graph over the step, for `variant`'s outputs on the last `rows` rows: what a decode graph captures.
   void run_graph(std::int64_t rows, const StepVariant& variant, DiagnosticHook* hook);
 
-  std::shared_ptr<CudaBackend> owner_;  // first member: the backend outlives this session's buffers
-  CudaBackend& b_;
-  const DecoderSpec& c_;
   std::int64_t pos_ = 0;
   cu::DeviceBuffer k_cache_, v_cache_;  // [layers][max_context][kv_heads][head_dim]
-  Activations a_;
-  cu::DeviceBuffer ids_dev_, positions_dev_, kv_len_dev_, override_pos_dev_, override_rows_dev_;
+  cu::DeviceBuffer kv_len_dev_, override_pos_dev_, override_rows_dev_;
   cu::PinnedBuffer step_host_;  // a StepStaging
   StepStaging& staging() { return *step_host_.as<StepStaging>(); }
   cu::DeviceBuffer decode_workspace_;
-  cu::DeviceBuffer logits_dev_;
-  std::int64_t logits_rows_ = 0;
   cu::DeviceBuffer head_dev_;  // a row table's head output, float32
   std::int64_t head_elements_ = 0;
   cu::DeviceBuffer table_ids_dev_, table_pos_dev_;  // TableRows of the step, int32
@@ -113,14 +139,14 @@ class CudaSession : public Session, private DecoderOps {
   // By kv-length bucket and step variant.
   std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
   std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
-  cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
   // The step in flight, for the ops.
   const ForwardStep* step_ = nullptr;
-  std::int64_t T_ = 0;
   std::int64_t out_rows_ = 1;  // the step's output rows: its last `out_rows_`
   StepVariant variant_;
-  std::int64_t logits_computed_ = 0;  // rows of logits_dev_ the last logits() wrote
 };
+
+// A runner of many sequences over paged KV (decoder_cuda_runner.cpp).
+std::unique_ptr<Runner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options);
 
 // Owns what the sessions of one model share: the weights, the stream, the GEMM plans.
 class CudaBackend : public DecoderBackend {
@@ -128,6 +154,7 @@ class CudaBackend : public DecoderBackend {
   CudaBackend(const DecoderSpec& spec, const ModelArgs& args);
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override;
   std::unique_ptr<Session> new_session() override;
+  std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override;
   nlohmann::json runtime_stats() const override;
   void note_memory();  // the peak device memory in use, for runtime_stats
 

@@ -8,7 +8,7 @@
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
-HostTensor CudaSession::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+HostTensor CudaRows::download_f32(const Bf16* src, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
   std::vector<std::uint16_t> bits(static_cast<std::size_t>(rows * cols));
   ZOO_CUDA_CHECK(cudaMemcpy2DAsync(bits.data(), cols * 2, src, stride * 2, cols * 2, rows, cudaMemcpyDeviceToHost,
                                    *b_.stream_));
@@ -51,11 +51,11 @@ void CudaSession::embed() {
   }
 }
 
-cu::NormWeight CudaSession::norm_kind() const {
+cu::NormWeight CudaRows::norm_kind() const {
   return c_.norm == NormKind::rms_one_plus ? cu::NormWeight::one_plus : cu::NormWeight::times_w;
 }
 
-void CudaSession::input_norm() {
+void CudaRows::input_norm() {
   const Bf16* weight = b_.w_.layers[0].input_norm;
   if (!weight) {  // norms after the sublayers only: layer 0 reads the embeddings as they are
     ZOO_CUDA_CHECK(cudaMemcpyAsync(a_.x.data(), a_.h.data(), static_cast<std::size_t>(T_ * c_.hidden_size) * 2,
@@ -67,7 +67,7 @@ void CudaSession::input_norm() {
   profile_.mark("norm");
 }
 
-void CudaSession::qkv(std::int64_t l) {
+void CudaRows::qkv(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
   // Biases go through the GEMM epilogue: one rounding of (x @ W^T + b), as torch does.
   b_.gemm_->linear_bias(a_.x.as<Bf16>(), L.qkv, L.qkv_bias, a_.qkv.as<Bf16>(), T_, c_.q_dim() + 2 * c_.kv_dim(),
@@ -75,7 +75,7 @@ void CudaSession::qkv(std::int64_t l) {
   profile_.mark("gemm qkv");
 }
 
-void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
+cu::QkNormRopeArgs CudaRows::rope_args(std::int64_t l, bool keep_normed) {
   const LayerPtrs& L = b_.w_.layers[l];
   const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkv_cols = qd + 2 * kvd;
   auto* qkv = a_.qkv.as<Bf16>();
@@ -97,8 +97,6 @@ void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
   rope.one_plus = c_.norm == NormKind::rms_one_plus;
   rope.rotary_dim = static_cast<int>(c_.rotary());
   rope.q_out = a_.q.as<Bf16>();
-  rope.k_cache = k_cache(l);
-  rope.v_cache = v_cache(l);
   rope.q_normed = keep_normed && !whole ? a_.q_normed.as<Bf16>() : nullptr;
   rope.k_normed = keep_normed && !whole ? a_.k_normed.as<Bf16>() : nullptr;
   rope.positions = positions_dev_.as<std::int32_t>();
@@ -109,6 +107,13 @@ void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
   rope.eps = static_cast<float>(c_.rms_norm_eps);
   rope.inv_freq = b_.w_.inv_freq[static_cast<std::size_t>(c_.layer(l).rope)];
   rope.attention_scaling = c_.rope_of(l).attention_scaling;
+  return rope;
+}
+
+void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
+  cu::QkNormRopeArgs rope = rope_args(l, keep_normed);
+  rope.k_cache = k_cache(l);
+  rope.v_cache = v_cache(l);
   cu::qk_norm_rope_cache(rope, *b_.stream_);
   profile_.mark("qk norm+rope");
 }
@@ -155,14 +160,14 @@ void CudaSession::attention(std::int64_t l) {
   profile_.mark("attention");
 }
 
-void CudaSession::o_proj(std::int64_t l) {
+void CudaRows::o_proj(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
   b_.gemm_->linear_bias(a_.attn.as<Bf16>(), L.o, L.o_bias, a_.tmp.as<Bf16>(), T_, c_.hidden_size, c_.q_dim(),
                         *b_.stream_);
   profile_.mark("gemm o");
 }
 
-void CudaSession::out_norm(std::int64_t l, OutNorm which) {
+void CudaRows::out_norm(std::int64_t l, OutNorm which) {
   const LayerPtrs& L = b_.w_.layers[l];
   cu::rms_norm(a_.tmp.as<Bf16>(), which == OutNorm::attention ? L.post_attn_out_norm : L.post_mlp_norm,
                a_.tmp.as<Bf16>(), T_, c_.hidden_size, static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
@@ -170,14 +175,14 @@ void CudaSession::out_norm(std::int64_t l, OutNorm which) {
 }
 
 // The norm after a residual add; null where the placement has none (NormPlacement::post: x = h).
-const Bf16* CudaSession::next_norm_weight(std::int64_t l, NextNorm next) const {
+const Bf16* CudaRows::next_norm_weight(std::int64_t l, NextNorm next) const {
   return next == NextNorm::pre_mlp ? b_.w_.layers[l].post_norm
          : l + 1 < c_.num_layers   ? b_.w_.layers[l + 1].input_norm
                                    : b_.w_.final_norm;
 }
 
 // The residual add fused with the norm that follows it.
-void CudaSession::add_norm(std::int64_t l, NextNorm next) {
+void CudaRows::add_norm(std::int64_t l, NextNorm next) {
   cu::add_rms_norm(a_.h.as<Bf16>(), a_.tmp.as<Bf16>(), next_norm_weight(l, next), a_.x.as<Bf16>(), T_,
                    c_.hidden_size, static_cast<float>(c_.rms_norm_eps), *b_.stream_, norm_kind());
   profile_.mark("add+norm");
@@ -185,7 +190,7 @@ void CudaSession::add_norm(std::int64_t l, NextNorm next) {
 
 // The sublayer's output norm, the residual add and the next norm in one kernel (sandwich and post
 // placements: two launches fewer per layer); the same roundings as out_norm then add_norm.
-void CudaSession::out_norm_add_norm(std::int64_t l, OutNorm which, NextNorm next) {
+void CudaRows::out_norm_add_norm(std::int64_t l, OutNorm which, NextNorm next) {
   const LayerPtrs& L = b_.w_.layers[l];
   cu::norm_add_rms_norm(a_.tmp.as<Bf16>(), which == OutNorm::attention ? L.post_attn_out_norm : L.post_mlp_norm,
                         a_.h.as<Bf16>(), next_norm_weight(l, next), a_.x.as<Bf16>(), T_, c_.hidden_size,
@@ -193,25 +198,25 @@ void CudaSession::out_norm_add_norm(std::int64_t l, OutNorm which, NextNorm next
   profile_.mark("norm+add+norm");
 }
 
-void CudaSession::gate_up(std::int64_t l) {
+void CudaRows::gate_up(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
   b_.gemm_->linear_bias(a_.x.as<Bf16>(), L.gate_up, L.gate_up_bias, a_.gate_up.as<Bf16>(), T_,
                         2 * c_.intermediate_size, c_.hidden_size, *b_.stream_);
   profile_.mark("gemm gate_up");
 }
 
-cu::GatedActivation CudaSession::gated_activation() const {
+cu::GatedActivation CudaRows::gated_activation() const {
   return c_.activation == Activation::silu        ? cu::GatedActivation::silu
          : c_.activation == Activation::gelu_tanh ? cu::GatedActivation::gelu_tanh
                                                   : cu::GatedActivation::gelu;
 }
 
-void CudaSession::act() {
+void CudaRows::act() {
   cu::act_and_mul(gated_activation(), a_.gate_up.as<Bf16>(), a_.act.as<Bf16>(), T_, c_.intermediate_size, *b_.stream_);
   profile_.mark("act*mul");
 }
 
-void CudaSession::gate_up_act(std::int64_t l) {
+void CudaRows::gate_up_act(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
   if (L.gate_up_bias) {  // the bias goes in before the activation: cuBLASLt's epilogue, then act_and_mul
     gate_up(l);
@@ -224,22 +229,25 @@ void CudaSession::gate_up_act(std::int64_t l) {
   profile_.mark("gemm gate_up+act");
 }
 
-void CudaSession::down(std::int64_t l) {
+void CudaRows::down(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
   b_.gemm_->linear_bias(a_.act.as<Bf16>(), L.down, L.down_bias, a_.tmp.as<Bf16>(), T_, c_.hidden_size,
                         c_.intermediate_size, *b_.stream_);
   profile_.mark("gemm down");
 }
 
-void CudaSession::logits(bool every_row) {
-  const std::int64_t rows = every_row ? T_ : out_rows_;
+void CudaRows::head_logits(const Bf16* x_rows, std::int64_t rows) {
   ensure_logits(rows);
-  b_.gemm_->linear(last_rows(rows), b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size,
-                   *b_.stream_);
+  b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size, *b_.stream_);
   if (c_.final_softcap > 0)
     cu::softcap(logits_dev_.as<float>(), rows * c_.vocab_size, static_cast<float>(c_.final_softcap), *b_.stream_);
   logits_computed_ = rows;
   profile_.mark("gemm head");
+}
+
+void CudaSession::logits(bool every_row) {
+  const std::int64_t rows = every_row ? T_ : out_rows_;
+  head_logits(last_rows(rows), rows);
 }
 
 // Picks a token from the last output row on the device (sample_params_dev_ holds the request).

@@ -316,3 +316,42 @@ TEST_CASE("sample_row timing", "[.sampling_bench]") {
     }
   }
 }
+
+TEST_CASE("sample_rows_greedy: many rows in one launch pick as sample_row does (ties, NaN, +inf, all -inf)",
+          "[cuda][sampling]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const std::int64_t n = 151936, rows = 37;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> all(static_cast<std::size_t>(rows * n));
+  for (auto& x : all) x = normal(rng);
+  all[5 * n + 100] = all[5 * n + 90000] = 50.0f;  // a tie: the lower index wins
+  all[7 * n + 3] = NAN;
+  all[9 * n + 77] = INFINITY;
+  std::fill(all.begin() + 11 * n, all.begin() + 12 * n, -INFINITY);
+  // Picks read rows in another order than they are stored: pick i reads row (i * 7) % rows.
+  std::vector<std::int32_t> order(static_cast<std::size_t>(rows));
+  for (std::int64_t i = 0; i < rows; ++i) order[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7) % rows);
+  Stream stream;
+  DeviceBuffer logits = upload(all), index = upload(order), out(rows * sizeof(SampleOutput));
+  const std::size_t ws = sample_workspace_bytes(n);
+  DeviceBuffer workspace(rows * ws);
+  workspace.fill_bytes(0);
+  for (int call = 0; call < 2; ++call) {  // the second call finds the tickets as the first left them
+    sample_rows_greedy(logits.as<float>(), n, index.as<std::int32_t>(), rows, out.as<SampleOutput>(), workspace.data(),
+                       ws, stream);
+    stream.synchronize();
+    std::vector<SampleOutput> got(static_cast<std::size_t>(rows));
+    out.download(got.data(), got.size() * sizeof(SampleOutput));
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t r = order[static_cast<std::size_t>(i)];
+      INFO("pick " << i << " of row " << r << ", call " << call);
+      const std::span<const float> row(all.data() + r * n, static_cast<std::size_t>(n));
+      const zoo::SampledToken want = zoo::sample_logits(row, zoo::SampleRequest{});
+      const SampleOutput& p = got[static_cast<std::size_t>(i)];
+      CHECK(p.id == want.id);
+      CHECK(p.bad_index == want.bad_index);
+      CHECK((p.unmasked == 0) == want.all_masked);
+    }
+  }
+}

@@ -172,6 +172,11 @@ inline constexpr int kSampleSelectMaxK = 2048;
 SampleMode sample_mode(float temperature, std::int32_t top_k);
 void sample_row(const float* logits, std::int64_t n, SampleMode mode, const SampleParams* params, SampleOutput* out,
                 void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+// Greedy picks of many rows in one launch (the batch runtime's decode step): pick i reads logits
+// row rows[i] (device int32), writes out[i] and uses its own workspace at workspace + i * stride
+// (stride >= sample_workspace_bytes(n), each zeroed once). The same picks as sample_row(greedy).
+void sample_rows_greedy(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count,
+                        SampleOutput* out, void* workspace, std::size_t workspace_stride, cudaStream_t stream);
 
 // One pick per segment of a float32 row: logits[s * width, (s + 1) * width) for s < segments, by
 // the rule zoo::SegmentSampleRule::threshold_top_k_index_cdf (zoo/model.hpp): temperature 0 is the

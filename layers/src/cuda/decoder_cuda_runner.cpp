@@ -1,0 +1,550 @@
+// The CUDA batch runner (zoo/batch.hpp): many sequences per forward pass over paged KV, bf16.
+//
+// A step's rows are its slices' tokens, one-token slices (decodes) first: the row-wise ops
+// (projections, norms, MLP) run once over all of them (CudaRows), k and v go to each row's page
+// slot, the decodes attend in one paged decode-attention launch (lengths and page tables read on
+// the device), each longer slice (a prefill chunk) in a paged prefill-attention launch from its
+// cached prefix, and the head runs on the gathered output rows. Steps run eagerly (decode graphs
+// per batch bucket are the next step), and picks are made on the device per sampling slice.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "../kv_sequences.hpp"
+#include "decoder_cuda.hpp"
+#include "zoo/error.hpp"
+
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
+namespace {
+
+class CudaRunner : public Runner, private CudaRows {
+ public:
+  CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options)
+      : CudaRows(std::move(backend)),
+        kv_(c_, options, b_.max_context_, page_bytes(c_.num_layers), device_budget()),
+        storage_(kv_.groups().size()) {
+    // Each group's keys and values: [layers of the group][pages][16][kv_heads][head_dim], bf16.
+    for (std::size_t g = 0; g < storage_.size(); ++g) {
+      const auto& group = kv_.groups()[g];
+      // One page beyond the pool: where a graph's padding rows write and read (never a sequence's).
+      const std::size_t bytes = static_cast<std::size_t>(group.pool->capacity() + 1) *
+                                static_cast<std::size_t>(page_bytes(static_cast<std::int64_t>(group.layers.size())) / 2);
+      storage_[g].k = cu::DeviceBuffer(bytes);
+      storage_[g].v = cu::DeviceBuffer(bytes);
+      // Finite from the start: the attention kernels read whole tiles and mask, and a masked key's
+      // value row is multiplied by 0 (0 * NaN would not vanish). Pages given back behind a window
+      // read as the trash page, likewise zero.
+      storage_[g].k.fill_bytes(0);
+      storage_[g].v.fill_bytes(0);
+    }
+    b_.note_memory();
+  }
+
+  // ---- Runner ----
+  SequenceId open_sequence() override { return kv_.open_sequence(); }
+  SequenceId fork_sequence(SequenceId id) override { return kv_.fork_sequence(id); }
+  void close_sequence(SequenceId id) override { kv_.close_sequence(id); }
+  std::int64_t tokens(SequenceId id) const override { return kv_.tokens(id); }
+  std::int64_t max_context() const override { return kv_.max_context(); }
+  std::vector<std::int64_t> pages_needed(SequenceId id, std::int64_t count) const override {
+    return kv_.pages_needed(id, count);
+  }
+  KvPoolStats pool() const override { return kv_.stats(page_bytes(c_.num_layers)); }
+  nlohmann::json stats() const override {
+    return {{"rows", T_}, {"decode_rows", decodes_}, {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_}};
+  }
+
+  void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
+    const ExclusiveUse::Scope one_thread(b_.in_use_);
+    if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
+    if (hook) throw InputError(c_.family + ": the CUDA runner records no taps (trace through a session)");
+    kv_.check(batch, b_.w_.table_rows);
+    for (const auto& slice : batch.slices) {
+      const ForwardStep& step = *slice.step;
+      if (!step.override_positions.empty() || step.table_rows.table >= 0 || step.outputs.head_table >= 0)
+        throw InputError(c_.family + ": the CUDA runner takes token ids and text outputs only (embedding overrides and "
+                                     "row tables run through a session)");
+      if (step.outputs.top_logprobs >= 0)
+        throw InputError(c_.family + ": the CUDA backend does not return logprobs yet (run it on the CPU: --device cpu)");
+    }
+    ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
+    cudaStream_t s = *b_.stream_;
+    kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
+    plan(batch);
+    upload_step();
+    if (graph_batch_ > 0) {
+      run_graph();
+    } else {
+      profile_.begin(s);
+      run_decoder_graph(c_, *this, {any_logits_, any_sample_, -1, false}, nullptr);
+      if (!any_logits_) gather_outputs();  // for hidden states asked without logits
+      profile_.end(T_);
+    }
+    download_results();
+    pending_ = true;
+  }
+
+  std::vector<ForwardResult> wait() override {
+    if (!pending_) throw std::logic_error(c_.family + ": wait() without a submitted batch");
+    pending_ = false;
+    b_.stream_->synchronize();
+    std::vector<ForwardResult> results(slices_.size());
+    for (Slice& slice : slices_) {
+      ForwardResult& result = results[slice.index];
+      const OutputRequest& out = slice.step->outputs;
+      if (slice.sample_slot >= 0) {
+        const cu::SampleOutput& p = sample_out_host_.as<cu::SampleOutput>()[slice.sample_slot];
+        result.sampled = SampledToken{.id = p.id, .logit = p.logit, .bad_index = p.bad_index, .bad_value = p.bad_value,
+                                      .all_masked = p.unmasked == 0};
+      } else if (out.logits) {
+        result.logits = std::move(slice.logits);
+      }
+      if (out.hidden) result.hidden = std::move(slice.hidden);
+    }
+    slices_.clear();
+    return results;
+  }
+
+ private:
+  struct Storage {
+    cu::DeviceBuffer k, v;
+  };
+  // A slice of the step: its rows are row .. row + tokens - 1; `index` is its place in the batch.
+  struct Slice {
+    std::size_t index;
+    const ForwardStep* step;
+    const std::vector<KvPageTable>* tables;
+    std::int64_t row, tokens, start;
+    std::int64_t out_row = 0, out_count = 0;  // its rows among the gathered output rows
+    int sample_slot = -1;                     // its pick among the device's sample outputs
+    HostTensor logits, hidden;
+  };
+
+  std::int64_t page_bytes(std::int64_t layers) const {
+    return 2 * layers * kKvPageTokens * c_.kv_dim() * static_cast<std::int64_t>(sizeof(Bf16));
+  }
+  // The default pool: 90% of the device memory free after the weights, less 2 GiB for a step's
+  // activations and logits.
+  static double device_budget() {
+    std::size_t free = 0, total = 0;
+    ZOO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return std::max(0.0, 0.9 * static_cast<double>(free) - 2.0 * (1 << 30));
+  }
+  Bf16* layer_k(std::int64_t l) {
+    const std::size_t g = kv_.group_of(l);
+    return storage_[g].k.as<Bf16>() + kv_.index_in_group(l) * layer_elements(g);
+  }
+  Bf16* layer_v(std::int64_t l) {
+    const std::size_t g = kv_.group_of(l);
+    return storage_[g].v.as<Bf16>() + kv_.index_in_group(l) * layer_elements(g);
+  }
+  std::int64_t layer_elements(std::size_t g) const {
+    return (kv_.groups()[g].pool->capacity() + 1) * kKvPageTokens * c_.kv_dim();
+  }
+  // A sequence's page table as the kernels read it: pages given back behind a window (kNoPage)
+  // read as the trash page (zeros, masked anyway).
+  void append_pages(std::vector<std::int32_t>& blob, std::span<const PageId> pages, std::size_t g) const {
+    for (PageId page : pages) blob.push_back(page == kNoPage ? trash_page(g) : page);
+  }
+  std::int32_t trash_page(std::size_t g) const { return static_cast<std::int32_t>(kv_.groups()[g].pool->capacity()); }
+  void copy_page(std::size_t g, const PageCopy& copy, cudaStream_t s) {
+    const std::int64_t page = kKvPageTokens * c_.kv_dim();
+    for (std::int64_t l : kv_.groups()[g].layers)
+      for (Bf16* base : {layer_k(l), layer_v(l)})
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(base + copy.to * page, base + copy.from * page, page * sizeof(Bf16),
+                                       cudaMemcpyDeviceToDevice, s));
+  }
+
+  // Rows in order (decodes first), output rows, sampling slots, and the int32 arrays the step's
+  // kernels read: ids, positions, each group's cache rows, page tables and lengths.
+  void plan(const ForwardBatch& batch) {
+    slices_.clear();
+    std::vector<std::size_t> order(batch.slices.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_partition(order.begin(), order.end(),
+                          [&](std::size_t i) { return batch.slices[i].step->ids.size() == 1; });
+    T_ = 0;
+    decodes_ = 0;
+    any_logits_ = any_sample_ = false;
+    std::int64_t out_rows = 0;
+    int samples = 0;
+    for (std::size_t i : order) {
+      const SequenceSlice& s = batch.slices[i];
+      const auto n = static_cast<std::int64_t>(s.step->ids.size());
+      Slice slice{i, s.step, &std::as_const(kv_).tables(s.sequence), T_, n, s.start};
+      const OutputRequest& out = s.step->outputs;
+      slice.out_row = out_rows;
+      slice.out_count = out.all_positions ? n : 1;
+      out_rows += slice.out_count;
+      any_logits_ = any_logits_ || out.logits;
+      // Min-p is picked on the host from the returned row (the device sampler has no min-p yet).
+      // Greedy picks take the first slots, for one launch over all of them.
+      if (out.logits && out.sample && out.sample->min_p == 0.0f && out.sample->temperature == 0.0f)
+        slice.sample_slot = samples++;
+      decodes_ += n == 1 ? 1 : 0;
+      T_ += n;
+      slices_.push_back(std::move(slice));
+    }
+    greedy_ = samples;
+    // A decode step of greedy picks only replays a CUDA graph captured for its batch bucket.
+    graph_batch_ = 0;
+    const bool greedy_decode = decodes_ == static_cast<std::int64_t>(slices_.size()) && samples == decodes_ &&
+                               std::none_of(slices_.begin(), slices_.end(), [](const Slice& slice) {
+                                 return slice.step->outputs.hidden || slice.step->outputs.all_positions;
+                               });
+    if (greedy_decode && graphs_enabled_ && !profile_.enabled()) graph_batch_ = batch_bucket(decodes_);
+    for (Slice& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      if (slice.sample_slot < 0 && out.logits && out.sample && out.sample->min_p == 0.0f) slice.sample_slot = samples++;
+      any_sample_ = any_sample_ || slice.sample_slot >= 0;
+    }
+    out_rows_count_ = out_rows;
+    samples_ = samples;
+  }
+
+  // Batch buckets of decode graphs: 1, 2, 4, 8, then multiples of 8 to 256, then of 64.
+  static std::int64_t batch_bucket(std::int64_t n) {
+    if (n <= 8) return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
+    if (n <= 256) return (n + 7) / 8 * 8;
+    return (n + 63) / 64 * 64;
+  }
+
+  // A graph step's inputs at fixed addresses: B = graph_batch_ rows (the decodes, then padding
+  // rows that write and read only the trash page), per group the cache rows and page tables of a
+  // fixed stride (the context limit's pages), the lengths, and the output and pick rows 0 .. B - 1.
+  void upload_graph_step() {
+    const std::size_t G = kv_.groups().size();
+    const std::int64_t B = graph_batch_, stride = (kv_.max_context() + kKvPageTokens - 1) / kKvPageTokens;
+    const std::int64_t real = decodes_;
+    T_ = B;
+    ensure_activations(B);
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(B), 0), positions(static_cast<std::size_t>(B), 0), blob;
+    for (std::int64_t i = 0; i < real; ++i) {
+      ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(slices_[static_cast<std::size_t>(i)].step->ids[0]);
+      positions[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(slices_[static_cast<std::size_t>(i)].start);
+    }
+    ids_dev_.upload(ids.data(), ids.size() * 4);
+    positions_dev_.upload(positions.data(), positions.size() * 4);
+    group_at_.assign(G, {});
+    for (std::size_t g = 0; g < G; ++g) {
+      GroupArrays& at = group_at_[g];
+      at.cache_rows = blob.size();
+      for (std::int64_t i = 0; i < B; ++i)
+        blob.push_back(i < real ? static_cast<std::int32_t>((*slices_[static_cast<std::size_t>(i)].tables)[g].slot(
+                                      slices_[static_cast<std::size_t>(i)].start))
+                                : trash_page(g) * static_cast<std::int32_t>(kKvPageTokens));
+      at.decode_stride = stride;
+      at.decode_pages = blob.size();
+      for (std::int64_t i = 0; i < B; ++i) {
+        const std::size_t row = blob.size();
+        blob.resize(row + static_cast<std::size_t>(stride), trash_page(g));
+        if (i >= real) continue;
+        const auto pages = (*slices_[static_cast<std::size_t>(i)].tables)[g].pages();
+        for (std::size_t p = 0; p < pages.size(); ++p) blob[row + p] = pages[p] == kNoPage ? trash_page(g) : pages[p];
+      }
+    }
+    lens_at_ = blob.size();
+    std::int64_t longest = 1;
+    for (std::int64_t i = 0; i < B; ++i) {
+      const std::int64_t length = i < real ? slices_[static_cast<std::size_t>(i)].start + 1 : 1;
+      blob.push_back(static_cast<std::int32_t>(length));
+      longest = std::max(longest, length);
+    }
+    // The kv-length bucket sizes the attention grid; the true lengths are read on the device.
+    max_decode_len_ = 256;
+    while (max_decode_len_ < longest) max_decode_len_ *= 2;
+    max_decode_len_ = std::min(max_decode_len_, kv_.max_context());
+    out_rows_at_ = greedy_rows_at_ = blob.size();
+    for (std::int64_t i = 0; i < B; ++i) blob.push_back(static_cast<std::int32_t>(i));
+    const std::size_t bytes = blob.size() * 4;
+    if (graph_blob_.size() < bytes) {
+      graph_blob_ = cu::DeviceBuffer(std::max<std::size_t>(bytes, 1 << 16));
+      graphs_.clear();
+    }
+    graph_blob_.upload(blob.data(), bytes);
+    blob_base_ = graph_blob_.as<std::int32_t>();
+    decodes_ = B;  // the attention's batch; slices_ keeps the real ones
+    out_rows_count_ = B;
+    samples_ = greedy_ = static_cast<int>(B);
+    ensure_pick_buffers(B);
+    ensure_decode_workspace(B);
+    if (x_out_rows_ < B) {
+      x_out_ = cu::DeviceBuffer(static_cast<std::size_t>(B * c_.hidden_size) * sizeof(Bf16));
+      x_out_rows_ = B;
+      graphs_.clear();
+    }
+    ensure_logits(B);
+  }
+
+  // The graph of this bucket: captured after one eager pass at its shape (so GEMM plans exist and
+  // nothing allocates while capturing), replayed after.
+  void run_graph() {
+    cudaStream_t s = *b_.stream_;
+    auto& graph = graphs_[{graph_batch_, max_decode_len_}];
+    const auto step = [&] { run_decoder_graph(c_, *this, {true, true, -1, false}, nullptr); };
+    if (graph.ready()) {
+      graph.launch(s);
+      return;
+    }
+    step();
+    graph.begin_capture(s);
+    step();
+    graph.end_capture(s);
+  }
+
+  void ensure_pick_buffers(std::int64_t count) {
+    if (sample_slots_ >= count) return;
+    const std::size_t ws = cu::sample_workspace_bytes(c_.vocab_size);
+    sample_params_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(count) * sizeof(cu::SampleParams));
+    sample_out_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(count) * sizeof(cu::SampleOutput));
+    sample_out_host_ = cu::PinnedBuffer(static_cast<std::size_t>(count) * sizeof(cu::SampleOutput));
+    sample_workspace_ = cu::DeviceBuffer(static_cast<std::size_t>(count) * ws);
+    sample_workspace_.fill_bytes(0);  // the sampling kernels' tickets start at zero
+    sample_slots_ = static_cast<int>(count);
+    graphs_.clear();
+  }
+  void ensure_decode_workspace(std::int64_t batch) {
+    const std::size_t need = cu::decode_attention_workspace_bytes(static_cast<int>(std::max<std::int64_t>(batch, 1)),
+                                                                  static_cast<int>(c_.num_heads),
+                                                                  static_cast<int>(c_.head_dim));
+    if (decode_workspace_.size() >= need) return;
+    decode_workspace_ = cu::DeviceBuffer(need);
+    decode_workspace_.fill_bytes(0);  // its merge tickets start at zero
+    graphs_.clear();
+  }
+  void buffers_moved() override { graphs_.clear(); }
+
+  void upload_step() {
+    if (graph_batch_ > 0) return upload_graph_step();
+    const std::size_t G = kv_.groups().size();
+    ensure_activations(T_);
+    std::vector<std::int32_t> ids, positions, blob;
+    ids.reserve(static_cast<std::size_t>(T_));
+    positions.reserve(static_cast<std::size_t>(T_));
+    for (const Slice& slice : slices_)
+      for (std::int64_t t = 0; t < slice.tokens; ++t) {
+        ids.push_back(static_cast<std::int32_t>(slice.step->ids[static_cast<std::size_t>(t)]));
+        positions.push_back(static_cast<std::int32_t>(slice.start + t));
+      }
+    ids_dev_.upload(ids.data(), ids.size() * 4);
+    positions_dev_.upload(positions.data(), positions.size() * 4);
+    // The blob: per group the cache rows [T], the decodes' page tables [decodes, stride] and each
+    // prefill slice's pages; then the decodes' lengths and the output rows.
+    group_at_.assign(G, {});
+    for (std::size_t g = 0; g < G; ++g) {
+      GroupArrays& at = group_at_[g];
+      at.cache_rows = blob.size();
+      for (const Slice& slice : slices_)
+        for (std::int64_t t = 0; t < slice.tokens; ++t)
+          blob.push_back(static_cast<std::int32_t>((*slice.tables)[g].slot(slice.start + t)));
+      at.decode_stride = 1;
+      for (std::int64_t i = 0; i < decodes_; ++i)
+        at.decode_stride = std::max<std::int64_t>(at.decode_stride, static_cast<std::int64_t>((*slices_[i].tables)[g].pages().size()));
+      at.decode_pages = blob.size();
+      for (std::int64_t i = 0; i < decodes_; ++i) {
+        append_pages(blob, (*slices_[i].tables)[g].pages(), g);
+        blob.resize(blob.size() + static_cast<std::size_t>(at.decode_stride) - (*slices_[i].tables)[g].pages().size(),
+                    trash_page(g));
+      }
+      at.prefill_pages.clear();
+      for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
+        at.prefill_pages.push_back(blob.size());
+        append_pages(blob, (*slices_[i].tables)[g].pages(), g);
+      }
+    }
+    lens_at_ = blob.size();
+    max_decode_len_ = 0;
+    for (std::int64_t i = 0; i < decodes_; ++i) {
+      const std::int64_t length = slices_[static_cast<std::size_t>(i)].start + 1;
+      blob.push_back(static_cast<std::int32_t>(length));
+      max_decode_len_ = std::max(max_decode_len_, length);
+    }
+    out_rows_at_ = blob.size();
+    for (const Slice& slice : slices_)
+      for (std::int64_t r = slice.tokens - slice.out_count; r < slice.tokens; ++r)
+        blob.push_back(static_cast<std::int32_t>(slice.row + r));
+    // The logits row of each greedy pick, by slot.
+    greedy_rows_at_ = blob.size();
+    blob.resize(blob.size() + static_cast<std::size_t>(greedy_), 0);
+    for (const Slice& slice : slices_)
+      if (slice.sample_slot >= 0 && slice.sample_slot < greedy_)
+        blob[greedy_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] =
+            static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);
+    if (blob_dev_.size() < blob.size() * 4) blob_dev_ = cu::DeviceBuffer(std::max<std::size_t>(blob.size() * 4, 4096));
+    blob_dev_.upload(blob.data(), blob.size() * 4);
+    blob_base_ = blob_dev_.as<std::int32_t>();
+    // Sampling: each slot's request (with its draw) up, the picks back after the step.
+    if (samples_ > 0) {
+      std::vector<cu::SampleParams> params(static_cast<std::size_t>(samples_));
+      for (const Slice& slice : slices_)
+        if (slice.sample_slot >= 0) {
+          const SampleRequest& r = *slice.step->outputs.sample;
+          params[static_cast<std::size_t>(slice.sample_slot)] = {r.u, r.temperature, r.top_k, r.top_p, 0};
+        }
+      ensure_pick_buffers(samples_);
+      sample_params_dev_.upload(params.data(), params.size() * sizeof(cu::SampleParams));
+    }
+    ensure_decode_workspace(decodes_);
+  }
+  const std::int32_t* blob(std::size_t at) const { return blob_base_ + at; }
+
+  void download_results() {
+    cudaStream_t s = *b_.stream_;
+    const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
+    if (samples_ > 0)
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_out_host_.data(), sample_out_dev_.data(),
+                                     static_cast<std::size_t>(samples_) * sizeof(cu::SampleOutput),
+                                     cudaMemcpyDeviceToHost, s));
+    for (Slice& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      if (out.logits && slice.sample_slot < 0) {
+        slice.logits = HostTensor(DType::F32, {slice.out_count, V});
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.logits.data(), logits_dev_.as<float>() + slice.out_row * V,
+                                       slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
+      }
+      if (out.hidden) slice.hidden = download_f32(x_out_.as<Bf16>() + slice.out_row * H, slice.out_count, H, H);
+    }
+  }
+
+  // ---- DecoderOps: the sequence-aware ops ----
+  void embed() override {
+    cudaStream_t s = *b_.stream_;
+    const std::int64_t H = c_.hidden_size;
+    cu::embedding_gather(b_.w_.embed, c_.vocab_size, H, ids_dev_.as<std::int32_t>(), T_, a_.h.as<Bf16>(), s);
+    if (c_.embed_scale > 0) cu::scale(a_.h.as<Bf16>(), T_ * H, round_to_bf16(static_cast<float>(c_.embed_scale)), s);
+    profile_.mark("embedding");
+  }
+  void qk_norm_rope_cache(std::int64_t l, bool keep_normed) override {
+    cu::QkNormRopeArgs rope = rope_args(l, keep_normed);
+    rope.k_cache = layer_k(l);
+    rope.v_cache = layer_v(l);
+    rope.cache_rows = blob(group_at_[kv_.group_of(l)].cache_rows);
+    cu::qk_norm_rope_cache(rope, *b_.stream_);
+    profile_.mark("qk norm+rope");
+  }
+  void attention(std::int64_t l) override {
+    cudaStream_t s = *b_.stream_;
+    const LayerSpec layer = c_.layer(l);
+    const std::int64_t window = layer.attention == AttentionKind::sliding ? layer.window : 0;
+    const float scale = c_.attention_scale(), softcap = static_cast<float>(c_.attn_softcap);
+    const GroupArrays& at = group_at_[kv_.group_of(l)];
+    const std::int64_t qd = c_.q_dim();
+    if (decodes_ > 0) {
+      cu::DecodeAttentionArgs d;
+      d.q = a_.q.as<Bf16>();
+      d.k_cache = layer_k(l);
+      d.v_cache = layer_v(l);
+      d.out = a_.attn.as<Bf16>();
+      d.q_tokens = 1;
+      d.kv_len = max_decode_len_;
+      d.kv_len_device = blob(lens_at_);
+      d.batch = static_cast<int>(decodes_);
+      d.page_table = blob(at.decode_pages);
+      d.page_stride = at.decode_stride;
+      d.q_heads = static_cast<int>(c_.num_heads);
+      d.kv_heads = static_cast<int>(c_.num_kv_heads);
+      d.head_dim = static_cast<int>(c_.head_dim);
+      d.scale = scale;
+      d.softcap = softcap;
+      d.window = window;
+      d.workspace = decode_workspace_.data();
+      d.workspace_bytes = decode_workspace_.size();
+      cu::attention_decode(d, s);
+      profile_.mark("attention decode");
+    }
+    for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
+      const Slice& slice = slices_[i];
+      cu::PrefillAttentionArgs p;
+      p.q = a_.q.as<Bf16>() + slice.row * qd;
+      p.k_cache = layer_k(l);
+      p.v_cache = layer_v(l);
+      p.out = a_.attn.as<Bf16>() + slice.row * qd;
+      p.tokens = slice.tokens;
+      p.start = slice.start;
+      p.pages = blob(at.prefill_pages[i - static_cast<std::size_t>(decodes_)]);
+      p.q_heads = static_cast<int>(c_.num_heads);
+      p.kv_heads = static_cast<int>(c_.num_kv_heads);
+      p.head_dim = static_cast<int>(c_.head_dim);
+      p.scale = scale;
+      p.softcap = softcap;
+      p.window = window;
+      b_.prefill_attention_->run(p, s);
+    }
+    if (decodes_ < static_cast<std::int64_t>(slices_.size())) profile_.mark("attention prefill");
+  }
+  void logits(bool every_row) override {
+    if (every_row) throw std::logic_error("CUDA runner: no logits tap");
+    gather_outputs();
+    head_logits(x_out_.as<Bf16>(), out_rows_count_);
+  }
+  // The output rows of x gathered into one block (an embedding gather over x).
+  void gather_outputs() {
+    const std::int64_t H = c_.hidden_size;
+    if (x_out_rows_ < out_rows_count_) {
+      x_out_ = cu::DeviceBuffer(static_cast<std::size_t>(out_rows_count_ * H) * sizeof(Bf16));
+      x_out_rows_ = out_rows_count_;
+    }
+    cu::embedding_gather(a_.x.as<Bf16>(), T_, H, blob(out_rows_at_), out_rows_count_, x_out_.as<Bf16>(), *b_.stream_);
+    profile_.mark("gather outputs");
+  }
+  void sample() override {
+    const std::int64_t V = c_.vocab_size;
+    const std::size_t ws = cu::sample_workspace_bytes(V);
+    if (greedy_ > 0)
+      cu::sample_rows_greedy(logits_dev_.as<float>(), V, blob(greedy_rows_at_), greedy_,
+                             sample_out_dev_.as<cu::SampleOutput>(), sample_workspace_.data(), ws, *b_.stream_);
+    for (const Slice& slice : slices_) {
+      if (slice.sample_slot < greedy_) continue;  // none, or picked above
+      const SampleRequest& r = *slice.step->outputs.sample;
+      const auto k = static_cast<std::size_t>(slice.sample_slot);
+      cu::sample_row(logits_dev_.as<float>() + (slice.out_row + slice.out_count - 1) * V, V,
+                     cu::sample_mode(r.temperature, r.top_k), sample_params_dev_.as<cu::SampleParams>() + k,
+                     sample_out_dev_.as<cu::SampleOutput>() + k,
+                     static_cast<std::byte*>(sample_workspace_.data()) + k * ws, ws, *b_.stream_);
+    }
+    profile_.mark("sample");
+  }
+  void head(int) override { throw std::logic_error("CUDA runner: no row table heads"); }
+  void sample_head(int) override { throw std::logic_error("CUDA runner: no row table heads"); }
+  void tap(DiagnosticHook&, const std::string&, Value, std::int64_t) override {
+    throw std::logic_error("CUDA runner: no taps");
+  }
+
+  // Offsets into the step's int32 blob, per group of layers.
+  struct GroupArrays {
+    std::size_t cache_rows = 0, decode_pages = 0;
+    std::int64_t decode_stride = 1;
+    std::vector<std::size_t> prefill_pages;  // per prefill slice
+  };
+
+  KvSequences kv_;
+  std::vector<Storage> storage_;  // per group
+  bool pending_ = false;
+  // The step in flight.
+  std::vector<Slice> slices_;  // decodes first
+  std::int64_t decodes_ = 0, out_rows_count_ = 0, max_decode_len_ = 0;
+  int samples_ = 0, greedy_ = 0;  // picks on the device; the first greedy_ are greedy
+  bool any_logits_ = false, any_sample_ = false;
+  std::vector<GroupArrays> group_at_;
+  std::size_t lens_at_ = 0, out_rows_at_ = 0, greedy_rows_at_ = 0;
+  cu::DeviceBuffer blob_dev_, x_out_, decode_workspace_;
+  const std::int32_t* blob_base_ = nullptr;  // the step's int32 arrays: blob_dev_, or graph_blob_ for a graph step
+  // Decode graphs by (batch bucket, kv-length bucket); their inputs live in graph_blob_.
+  std::map<std::pair<std::int64_t, std::int64_t>, cu::CudaGraph> graphs_;
+  cu::DeviceBuffer graph_blob_;
+  std::int64_t graph_batch_ = 0;  // > 0: this step replays the graph of this bucket
+  bool graphs_enabled_ = kernels::env_flag("ZOO_RUNNER_GRAPHS", true);
+  std::int64_t x_out_rows_ = 0;
+  cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
+  cu::PinnedBuffer sample_out_host_;
+  int sample_slots_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options) {
+  return std::make_unique<CudaRunner>(std::move(backend), options);
+}
+
+}  // namespace zoo::layers::cuda_backend
