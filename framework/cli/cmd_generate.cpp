@@ -17,6 +17,7 @@
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/input_file.hpp"
+#include "zoo/model_spec.hpp"
 #include "zoo/generation_config.hpp"
 #include "zoo/prompt_input.hpp"
 #include "zoo/safetensors.hpp"
@@ -36,7 +37,7 @@ struct GenerateOptions {
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;
   // --input: the engine's limits.
-  std::int64_t max_running = 256, max_batched_tokens = 2048;
+  std::int64_t max_running = 256, max_batched_tokens = 2048, ctx_size = 0;
   double kv_cache_gb = 0;
   std::optional<std::uint64_t> seed;  // unset: a fresh one each run
   std::vector<long long> eos;
@@ -143,8 +144,25 @@ int run_generate_batch(const GenerateOptions& o) {
   const std::string text = o.input == "-" ? read_stdin_text("a JSONL input", kMaxTextFileBytes)
                                           : read_text_file(o.input, "a JSONL file", kMaxTextFileBytes);
   const std::vector<BatchItem> items = parse_batch_input(text, label);
+  // Pages are taken as tokens arrive, so a sequence's context limit costs nothing up front: it is
+  // -c (or --max-context), else the model's max_position_embeddings.
+  ModelOptions model_options = o.model;
+  {
+    const ModelSpec spec = load_model_spec(o.model.config);
+    const nlohmann::json config = load_hf_config(spec.checkpoint);
+    const auto& positions = config.contains("max_position_embeddings") ? config["max_position_embeddings"]
+                                                                       : nlohmann::json();
+    const std::int64_t model_limit = positions.is_number_integer() && positions.get<std::int64_t>() > 0
+                                         ? positions.get<std::int64_t>()
+                                         : std::int64_t{0};
+    const std::int64_t asked = o.ctx_size > 0 ? o.ctx_size : o.model.max_context;
+    if (asked > 0 && model_limit > 0 && asked > model_limit)
+      throw InputError(fmt::format("{} {}: above the model's max_position_embeddings {}",
+                                   o.ctx_size > 0 ? "-c/--ctx-size" : "--max-context", asked, model_limit));
+    model_options.max_context = asked > 0 ? asked : model_limit > 0 ? model_limit : spec.max_context;
+  }
   PluginRegistry registry;
-  auto opened = open_from_options(o.model, registry);
+  auto opened = open_from_options(model_options, registry);
   if (const auto why = opened.model->text_generation_unsupported(); !why.empty())
     throw InputError(fmt::format("{}: `zoo generate` cannot run this {} model: {}", opened.spec.file.string(),
                                  opened.model->info().plugin, why));
@@ -223,6 +241,8 @@ int run_generate_batch(const GenerateOptions& o) {
   runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
   auto runner = opened.model->new_runner(runner_options);
   engine::Engine engine(*runner, {.max_running = o.max_running, .max_batched_tokens = o.max_batched_tokens});
+  std::int64_t prompt_total = 0;
+  for (const auto& request : requests) prompt_total += static_cast<std::int64_t>(request.prompt.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     try {
       engine.add(std::move(requests[i]));
@@ -239,10 +259,11 @@ int run_generate_batch(const GenerateOptions& o) {
   std::vector<std::optional<engine::Completion>> done(items.size());
   std::size_t finished = 0;
   auto last_report = Clock::now();
+  // Progress once a second: long prefills show as prompt tokens done.
   const auto report = [&] {
     const auto& st = engine.stats();
-    fmt::print(stderr, "generate: {}/{} done, {} running, {} tokens out, {:.1f} tokens/s\n", finished, items.size(),
-               engine.running(), st.generated_tokens,
+    fmt::print(stderr, "generate: {}/{} done, {} running, prompt tokens {}/{}, {} tokens out, {:.1f} tokens/s\n",
+               finished, items.size(), engine.running(), st.prompt_tokens, prompt_total, st.generated_tokens,
                st.seconds > 0 ? static_cast<double>(st.generated_tokens) / st.seconds : 0.0);
   };
   while (!engine.idle()) {
@@ -386,6 +407,11 @@ void add_generate_command(CLI::App& app, Action& run) {
   cmd->add_option("--max-batched-tokens", options->max_batched_tokens,
                   "With --input: rows per forward step (decode tokens plus prompt chunks)")
       ->check(integer_in(1, 1 << 20))
+      ->needs(input);
+  cmd->add_option("-c,--ctx-size", options->ctx_size,
+                  "With --input: each sequence's context limit in tokens, prompt and new tokens together (default: "
+                  "the model's max_position_embeddings; KV pages are taken as tokens arrive)")
+      ->check(integer_in(1, std::int64_t{1} << 24))
       ->needs(input);
   cmd->add_option("--kv-cache-gb", options->kv_cache_gb,
                   "With --input: the KV page pool's size (default: room for --max-running sequences at the context "

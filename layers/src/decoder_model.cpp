@@ -124,7 +124,7 @@ class DecoderModel : public Model {
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
     if (!loaded_) throw std::logic_error(spec_.family + ": new_runner() before load()");
     if (auto runner = backend_->new_runner(options)) return runner;
-    throw InputError(spec_.family + ": the CUDA backend has no batch runner yet (batched runs: --device cpu)");
+    throw InputError(spec_.family + ": this backend runs one sequence at a time (no batch runner)");
   }
   nlohmann::json runtime_stats() const override { return backend_->runtime_stats(); }
 

@@ -78,6 +78,18 @@ bad unknown '{"prompt": "a", "temprature": 1}' "unknown field 'temprature'"
 bad stop '{"prompt": "a", "stop": ["x"]}' "stop strings are not implemented yet"
 bad greedy-top-k '{"prompt": "a", "top_k": 5}' "top_k 5: has no effect under greedy decoding (temperature 0); give temperature to sample"
 bad too-long '{"input_ids": [1], "max_new_tokens": 5000}' "exceed the context limit of 4096 tokens"
+# The context limit: the model's max_position_embeddings (4096 here), or -c; beyond the model's refused.
+echo '{"input_ids": [1, 2, 3, 4, 5], "max_new_tokens": 60}' >"$TMP/ctx.jsonl"
+run ctx-small generate "$M" --input "$TMP/ctx.jsonl" -c 64 -q
+rc 2
+has err "ctx.jsonl:1: the prompt's 5 tokens plus max_new_tokens 60 exceed the context limit of 64 tokens"
+run ctx-fits generate "$M" --input "$TMP/ctx.jsonl" -c 65 -q
+rc 0
+run ctx-above-model generate "$M" --input "$TMP/ctx.jsonl" -c 5000 -q
+rc 2
+has err "-c/--ctx-size 5000: above the model's max_position_embeddings 4096"
+run ctx-needs-input generate "$M" --prompt hi -c 64 -q
+rc 2
 printf '\n\n' >"$TMP/blank.jsonl"
 run blank generate "$M" --input "$TMP/blank.jsonl" -q
 rc 2
