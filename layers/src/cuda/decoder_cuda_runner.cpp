@@ -215,8 +215,15 @@ class CudaRunner : public Runner, private CudaRows {
   // fixed stride (the context limit's pages), the lengths, and the output and pick rows 0 .. B - 1.
   void upload_graph_step() {
     const std::size_t G = kv_.groups().size();
-    const std::int64_t B = graph_batch_, stride = (kv_.max_context() + kKvPageTokens - 1) / kKvPageTokens;
-    const std::int64_t real = decodes_;
+    const std::int64_t B = graph_batch_, real = decodes_;
+    // The kv-length bucket sizes the attention grid (the true lengths are read on the device) and
+    // the page tables' stride: both are fixed per graph.
+    std::int64_t longest = 1;
+    for (std::int64_t i = 0; i < real; ++i) longest = std::max(longest, slices_[static_cast<std::size_t>(i)].start + 1);
+    max_decode_len_ = 256;
+    while (max_decode_len_ < longest) max_decode_len_ *= 2;
+    max_decode_len_ = std::min(max_decode_len_, kv_.max_context());
+    const std::int64_t stride = (max_decode_len_ + kKvPageTokens - 1) / kKvPageTokens;
     T_ = B;
     ensure_activations(B);
     std::vector<std::int32_t> ids(static_cast<std::size_t>(B), 0), positions(static_cast<std::size_t>(B), 0), blob;
@@ -245,16 +252,8 @@ class CudaRunner : public Runner, private CudaRows {
       }
     }
     lens_at_ = blob.size();
-    std::int64_t longest = 1;
-    for (std::int64_t i = 0; i < B; ++i) {
-      const std::int64_t length = i < real ? slices_[static_cast<std::size_t>(i)].start + 1 : 1;
-      blob.push_back(static_cast<std::int32_t>(length));
-      longest = std::max(longest, length);
-    }
-    // The kv-length bucket sizes the attention grid; the true lengths are read on the device.
-    max_decode_len_ = 256;
-    while (max_decode_len_ < longest) max_decode_len_ *= 2;
-    max_decode_len_ = std::min(max_decode_len_, kv_.max_context());
+    for (std::int64_t i = 0; i < B; ++i)
+      blob.push_back(static_cast<std::int32_t>(i < real ? slices_[static_cast<std::size_t>(i)].start + 1 : 1));
     out_rows_at_ = greedy_rows_at_ = blob.size();
     for (std::int64_t i = 0; i < B; ++i) blob.push_back(static_cast<std::int32_t>(i));
     const std::size_t bytes = blob.size() * 4;
