@@ -4,8 +4,9 @@
 // (projections, norms, MLP) run once over all of them (CudaRows), k and v go to each row's page
 // slot, the decodes attend in one paged decode-attention launch (lengths and page tables read on
 // the device), each longer slice (a prefill chunk) in a paged prefill-attention launch from its
-// cached prefix, and the head runs on the gathered output rows. Steps run eagerly (decode graphs
-// per batch bucket are the next step), and picks are made on the device per sampling slice.
+// cached prefix, and the head runs on the gathered output rows; picks are made on the device (all
+// greedy ones in one launch), logprobs on the host from the picked row, and a decode step of greedy
+// picks replays a CUDA graph per batch bucket.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "../kv_sequences.hpp"
 #include "decoder_cuda.hpp"
 #include "zoo/error.hpp"
+#include "zoo/sampling.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 namespace {
@@ -65,8 +67,6 @@ class CudaRunner : public Runner, private CudaRows {
       if (!step.override_positions.empty() || step.table_rows.table >= 0 || step.outputs.head_table >= 0)
         throw InputError(c_.family + ": the CUDA runner takes token ids and text outputs only (embedding overrides and "
                                      "row tables run through a session)");
-      if (step.outputs.top_logprobs >= 0)
-        throw InputError(c_.family + ": the CUDA backend does not return logprobs yet (run it on the CPU: --device cpu)");
     }
     ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
     cudaStream_t s = *b_.stream_;
@@ -97,6 +97,8 @@ class CudaRunner : public Runner, private CudaRows {
         const cu::SampleOutput& p = sample_out_host_.as<cu::SampleOutput>()[slice.sample_slot];
         result.sampled = SampledToken{.id = p.id, .logit = p.logit, .bad_index = p.bad_index, .bad_value = p.bad_value,
                                       .all_masked = p.unmasked == 0};
+        // Logprobs from the picked row, on the host by the SDK's rule (the row came back for them).
+        if (out.top_logprobs >= 0) fill_logprobs(slice.logits.span<float>(), *result.sampled, out.top_logprobs);
       } else if (out.logits) {
         result.logits = std::move(slice.logits);
       }
@@ -400,6 +402,11 @@ class CudaRunner : public Runner, private CudaRows {
       if (out.logits && slice.sample_slot < 0) {
         slice.logits = HostTensor(DType::F32, {slice.out_count, V});
         ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.logits.data(), logits_dev_.as<float>() + slice.out_row * V,
+                                       slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
+      } else if (slice.sample_slot >= 0 && out.top_logprobs >= 0) {  // the picked row, for its logprobs
+        slice.logits = HostTensor(DType::F32, {1, V});
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.logits.data(),
+                                       logits_dev_.as<float>() + (slice.out_row + slice.out_count - 1) * V,
                                        slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
       }
       if (out.hidden) slice.hidden = download_f32(x_out_.as<Bf16>() + slice.out_row * H, slice.out_count, H, H);
