@@ -66,4 +66,28 @@ class KvSequences {
   SequenceId next_id_ = 0;
 };
 
+// The Runner methods that are bookkeeping only (sequences, pages, the pool), for both backends'
+// runners; a backend adds its storage, submit() and wait().
+class KvRunner : public Runner {
+ public:
+  SequenceId open_sequence() override { return kv_.open_sequence(); }
+  SequenceId fork_sequence(SequenceId id) override { return kv_.fork_sequence(id); }
+  void close_sequence(SequenceId id) override { kv_.close_sequence(id); }
+  std::int64_t tokens(SequenceId id) const override { return kv_.tokens(id); }
+  std::int64_t max_context() const override { return kv_.max_context(); }
+  std::vector<std::int64_t> pages_needed(SequenceId id, std::int64_t count) const override {
+    return kv_.pages_needed(id, count);
+  }
+  KvPoolStats pool() const override { return kv_.stats(page_bytes_); }
+
+ protected:
+  // `page_bytes`: one page of every layer, keys and values.
+  KvRunner(const DecoderSpec& spec, const RunnerOptions& options, std::int64_t model_max_context,
+           std::int64_t page_bytes, double budget_bytes)
+      : kv_(spec, options, model_max_context, page_bytes, budget_bytes), page_bytes_(page_bytes) {}
+
+  KvSequences kv_;
+  std::int64_t page_bytes_;
+};
+
 }  // namespace zoo::layers

@@ -56,26 +56,16 @@ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t n) {
 // the pool's capacity but stored as used (page ids in use stay below the peak count in use, since
 // the pool hands out the lowest free ids first), so a pool sized for the worst case costs host
 // memory only as sequences grow.
-class CpuRunner : public Runner, private DecoderOps {
+class CpuRunner : public KvRunner, private DecoderOps {
  public:
   // `owner` keeps `spec` and `weights` alive for as long as this runner lives.
   CpuRunner(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
             const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner")
-      : owner_(std::move(owner)), c_(spec), w_(weights),
-        kv_(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers), host_budget()),
-        k_(spec.num_layers), v_(spec.num_layers), stored_(kv_.groups().size(), 0),
+      : KvRunner(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers), host_budget()),
+        owner_(std::move(owner)), c_(spec), w_(weights), k_(spec.num_layers), v_(spec.num_layers), stored_(kv_.groups().size(), 0),
         in_use_(fmt::format("a {} CPU {} (its KV cache)", spec.family, what)) {}
 
   // ---- Runner ----
-  SequenceId open_sequence() override { return kv_.open_sequence(); }
-  SequenceId fork_sequence(SequenceId id) override { return kv_.fork_sequence(id); }
-  void close_sequence(SequenceId id) override { kv_.close_sequence(id); }
-  std::int64_t tokens(SequenceId id) const override { return kv_.tokens(id); }
-  std::int64_t max_context() const override { return kv_.max_context(); }
-  std::vector<std::int64_t> pages_needed(SequenceId id, std::int64_t count) const override {
-    return kv_.pages_needed(id, count);
-  }
-  KvPoolStats pool() const override { return kv_.stats(page_bytes_for(c_, c_.num_layers)); }
   nlohmann::json stats() const override {
     return {{"rows", T_}, {"linear_calls", linear_calls_}, {"linear_rows_min", linear_rows_min_},
             {"linear_rows_max", linear_rows_max_}};
@@ -383,7 +373,6 @@ class CpuRunner : public Runner, private DecoderOps {
   std::shared_ptr<const void> owner_;  // first member: destroyed last
   const DecoderSpec& c_;
   const CpuWeights& w_;
-  KvSequences kv_;
   std::vector<std::vector<float>> k_, v_;  // per layer: [pages][kKvPageTokens][kv_heads][head_dim]
   std::vector<std::int64_t> stored_;       // per group: pages k_ and v_ hold
   ExclusiveUse in_use_;

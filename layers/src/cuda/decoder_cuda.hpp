@@ -74,6 +74,22 @@ class CudaRows : protected DecoderOps {
   // whole-projection norms (QkNorm::whole) already applied in place; the caller sets the cache
   // pointers (and rows), positions and token count.
   cu::QkNormRopeArgs rope_args(std::int64_t layer, bool keep_normed);
+  // Layer `layer`'s attention call over the step's q and attn buffers with the model's heads,
+  // scale, soft-cap and the layer's window; the caller sets the cache, lengths and rows.
+  template <class Args>
+  Args attention_args(std::int64_t layer) {
+    const LayerSpec spec = c_.layer(layer);
+    Args args;
+    args.q = a_.q.as<Bf16>();
+    args.out = a_.attn.as<Bf16>();
+    args.q_heads = static_cast<int>(c_.num_heads);
+    args.kv_heads = static_cast<int>(c_.num_kv_heads);
+    args.head_dim = static_cast<int>(c_.head_dim);
+    args.scale = c_.attention_scale();
+    args.softcap = static_cast<float>(c_.attn_softcap);
+    args.window = spec.attention == AttentionKind::sliding ? spec.window : 0;
+    return args;
+  }
   // The head over `rows` contiguous rows of x starting at `x_rows`, soft-capped, into logits_dev_.
   void head_logits(const Bf16* x_rows, std::int64_t rows);
   void ensure_activations(std::int64_t tokens);

@@ -120,41 +120,22 @@ void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
 
 void CudaSession::attention(std::int64_t l) {
   cudaStream_t s = *b_.stream_;
-  const LayerSpec layer = c_.layer(l);
-  const std::int64_t window = layer.attention == AttentionKind::sliding ? layer.window : 0;
-  const float scale = c_.attention_scale(), softcap = static_cast<float>(c_.attn_softcap);
   if (T_ <= kMaxDecodeTokens) {
-    cu::DecodeAttentionArgs d;
-    d.q = a_.q.as<Bf16>();
+    auto d = attention_args<cu::DecodeAttentionArgs>(l);
     d.k_cache = k_cache(l);
     d.v_cache = v_cache(l);
-    d.out = a_.attn.as<Bf16>();
     d.q_tokens = static_cast<int>(T_);
     d.kv_len = graph_kv_len_ > 0 ? graph_kv_len_ : pos_ + T_;
     d.kv_len_device = graph_kv_len_ > 0 ? kv_len_dev_.as<std::int32_t>() : nullptr;
-    d.q_heads = static_cast<int>(c_.num_heads);
-    d.kv_heads = static_cast<int>(c_.num_kv_heads);
-    d.head_dim = static_cast<int>(c_.head_dim);
-    d.scale = scale;
-    d.softcap = softcap;
-    d.window = window;
     d.workspace = decode_workspace_.data();
     d.workspace_bytes = decode_workspace_.size();
     cu::attention_decode(d, s);
   } else {
-    cu::PrefillAttentionArgs p;
-    p.q = a_.q.as<Bf16>();
+    auto p = attention_args<cu::PrefillAttentionArgs>(l);
     p.k_cache = k_cache(l);
     p.v_cache = v_cache(l);
-    p.out = a_.attn.as<Bf16>();
     p.tokens = T_;
     p.start = pos_;
-    p.q_heads = static_cast<int>(c_.num_heads);
-    p.kv_heads = static_cast<int>(c_.num_kv_heads);
-    p.head_dim = static_cast<int>(c_.head_dim);
-    p.scale = scale;
-    p.softcap = softcap;
-    p.window = window;
     b_.prefill_attention_->run(p, s);
   }
   profile_.mark("attention");

@@ -20,12 +20,12 @@
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 namespace {
 
-class CudaRunner : public Runner, private CudaRows {
+class CudaRunner : public KvRunner, private CudaRows {
  public:
   CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options)
-      : CudaRows(std::move(backend)),
-        kv_(c_, options, b_.max_context_, page_bytes(c_.num_layers), device_budget()),
-        storage_(kv_.groups().size()) {
+      : KvRunner(backend->c_, options, backend->max_context_, page_bytes_of(backend->c_, backend->c_.num_layers),
+                 device_budget()),
+        CudaRows(std::move(backend)), storage_(kv_.groups().size()) {
     // Each group's keys and values: [layers of the group][pages][16][kv_heads][head_dim], bf16.
     for (std::size_t g = 0; g < storage_.size(); ++g) {
       const auto& group = kv_.groups()[g];
@@ -44,15 +44,6 @@ class CudaRunner : public Runner, private CudaRows {
   }
 
   // ---- Runner ----
-  SequenceId open_sequence() override { return kv_.open_sequence(); }
-  SequenceId fork_sequence(SequenceId id) override { return kv_.fork_sequence(id); }
-  void close_sequence(SequenceId id) override { kv_.close_sequence(id); }
-  std::int64_t tokens(SequenceId id) const override { return kv_.tokens(id); }
-  std::int64_t max_context() const override { return kv_.max_context(); }
-  std::vector<std::int64_t> pages_needed(SequenceId id, std::int64_t count) const override {
-    return kv_.pages_needed(id, count);
-  }
-  KvPoolStats pool() const override { return kv_.stats(page_bytes(c_.num_layers)); }
   nlohmann::json stats() const override {
     return {{"rows", T_}, {"decode_rows", decodes_}, {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_}};
   }
@@ -123,9 +114,10 @@ class CudaRunner : public Runner, private CudaRows {
     HostTensor logits, hidden;
   };
 
-  std::int64_t page_bytes(std::int64_t layers) const {
-    return 2 * layers * kKvPageTokens * c_.kv_dim() * static_cast<std::int64_t>(sizeof(Bf16));
+  static std::int64_t page_bytes_of(const DecoderSpec& c, std::int64_t layers) {
+    return 2 * layers * kKvPageTokens * c.kv_dim() * static_cast<std::int64_t>(sizeof(Bf16));
   }
+  std::int64_t page_bytes(std::int64_t layers) const { return page_bytes_of(c_, layers); }
   // The default pool: 90% of the device memory free after the weights, less 2 GiB for a step's
   // activations and logits.
   static double device_budget() {
@@ -431,29 +423,18 @@ class CudaRunner : public Runner, private CudaRows {
   }
   void attention(std::int64_t l) override {
     cudaStream_t s = *b_.stream_;
-    const LayerSpec layer = c_.layer(l);
-    const std::int64_t window = layer.attention == AttentionKind::sliding ? layer.window : 0;
-    const float scale = c_.attention_scale(), softcap = static_cast<float>(c_.attn_softcap);
     const GroupArrays& at = group_at_[kv_.group_of(l)];
     const std::int64_t qd = c_.q_dim();
     if (decodes_ > 0) {
-      cu::DecodeAttentionArgs d;
-      d.q = a_.q.as<Bf16>();
+      auto d = attention_args<cu::DecodeAttentionArgs>(l);
       d.k_cache = layer_k(l);
       d.v_cache = layer_v(l);
-      d.out = a_.attn.as<Bf16>();
       d.q_tokens = 1;
       d.kv_len = max_decode_len_;
       d.kv_len_device = blob(lens_at_);
       d.batch = static_cast<int>(decodes_);
       d.page_table = blob(at.decode_pages);
       d.page_stride = at.decode_stride;
-      d.q_heads = static_cast<int>(c_.num_heads);
-      d.kv_heads = static_cast<int>(c_.num_kv_heads);
-      d.head_dim = static_cast<int>(c_.head_dim);
-      d.scale = scale;
-      d.softcap = softcap;
-      d.window = window;
       d.workspace = decode_workspace_.data();
       d.workspace_bytes = decode_workspace_.size();
       cu::attention_decode(d, s);
@@ -461,20 +442,14 @@ class CudaRunner : public Runner, private CudaRows {
     }
     for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
       const Slice& slice = slices_[i];
-      cu::PrefillAttentionArgs p;
-      p.q = a_.q.as<Bf16>() + slice.row * qd;
+      auto p = attention_args<cu::PrefillAttentionArgs>(l);
+      p.q += slice.row * qd;
+      p.out += slice.row * qd;
       p.k_cache = layer_k(l);
       p.v_cache = layer_v(l);
-      p.out = a_.attn.as<Bf16>() + slice.row * qd;
       p.tokens = slice.tokens;
       p.start = slice.start;
       p.pages = blob(at.prefill_pages[i - static_cast<std::size_t>(decodes_)]);
-      p.q_heads = static_cast<int>(c_.num_heads);
-      p.kv_heads = static_cast<int>(c_.num_kv_heads);
-      p.head_dim = static_cast<int>(c_.head_dim);
-      p.scale = scale;
-      p.softcap = softcap;
-      p.window = window;
       b_.prefill_attention_->run(p, s);
     }
     if (decodes_ < static_cast<std::int64_t>(slices_.size())) profile_.mark("attention prefill");
@@ -524,7 +499,6 @@ class CudaRunner : public Runner, private CudaRows {
     std::vector<std::size_t> prefill_pages;  // per prefill slice
   };
 
-  KvSequences kv_;
   std::vector<Storage> storage_;  // per group
   bool pending_ = false;
   // The step in flight.
