@@ -88,13 +88,12 @@ std::vector<engine::Completion> run_engine(Runner& runner, std::vector<engine::G
   engine::Engine eng(runner, options);
   for (auto& request : requests) eng.add(std::move(request));
   std::vector<engine::Completion> done(eng.waiting());
-  std::int64_t max_rows_per_step = 0, steps = 0;
+  std::int64_t steps = 0;
   while (!eng.idle()) {
     for (auto& completion : eng.step())
       done[static_cast<std::size_t>(completion.request)] = std::move(completion);
     REQUIRE(++steps < 100000);
   }
-  (void)max_rows_per_step;
   if (stats) *stats = eng.stats();
   return done;
 }

@@ -8,7 +8,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <utility>
 
 #include "../decoder_backend.hpp"
