@@ -1,7 +1,7 @@
-// `zoo tts`: speech out of a model that owns a codes-to-waveform decoder (Model::code_decoder).
-// `--text TEXT` runs the model's speech synthesis (Model::synthesize) and decodes its frames;
+// `zoo tts`: speech out of a model that owns a codes-to-waveform decoder (the Codec extension).
+// `--text TEXT` runs the model's speech synthesis (the Speech extension) and decodes its frames;
 // `--codes FILE` decodes given code frames without running the language model: only the
-// decoder's tensors are planned and read. `--encode FILE` is the other way (Model::code_encoder):
+// decoder's tensors are planned and read. `--encode FILE` is the other way (the Codec extension):
 // a sound file to code frames, only the encoder's tensors read; `--ref-audio FILE` with --text
 // encodes the reference voice the same way before synthesizing.
 #include <fmt/format.h>
@@ -17,6 +17,7 @@
 #include "run_helpers.hpp"
 #include "sound_encoding.hpp"
 #include "tts_text.hpp"
+#include "zoo/codec.hpp"
 #include "zoo/code_frames.hpp"
 #include "zoo/error.hpp"
 #include "zoo/sound_file.hpp"
@@ -33,7 +34,8 @@ struct TtsOptions {
 
 // The model's decoder (built from tensor headers; nothing read yet).
 CodeDecoder& code_decoder_of(OpenedModel& opened) {
-  CodeDecoder* decoder = opened.model->code_decoder();
+  Codec* codec = opened.model->extension<Codec>();
+  CodeDecoder* decoder = codec ? codec->code_decoder() : nullptr;
   if (!decoder)
     throw InputError(fmt::format("{}: the {} plugin's model has no codes-to-waveform decoder", opened.spec.file.string(),
                                  opened.model->info().plugin));

@@ -12,7 +12,8 @@
 namespace zoo::cli {
 
 CodeEncoder& code_encoder_of(OpenedModel& opened) {
-  CodeEncoder* encoder = opened.model->code_encoder();
+  Codec* codec = opened.model->extension<Codec>();
+  CodeEncoder* encoder = codec ? codec->code_encoder() : nullptr;
   if (!encoder)
     throw InputError(fmt::format("{}: the checkpoint has no waveform-to-codes encoder (the {} plugin's model holds none "
                                  "here); give the voice as --ref-codes instead",

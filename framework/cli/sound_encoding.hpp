@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "zoo/code_encoder.hpp"
+#include "zoo/codec.hpp"
 #include "zoo/runtime.hpp"
 
 namespace zoo::cli {

@@ -10,6 +10,7 @@
 #include "numeric_option.hpp"
 #include "seed.hpp"
 #include "zoo/error.hpp"
+#include "zoo/speech.hpp"
 #include "zoo/tokenizer.hpp"
 
 namespace zoo::cli {
@@ -101,7 +102,7 @@ std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, cons
     last = now;
     line(p, "");
   };
-  const SpeechResult result = opened.model->synthesize(request, progress);
+  const SpeechResult result = opened.model->need_extension<Speech>().synthesize(request, progress);
   if (!quiet) {
     line(latest, "\n");
     fmt::print(stderr, "tts: prompt {} tokens, {} decode steps, {}\n", result.prompt_tokens, result.steps,

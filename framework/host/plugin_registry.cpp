@@ -111,7 +111,7 @@ std::optional<std::string> wanted_layers_abi(std::string_view text) {
 // whose own words (dlerror) are clearer than ours. The file is opened as every input is (InputFile:
 // regular files only, never blocking), so a FIFO named as a plugin is an error, not a hang in open()
 // here or in dlopen.
-void check_segments_inside_file(const fs::path& file, const std::string& label) {
+void check_segments_inside_file(const std::string& label) {
   const InputFile in(fs::path(label), "a plugin shared object");  // errors name the path as given
   const auto read_at = [&](void* out, std::size_t bytes, std::uint64_t offset) {
     std::size_t done = 0;
@@ -313,7 +313,7 @@ const PluginInfo& PluginRegistry::load(const fs::path& file) {
     if (loaded->canonical == canonical) return loaded->info;
   }
 
-  check_segments_inside_file(canonical, label);
+  check_segments_inside_file(label);
   auto loaded = std::make_shared<Loaded>();
   loaded->canonical = canonical;
   try {

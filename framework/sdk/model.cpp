@@ -28,21 +28,17 @@ Prompt Model::prepare(const Request& request) const {
   return prompt;
 }
 
-int Model::add_row_table(const std::string& name, const TensorView&) {
-  const ModelInfo about = info();
-  throw InputError(fmt::format("model '{}' (plugin {}) takes no row tables (asked for '{}')", about.model_type,
-                               about.plugin, name));
-}
-
 std::unique_ptr<Runner> Model::new_runner(const RunnerOptions&) {
   const ModelInfo about = info();
   throw InputError(fmt::format("model '{}' (plugin {}) runs one sequence at a time (no batch runner)",
                                about.model_type, about.plugin));
 }
 
-SpeechResult Model::synthesize(const SpeechRequest&, const SpeechProgressFn&) {
+Extension* Model::find_extension(std::string_view) { return nullptr; }
+
+void Model::throw_lacking(std::string_view lacking) const {
   const ModelInfo about = info();
-  throw InputError(fmt::format("model '{}' (plugin {}) does not synthesize speech", about.model_type, about.plugin));
+  throw InputError(fmt::format("model '{}' (plugin {}) {}", about.model_type, about.plugin, lacking));
 }
 
 }  // namespace zoo

@@ -8,6 +8,7 @@
 
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
+#include "zoo/row_tables.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
@@ -77,7 +78,7 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
 
 namespace {
 
-class DecoderModel : public Model {
+class DecoderModel : public Model, public RowTables {
  public:
   DecoderModel(DecoderSpec spec, const ModelArgs& args) : spec_(std::move(spec)), weights_(args.weights) {
     spec_.check(spec_.family + " config");
@@ -127,6 +128,10 @@ class DecoderModel : public Model {
     throw InputError(spec_.family + ": this backend runs one sequence at a time (no batch runner)");
   }
   nlohmann::json runtime_stats() const override { return backend_->runtime_stats(); }
+  Extension* find_extension(std::string_view name) override {
+    if (name == RowTables::kName) return static_cast<RowTables*>(this);
+    return nullptr;
+  }
 
  private:
   DecoderSpec spec_;

@@ -11,6 +11,7 @@
 #include "codec.hpp"
 #include "higgs_config.hpp"
 #include "zoo/checkpoint.hpp"
+#include "zoo/codec.hpp"
 #include "zoo/trace.hpp"
 
 namespace zoo::ptest {
@@ -43,7 +44,7 @@ Decoded decode(CodeDecoder& decoder, const HostTensor& codes) {
 }
 
 CodeDecoder& loaded_decoder(OpenedModel& opened) {
-  CodeDecoder* decoder = opened.model->code_decoder();
+  CodeDecoder* decoder = opened.model->need_extension<Codec>().code_decoder();
   REQUIRE(decoder != nullptr);
   const LoadPlan plan = make_load_plan(decoder->requirements(), opened.model->weight_source());
   INFO(plan.table());
@@ -116,7 +117,7 @@ TEST_CASE("codec maps BOC and EOC to 0 and rejects bad codes", "[higgs][codec]")
 
 TEST_CASE("a checkpoint without codec tensors says so", "[higgs][codec]") {
   OpenedModel opened = open_fixture(fixture_dir("higgs-tiny"), false);
-  CHECK_THAT(input_error_of([&] { opened.model->code_decoder(); }),
+  CHECK_THAT(input_error_of([&] { opened.model->need_extension<Codec>().code_decoder(); }),
              Contains("holds no codec decoder") && Contains("tied.embedding.modality_embeddings.0.model."));
 }
 
@@ -138,7 +139,7 @@ fs::path edited_fixture(const TempDir& dir, const std::map<std::string, HostTens
 
 std::string codec_error(const fs::path& checkpoint) {
   OpenedModel opened = open_fixture(checkpoint, false);
-  return input_error_of([&] { opened.model->code_decoder(); });
+  return input_error_of([&] { opened.model->need_extension<Codec>().code_decoder(); });
 }
 
 TEST_CASE("codec shapes that do not fit together are named", "[higgs][codec]") {
@@ -238,7 +239,7 @@ TEST_CASE("the real codec's tensor list derives 8 x 1024 x 64, strides 8x5x4x2x3
   args.weights = std::make_shared<ShapesOnlySource>(fs::path(ZOO_SOURCE_DIR) / "configs" / "shapes" /
                                                     "higgs-v3-4b-codec-tensors.json");
   auto model = registry().create_model("higgs_audio", args);
-  CodeDecoder* decoder = model->code_decoder();
+  CodeDecoder* decoder = model->need_extension<Codec>().code_decoder();
   REQUIRE(decoder != nullptr);
   CHECK(decoder->num_codebooks() == 8);
   CHECK(decoder->codebook_size() == 1024);

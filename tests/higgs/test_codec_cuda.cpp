@@ -16,6 +16,7 @@
 #include "cuda/cuda_test_util.hpp"
 #include "higgs_config.hpp"
 #include "zoo/checkpoint.hpp"
+#include "zoo/codec.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/trace.hpp"
 #include "zoo/weight_source.hpp"
@@ -151,7 +152,7 @@ TEST_CASE("codec on CUDA at the real shapes matches transformers (needs ZOO_CODE
   args.device = Device::parse("cuda");
   args.dtype = DType::BF16;
   auto model = registry().create_model("higgs_audio", args);
-  CodeDecoder* decoder = model->code_decoder();
+  CodeDecoder* decoder = model->need_extension<Codec>().code_decoder();
   REQUIRE(decoder != nullptr);
   CHECK_THAT(decoder->summary(), Contains("float32 on cuda"));
   const LoadPlan plan = make_load_plan(decoder->requirements(), model->weight_source());

@@ -15,6 +15,7 @@
 #include "tts_synthesize.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/request.hpp"
+#include "zoo/speech.hpp"
 #include "zoo/weight_source.hpp"
 #if defined(ZOO_WITH_CUDA)
 #include "cuda/cuda_model_util.hpp"
@@ -203,7 +204,7 @@ TEST_CASE("higgs tts: teacher-forced loop on CUDA matches transformers bf16 at e
 
 TEST_CASE("higgs tts: synthesize on the tiny fixture", "[higgs][tts]") {
   OpenedModel opened = open_fixture(fixture_dir("higgs-tiny"));
-  Model& model = *opened.model;
+  Speech& model = opened.model->need_extension<Speech>();
   SpeechRequest request = tiny_speech("hello there");
   request.max_steps = 24;
   std::vector<SpeechProgress> seen;
@@ -268,13 +269,13 @@ TEST_CASE("higgs tts: the CUDA loop picks on the device the rows the host path p
   // Model::synthesize takes the device path too.
   SpeechRequest request = tiny_speech("hello there", 256);
   request.max_steps = 40;
-  CHECK(model->synthesize(request).frames == higgs::synthesize_speech(*session, shape, request, {}, false).frames);
+  CHECK(model->need_extension<Speech>().synthesize(request).frames == higgs::synthesize_speech(*session, shape, request, {}, false).frames);
 #endif
 }
 
 TEST_CASE("synthesize: a text model says it does not synthesize speech", "[higgs][tts]") {
   OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
-  CHECK_THAT(input_error_of([&] { opened.model->synthesize(tiny_speech("a")); }),
+  CHECK_THAT(input_error_of([&] { opened.model->need_extension<Speech>().synthesize(tiny_speech("a")); }),
              Catch::Matchers::Contains("does not synthesize speech"));
 }
 

@@ -4,6 +4,7 @@
 #include "qwen3/fixture_test_util.hpp"
 
 #include "zoo/kernels/cpu_ops.hpp"
+#include "zoo/row_tables.hpp"
 
 namespace zoo::ptest {
 namespace {
@@ -18,7 +19,7 @@ struct RowTableFixture {
 
 RowTableFixture open_with_table() {
   RowTableFixture f{open_fixture(fixture_dir("qwen3-tiny"), false)};
-  f.table = f.opened.model->add_row_table("rows", f.opened.model->weight_source().view("model.embed_tokens.weight"));
+  f.table = f.opened.model->need_extension<RowTables>().add_row_table("rows", f.opened.model->weight_source().view("model.embed_tokens.weight"));
   load_model(f.opened, false);
   f.H = f.opened.model->info().hidden_size;
   f.V = f.opened.model->info().vocab_size;
@@ -74,11 +75,11 @@ TEST_CASE("row tables: bad indices, ids, shapes and late tables are refused", "[
   CHECK_THAT(error_of({ids, {}, {}, {.head_table = 2}, {}}), Contains("head table 2"));
   CHECK(session->position() == 0);  // nothing ran
 
-  CHECK_THROWS_AS(f.opened.model->add_row_table("late", f.opened.model->weight_source().view("model.norm.weight")),
+  CHECK_THROWS_AS(f.opened.model->need_extension<RowTables>().add_row_table("late", f.opened.model->weight_source().view("model.norm.weight")),
                   std::logic_error);
   RowTableFixture g{open_fixture(fixture_dir("qwen3-tiny"), false)};
   CHECK_THAT(input_error_of([&] {
-               g.opened.model->add_row_table("norm", g.opened.model->weight_source().view("model.norm.weight"));
+               g.opened.model->need_extension<RowTables>().add_row_table("norm", g.opened.model->weight_source().view("model.norm.weight"));
              }),
              Contains("must be [rows,"));
 }

@@ -11,10 +11,13 @@
 #include "higgs_config.hpp"
 #include "tts_synthesize.hpp"
 #include "zoo/alias_weight_source.hpp"
+#include "zoo/codec.hpp"
 #include "zoo/error.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/env.hpp"
 #include "zoo/plugin_abi.hpp"
+#include "zoo/row_tables.hpp"
+#include "zoo/speech.hpp"
 
 namespace zoo::higgs {
 namespace {
@@ -30,7 +33,7 @@ std::shared_ptr<const WeightSource> backbone_view(std::shared_ptr<const WeightSo
 }
 
 // The audio table [K * V, H] is both the slot embedding (a slot is sum_c E[code_c + c * V]) and the
-// tied head. It lives in the body model as a row table (Model::add_row_table), on the body's device:
+// tied head. It lives in the body model as a row table (its RowTables extension), on the body's device:
 // slots are summed there and only the K x V head logits come back per step.
 struct AudioTable {
   int index = -1;  // the body's row table
@@ -97,7 +100,7 @@ class HiggsSession : public Session {
   const AudioTable table_;
 };
 
-class HiggsModel : public Model {
+class HiggsModel : public Model, public Speech, public zoo::Codec {
  public:
   HiggsModel(const ModelArgs& args, Host& host)
       : config_(HiggsConfig::parse(args.config, "higgs_audio config")), checkpoint_(args.weights),
@@ -134,7 +137,7 @@ class HiggsModel : public Model {
   const WeightSource& weight_source() const override { return *weights_; }
 
   void load(const ProgressFn& progress) override {
-    table_.index = body_->add_row_table(kAudioTable, weights_->view(kAudioTable));
+    table_.index = body_->need_extension<RowTables>().add_row_table(kAudioTable, weights_->view(kAudioTable));
     body_->load(progress);
   }
 
@@ -168,6 +171,11 @@ class HiggsModel : public Model {
     if (stats.contains("decode_weight_bytes") && stats["decode_weight_bytes"].is_number_unsigned())
       stats["decode_weight_bytes"] = stats["decode_weight_bytes"].get<std::size_t>() + table_bytes_;
     return stats;
+  }
+  Extension* find_extension(std::string_view name) override {
+    if (name == Speech::kName) return static_cast<Speech*>(this);
+    if (name == zoo::Codec::kName) return static_cast<zoo::Codec*>(this);
+    return nullptr;
   }
 
   // The codec decoder stored under kCodecPrefix, built on first use (fixtures without one still

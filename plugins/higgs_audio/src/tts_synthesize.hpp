@@ -6,6 +6,7 @@
 #include "tts_loop.hpp"
 #include "tts_sampler.hpp"
 #include "zoo/model.hpp"
+#include "zoo/speech.hpp"
 
 namespace zoo::higgs {
 
@@ -14,7 +15,7 @@ struct TtsShape {
   std::int64_t codebook_size = 0;  // V (codes V-2, BOC V-2, EOC V-1)
   std::int64_t hidden = 0;
   std::int64_t max_context = 0;    // positions a session holds
-  int table = -1;                  // the audio row table (Model::add_row_table) of the session's body
+  int table = -1;                  // the audio row table (the body's RowTables extension) of the session's body
   double frames_per_second = 25.0; // of the codec the frames are for (the released one: 24 kHz / 960)
 };
 

@@ -12,9 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "zoo/batch.hpp"
-#include "zoo/code_decoder.hpp"
-#include "zoo/code_encoder.hpp"
 #include "zoo/diagnostic_hook.hpp"
+#include "zoo/extension.hpp"
 #include "zoo/load_plan.hpp"
 #include "zoo/request.hpp"
 #include "zoo/tensor.hpp"
@@ -83,7 +82,7 @@ struct OutputRequest {
   bool hidden = false;         // final normed hidden state (the head's input)
   bool logits = true;
   bool all_positions = false;  // else only the last position of this step
-  // A row table (Model::add_row_table) applied as a linear head to the same rows: its logits,
+  // A row table (the RowTables extension, zoo/row_tables.hpp) applied as a linear head to the same rows: its logits,
   // float32 [rows, table rows], come back in ForwardResult::extra under the table's name. -1: none.
   int head_table = -1;
   // With `logits`: a session that can sample returns ForwardResult::sampled, picked from the last
@@ -101,7 +100,7 @@ struct OutputRequest {
 };
 inline constexpr int kMaxTopLogprobs = 20;
 
-// Embeddings summed from a row table (Model::add_row_table) on the model's device: the embedding
+// Embeddings summed from a row table (the RowTables extension, zoo/row_tables.hpp) on the model's device: the embedding
 // at positions[i] of this step becomes sum_{j < per_position} table[ids[i * per_position + j]],
 // replacing the token's (and any override row's). How a plugin feeds tokens of another modality,
 // e.g. one position per frame of several codebooks, without the rows leaving the device.
@@ -195,38 +194,6 @@ class Session {
 // Progress of long work (loading): done and total bytes.
 using ProgressFn = std::function<void(std::size_t done, std::size_t total)>;
 
-// Text to speech for models that offer it (Model::synthesize): text in, codec frames out. The
-// caller supplies the tokenizer as two functions so the model builds its own prompt.
-struct SpeechRequest {
-  std::string text;
-  std::string reference_text;                               // transcript of the reference (optional)
-  std::vector<std::vector<std::int64_t>> reference_codes;   // [T, codebooks] frames of a voice to clone
-  std::string reference_label = "reference codes";          // names them in messages (a file)
-  std::function<std::vector<std::int64_t>(std::string_view)> encode;     // text -> ids, no specials added
-  std::function<std::optional<std::int64_t>(std::string_view)> token_id;  // special token -> id
-  float temperature = 0.8f;  // <= 1e-5: greedy
-  int top_k = 50;            // 0: off
-  float top_p = 1.0f;        // 1: off
-  std::uint64_t seed = 0;
-  std::int64_t max_steps = 1024;  // decode steps, the model's unit of the length limit
-};
-
-struct SpeechProgress {
-  std::int64_t steps = 0;   // decode steps so far
-  std::int64_t frames = 0;  // complete codec frames so far
-  double seconds = 0;       // of speech in those frames
-};
-
-struct SpeechResult {
-  std::vector<std::vector<std::int64_t>> frames;  // [T, codebooks], ready for the codec
-  std::int64_t prompt_tokens = 0;
-  std::int64_t steps = 0;
-  bool finished = false;  // the model ended the speech (else the length limit did)
-  double frames_per_second = 0;
-};
-
-using SpeechProgressFn = std::function<void(const SpeechProgress&)>;
-
 class Model {
  public:
   virtual ~Model() = default;
@@ -238,13 +205,6 @@ class Model {
   // Reads the weights; call after the load plan is clean.
   virtual void load(const ProgressFn& progress = {}) = 0;
   virtual std::unique_ptr<Session> new_session() = 0;
-  // Hands the model a table of rows [rows, hidden_size] (float dtypes) to keep on its own device,
-  // for steps that sum its rows into embeddings (ForwardStep::table_rows) or apply it as a linear
-  // head (OutputRequest::head_table); e.g. a plugin building on another plugin's model (through
-  // Host::create_model) with embeddings and a tied head of another modality. Call before load();
-  // `rows` must stay valid until load() returns. Returns the table's index for those fields. The
-  // default throws an InputError: the model takes no row tables.
-  virtual int add_row_table(const std::string& name, const TensorView& rows);
   // Turns a request into a prompt. The default takes input_ids and rejects any other field with
   // an InputError naming the request file and the field.
   virtual Prompt prepare(const Request& request) const;
@@ -256,18 +216,27 @@ class Model {
   // to use instead (one line, e.g. "it predicts X, not text: use `zoo Y`"); such a model returns
   // no text logits, and `zoo generate` refuses it with this message.
   virtual std::string text_generation_unsupported() const { return {}; }
-  // The model's codes-to-waveform decoder (code_decoder.hpp), or nullptr when it has none. Built on
-  // first call from the checkpoint's tensor headers (InputError when they do not fit together);
-  // its weights load separately, through CodeDecoder::load.
-  virtual CodeDecoder* code_decoder() { return nullptr; }
-  // Text to speech codes. The default throws an InputError: the model does not synthesize speech.
-  virtual SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress = {});
-  // The model's waveform-to-codes encoder (code_encoder.hpp), or nullptr when it has none; built
-  // and loaded like code_decoder(). Appended last: the earlier virtuals keep their slots.
-  virtual CodeEncoder* code_encoder() { return nullptr; }
   // A runner of many sequences over a paged KV cache (zoo/batch.hpp), after load(). The default
   // throws an InputError: the model runs one sequence per Session only.
   virtual std::unique_ptr<Runner> new_runner(const RunnerOptions& options);
+  // The extension named `name` (zoo/extension.hpp), or nullptr when the model does not offer it.
+  // The default offers none.
+  virtual Extension* find_extension(std::string_view name);
+
+  // Typed lookups: extension<Speech>() is the model's Speech or nullptr; need_extension<Speech>()
+  // throws an InputError naming the model and what it lacks instead.
+  template <class E>
+  E* extension() {
+    return static_cast<E*>(find_extension(E::kName));
+  }
+  template <class E>
+  E& need_extension() {
+    if (E* e = extension<E>()) return *e;
+    throw_lacking(E::kLacking);
+  }
+
+ private:
+  [[noreturn]] void throw_lacking(std::string_view lacking) const;
 };
 
 }  // namespace zoo

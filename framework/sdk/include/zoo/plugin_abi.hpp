@@ -22,7 +22,9 @@
 // ForwardResult::sampled). 5: sampling a row table head on the device (OutputRequest::head_sample,
 // ForwardResult::head_sampled). 6: Model::code_encoder (appended after every other virtual).
 // 7: the batch runtime (zoo/batch.hpp, Model::new_runner appended), min-p and logprobs in sampling.
-#define ZOO_PLUGIN_ABI_VERSION 7u
+// 8: extensions found at run time (Model::find_extension, zoo/extension.hpp); row tables, speech
+// and the codec left Model for the RowTables, Speech and Codec extensions.
+#define ZOO_PLUGIN_ABI_VERSION 8u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)

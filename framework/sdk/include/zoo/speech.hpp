@@ -1,0 +1,57 @@
+#pragma once
+// The speech extension: text to codec frames, in the model's own loop (the frames go to its codec,
+// zoo/codec.hpp, for a waveform).
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zoo/extension.hpp"
+
+namespace zoo {
+
+// Text to speech (the Speech extension): text in, codec frames out. The caller supplies the
+// tokenizer as two functions so the model builds its own prompt.
+struct SpeechRequest {
+  std::string text;
+  std::string reference_text;                               // transcript of the reference (optional)
+  std::vector<std::vector<std::int64_t>> reference_codes;   // [T, codebooks] frames of a voice to clone
+  std::string reference_label = "reference codes";          // names them in messages (a file)
+  std::function<std::vector<std::int64_t>(std::string_view)> encode;     // text -> ids, no specials added
+  std::function<std::optional<std::int64_t>(std::string_view)> token_id;  // special token -> id
+  float temperature = 0.8f;  // <= 1e-5: greedy
+  int top_k = 50;            // 0: off
+  float top_p = 1.0f;        // 1: off
+  std::uint64_t seed = 0;
+  std::int64_t max_steps = 1024;  // decode steps, the model's unit of the length limit
+};
+
+struct SpeechProgress {
+  std::int64_t steps = 0;   // decode steps so far
+  std::int64_t frames = 0;  // complete codec frames so far
+  double seconds = 0;       // of speech in those frames
+};
+
+struct SpeechResult {
+  std::vector<std::vector<std::int64_t>> frames;  // [T, codebooks], ready for the codec
+  std::int64_t prompt_tokens = 0;
+  std::int64_t steps = 0;
+  bool finished = false;  // the model ended the speech (else the length limit did)
+  double frames_per_second = 0;
+};
+
+using SpeechProgressFn = std::function<void(const SpeechProgress&)>;
+
+class Speech : public Extension {
+ public:
+  static constexpr std::string_view kName = "zoo.speech.v1";
+  static constexpr std::string_view kLacking = "does not synthesize speech";
+  virtual SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress = {}) = 0;
+
+ protected:
+  ~Speech() = default;
+};
+
+}  // namespace zoo
