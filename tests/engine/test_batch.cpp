@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "qwen3/fixture_test_util.hpp"
 #include "scoped_env.hpp"
@@ -466,6 +467,77 @@ TEST_CASE("CUDA runner: logprobs of the picked token and the top-n, from the log
     CHECK(x.sampled->top[0].first == x.sampled->id);
     next = {x.sampled->id};
   }
+#endif
+}
+
+TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch pick on the device as the host "
+          "reference does from the same logits",
+          "[cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const auto loaded = cuda_test::load_cuda_fixture(fixture_dir("qwen3-tiny-hd64"));
+  Model& model = *loaded->model;
+  const std::int64_t vocab = model.info().vocab_size;
+  // Greedy, select (top-k), sort (no top-k), min-p with each: one batch, every mode at once.
+  const std::vector<SampleRequest> kinds = {
+      {}, {.temperature = 0.8f, .top_k = 20}, {.temperature = 1.0f}, {.temperature = 0.9f, .top_p = 0.8f},
+      {.temperature = 1.0f, .min_p = 0.1f}, {.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .min_p = 0.05f}};
+  const std::size_t N = kinds.size();
+  // Two runners fed the same steps (graphs off: the same kernels on both): one picks, one returns logits.
+  const zoo::test::ScopedEnv off("ZOO_RUNNER_GRAPHS", "0");
+  auto picked = model.new_runner({.kv_pages = 64, .max_sequences = 8});
+  auto logits = model.new_runner({.kv_pages = 64, .max_sequences = 8});
+  std::vector<SequenceId> a, b;
+  std::vector<std::vector<std::int64_t>> next;
+  for (std::size_t i = 0; i < N; ++i) {
+    a.push_back(picked->open_sequence());
+    b.push_back(logits->open_sequence());
+    next.push_back(prompt_ids(5 + 3 * static_cast<std::int64_t>(i), vocab, 60 + i));
+  }
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  int moved = 0;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<SampleRequest> asked(N);
+    std::vector<ForwardStep> with(N), plain(N);
+    ForwardBatch x, y;
+    for (std::size_t i = 0; i < N; ++i) {
+      asked[i] = kinds[(i + static_cast<std::size_t>(step)) % N];
+      asked[i].u = uni(rng);
+      with[i] = step_of(next[i], OutputRequest{.sample = asked[i], .top_logprobs = static_cast<int>(i % 3) * 4 - 1});
+      plain[i] = step_of(next[i]);
+      x.slices.push_back({a[i], picked->tokens(a[i]), &with[i]});
+      y.slices.push_back({b[i], logits->tokens(b[i]), &plain[i]});
+    }
+    picked->submit(x);
+    logits->submit(y);
+    const auto got = picked->wait(), rows = logits->wait();
+    for (std::size_t i = 0; i < N; ++i) {
+      INFO("step " << step << " sequence " << i << " T " << asked[i].temperature << " top_k " << asked[i].top_k
+                   << " top_p " << asked[i].top_p << " min_p " << asked[i].min_p << " u " << asked[i].u);
+      REQUIRE(got[i].sampled);
+      const auto row = rows[i].logits.span<float>().last(static_cast<std::size_t>(vocab));
+      SampledToken want = sample_logits(row, asked[i]);
+      CHECK(got[i].sampled->id == want.id);
+      moved += want.id != sample_logits(row, SampleRequest{}).id;
+      const int top = with[i].outputs.top_logprobs;
+      if (top >= 0) {
+        fill_logprobs(row, want, top);
+        CHECK(got[i].sampled->logprob == Approx(want.logprob).margin(1e-5));
+        REQUIRE(got[i].sampled->top.size() == want.top.size());
+        for (std::size_t r = 0; r < want.top.size(); ++r) {
+          CHECK(got[i].sampled->top[r].first == want.top[r].first);
+          CHECK(got[i].sampled->top[r].second == Approx(want.top[r].second).margin(1e-5));
+        }
+      } else {
+        CHECK(got[i].sampled->top.empty());
+      }
+      next[i] = {want.id};
+    }
+  }
+  CHECK(moved > 0);  // sampling left the argmax somewhere
 #endif
 }
 

@@ -449,6 +449,26 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
 }
 
+// Min-p: the first rank i in [1, limit) whose weight mass(i) = exp(key_i - top) is below min_p
+// (the weights fall with the rank, so a binary search), or `limit`. Every thread gets it.
+template <class Mass>
+__device__ int min_p_cut(Mass mass, int limit, float min_p) {
+  __shared__ int cut;
+  if (threadIdx.x == 0) {
+    int lo = 1, hi = limit;  // the answer lies in [lo, hi]
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (mass(mid) < static_cast<double>(min_p)) hi = mid;
+      else lo = mid + 1;
+    }
+    cut = max(lo, 1);
+  }
+  __syncthreads();
+  const int r = min(cut, limit);
+  __syncthreads();
+  return r;
+}
+
 // A rank and the cumulative mass through it.
 struct Crossing {
   int index;
@@ -514,13 +534,22 @@ __device__ Crossing find_crossing(const float* keys, double top, const double* s
                         Crossing{s1 - 1, sums[segment] + segment_mass});
 }
 
+// `sorted_out`: the sort left the keys in keys_out (else back in keys_in). With `rows`, pick y of
+// grid.y reads logits row rows[y] and its own workspace, as in sample_prep_kernel.
 __global__ void __launch_bounds__(kSampleThreads)
     sample_pick_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
-                       SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+                       SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l, bool sorted_out = true,
+                       const std::int32_t* __restrict__ rows = nullptr, std::size_t ws_stride = 0) {
+  if (rows) {
+    x += static_cast<std::int64_t>(rows[blockIdx.y]) * n;
+    out += blockIdx.y;
+    ws += blockIdx.y * ws_stride;
+    params += blockIdx.y;
+  }
   __shared__ double scratch[32];
   __shared__ double sums[kPickBlocks + 1];
-  const auto* keys = reinterpret_cast<const float*>(ws + l.keys_out);
-  const auto* idx = reinterpret_cast<const std::int32_t*>(ws + l.idx_out);
+  const auto* keys = reinterpret_cast<const float*>(ws + (sorted_out ? l.keys_out : l.keys_in));
+  const auto* idx = reinterpret_cast<const std::int32_t*>(ws + (sorted_out ? l.idx_out : l.idx_in));
   auto* segments = reinterpret_cast<double*>(ws + l.segments);
   const SampleParams p = *params;
   const int keep = p.top_k > 0 ? min(p.top_k, n) : n;
@@ -559,6 +588,18 @@ __global__ void __launch_bounds__(kSampleThreads)
                                      static_cast<double>(p.top_p) * total, true);
     limit = c.index + 1;
     total = c.cumulative;
+  }
+  if (p.min_p > 0.0f) {
+    auto mass = [&](int i) { return exp(static_cast<double>(keys[i]) - dtop); };
+    const int cut = min_p_cut(mass, limit, p.min_p);
+    if (cut < limit) {
+      // The kept mass: the segments wholly before the cut, then the rest up to it.
+      limit = cut;
+      const int s0 = min(limit / seg, kPickBlocks);
+      double part = 0;
+      for (int i = s0 * seg + static_cast<int>(threadIdx.x); i < limit; i += blockDim.x) part += mass(i);
+      total = sums[s0] + block_reduce(part, scratch, SumOp{});
+    }
   }
   const Crossing pick = find_crossing(keys, dtop, sums, kPickBlocks, seg, limit, p.u * total, false);
   if (threadIdx.x == 0) {
@@ -599,7 +640,14 @@ union SelectShared {
 // those and picks among the first k.
 __global__ void __launch_bounds__(kSelectThreads)
     sample_select_kernel(const float* __restrict__ x, int n, const SampleParams* __restrict__ params,
-                         SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l) {
+                         SampleOutput* __restrict__ out, std::byte* ws, SampleLayout l,
+                         const std::int32_t* __restrict__ rows = nullptr, std::size_t ws_stride = 0) {
+  if (rows) {  // as in sample_prep_kernel
+    x += static_cast<std::int64_t>(rows[blockIdx.y]) * n;
+    out += blockIdx.y;
+    ws += blockIdx.y * ws_stride;
+    params += blockIdx.y;
+  }
   __shared__ SelectShared sh;
   __shared__ typename SelectScan::TempStorage scan_temp;
   __shared__ unsigned kept;
@@ -720,11 +768,74 @@ __global__ void __launch_bounds__(kSelectThreads)
     limit = c.index + 1;
     total = c.cumulative;
   }
+  if (p.min_p > 0.0f) {
+    const int cut = min_p_cut(mass, limit, p.min_p);
+    if (cut < limit) {
+      limit = cut;
+      __shared__ double reduce_scratch[32];
+      double part = 0;
+      for (int i = b0; i < min(b1, limit); ++i) part += mass(i);
+      total = block_reduce(part, reduce_scratch, SumOp{});
+    }
+  }
   const Crossing pick = first_crossing(mass, b0, b1, limit, before, p.u * total, false, Crossing{limit - 1, total});
   if (threadIdx.x == 0) {
     const int id = word_index(sorted[pick.index], bits);
     out->id = id;
     out->logit = x[id];
+  }
+}
+
+
+// ---- logprobs ----------------------------------------------------------------------------------
+
+// One block per pick: row rows[y]'s log-sum-exp (float64, NaN as -inf; 0 when the largest is not
+// finite, as the host's fill_logprobs) and its `top` likeliest (value desc, ties to the lower
+// index): each thread keeps its own best `top` while it scans, then `top` rounds of a block-wide
+// best over the threads' heads.
+constexpr int kLogprobThreads = 512;
+__global__ void __launch_bounds__(kLogprobThreads)
+    logprob_rows_kernel(const float* __restrict__ logits, int n, const std::int32_t* __restrict__ rows, int top,
+                        double* __restrict__ lse, std::int32_t* __restrict__ top_ids, float* __restrict__ top_values) {
+  const float* x = logits + static_cast<std::int64_t>(rows[blockIdx.x]) * n;
+  __shared__ float fscratch[32];
+  __shared__ double dscratch[32];
+  __shared__ PrepPartial pscratch[32];
+  float mine_v[kMaxLogprobTop];
+  std::int32_t mine_i[kMaxLogprobTop];
+  int held = 0;
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = rank_value(x[i]);
+    m = fmaxf(m, v);
+    if (top > 0 && (held < top || greedy_before(v, i, mine_v[top - 1], mine_i[top - 1]))) {
+      int at = held < top ? held++ : top - 1;  // insertion: the list stays ranked
+      while (at > 0 && greedy_before(v, i, mine_v[at - 1], mine_i[at - 1])) {
+        mine_v[at] = mine_v[at - 1];
+        mine_i[at] = mine_i[at - 1];
+        --at;
+      }
+      mine_v[at] = v;
+      mine_i[at] = i;
+    }
+  }
+  m = block_reduce(m, fscratch, MaxOp{});
+  double sum = 0;
+  if (isfinite(m))
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += exp(static_cast<double>(rank_value(x[i])) - m);
+  sum = block_reduce(sum, dscratch, SumOp{});
+  if (threadIdx.x == 0) lse[blockIdx.x] = isfinite(m) ? static_cast<double>(m) + log(sum) : 0.0;
+  int head = 0;
+  for (int r = 0; r < top; ++r) {
+    PrepPartial mine{-INFINITY, INT_MAX, INT_MAX, 0};
+    if (head < held) mine = PrepPartial{mine_v[head], mine_i[head], INT_MAX, 0};
+    const PrepPartial best = block_combine(mine, pscratch);
+    if (best.best_i == INT_MAX) break;  // fewer than `top` entries in the row
+    if (head < held && mine_i[head] == best.best_i) ++head;
+    if (threadIdx.x == 0) {
+      top_ids[blockIdx.x * top + r] = best.best_i;
+      top_values[blockIdx.x * top + r] = best.best_v;
+    }
   }
 }
 
@@ -879,6 +990,99 @@ void sample_row(const float* logits, std::int64_t n, SampleMode mode, const Samp
     }
   }
   throw std::invalid_argument("sample_row: unknown mode");
+}
+
+namespace {
+// The segmented sort's offsets (begin, end) at the head of `temp`, then cub's own storage.
+std::size_t segmented_sort_bytes(std::int64_t count, int segment_items) {
+  std::size_t bytes = 0;
+  cub::DoubleBuffer<float> keys(nullptr, nullptr);
+  cub::DoubleBuffer<std::int32_t> values(nullptr, nullptr);
+  ZOO_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+      nullptr, bytes, keys, values, static_cast<int>(count) * segment_items, static_cast<int>(count),
+      static_cast<const int*>(nullptr), static_cast<const int*>(nullptr)));
+  return align256(2 * sizeof(int) * static_cast<std::size_t>(count)) + bytes;
+}
+__global__ void segment_offsets_kernel(int* begin, int* end, int count, int stride_items, int first, int items) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  begin[i] = i * stride_items + first;
+  end[i] = begin[i] + items;
+}
+}  // namespace
+
+std::size_t sample_rows_temp_bytes(std::int64_t n, std::int64_t count) {
+  check_rows(count, n, "sample_rows");
+  if (count == 0) return 0;
+  return segmented_sort_bytes(count, static_cast<int>(n));
+}
+
+void sample_rows(const float* logits, std::int64_t n, SampleMode mode, const std::int32_t* rows, std::int64_t count,
+                 const SampleParams* params, SampleOutput* out, void* workspace, std::size_t workspace_stride,
+                 void* temp, std::size_t temp_bytes, cudaStream_t stream) {
+  check_rows(count, n, "sample_rows");
+  const SampleLayout l = sample_layout(n);
+  if (workspace_stride < l.total || workspace_stride % 256 != 0)
+    throw std::invalid_argument("sample_rows: workspace stride too small or not a multiple of 256");
+  if (count == 0) return;
+  if (count > 65535) throw std::invalid_argument("sample_rows: more than 65535 rows");
+  if (mode == SampleMode::greedy) {
+    sample_rows_greedy(logits, n, rows, count, out, workspace, workspace_stride, stream);
+    return;
+  }
+  auto* ws = static_cast<std::byte*>(workspace);
+  const int items = static_cast<int>(n);
+  const auto y = static_cast<unsigned>(count);
+  const int prep_blocks =
+      static_cast<int>(std::min<std::int64_t>(kPrepBlocksMax, (n + 4 * kSampleThreads - 1) / (4 * kSampleThreads)));
+  if (mode == SampleMode::select) {
+    sample_prep_kernel<SampleMode::select><<<dim3(static_cast<unsigned>(prep_blocks), y), kSampleThreads, 0, stream>>>(
+        logits, items, params, out, ws, l, rows, workspace_stride);
+    ZOO_CUDA_CHECK_LAUNCH();
+    const int blocks = static_cast<int>(
+        std::min<std::int64_t>(kSelectBlocksMax, (n + 2 * kSelectThreads - 1) / (2 * kSelectThreads)));
+    sample_select_kernel<<<dim3(static_cast<unsigned>(blocks), y), kSelectThreads, 0, stream>>>(
+        logits, items, params, out, ws, l, rows, workspace_stride);
+    ZOO_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  // sort: every row's keys and indices sorted in one segmented sort over the workspaces. The
+  // segments are the rows' keys_in regions, counted in 4-byte items from the workspace's start;
+  // the double buffers are the same regions shifted to keys_out, idx_in and idx_out.
+  if (count * static_cast<std::int64_t>(workspace_stride) / 4 > INT_MAX)
+    throw std::invalid_argument("sample_rows: workspaces too large for the segmented sort");
+  const std::size_t need = segmented_sort_bytes(count, items);
+  if (temp_bytes < need) throw std::invalid_argument("sample_rows: temp too small");
+  sample_prep_kernel<SampleMode::sort><<<dim3(static_cast<unsigned>(prep_blocks), y), kSampleThreads, 0, stream>>>(
+      logits, items, params, out, ws, l, rows, workspace_stride);
+  ZOO_CUDA_CHECK_LAUNCH();
+  auto* offsets = static_cast<int*>(temp);
+  segment_offsets_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(
+      offsets, offsets + count, static_cast<int>(count), static_cast<int>(workspace_stride / 4),
+      static_cast<int>(l.keys_in / 4), items);
+  ZOO_CUDA_CHECK_LAUNCH();
+  const auto shifted = [&](std::size_t region) { return ws + region - l.keys_in; };
+  cub::DoubleBuffer<float> keys(reinterpret_cast<float*>(shifted(l.keys_in)), reinterpret_cast<float*>(shifted(l.keys_out)));
+  cub::DoubleBuffer<std::int32_t> values(reinterpret_cast<std::int32_t*>(shifted(l.idx_in)),
+                                         reinterpret_cast<std::int32_t*>(shifted(l.idx_out)));
+  std::size_t sort_bytes = need - align256(2 * sizeof(int) * static_cast<std::size_t>(count));
+  ZOO_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+      static_cast<std::byte*>(temp) + align256(2 * sizeof(int) * static_cast<std::size_t>(count)), sort_bytes, keys,
+      values, static_cast<int>(count) * items, static_cast<int>(count), offsets, offsets + count, 0, 32, stream));
+  sample_pick_kernel<<<dim3(kPickBlocks, y), kSampleThreads, 0, stream>>>(logits, items, params, out, ws, l,
+                                                                         keys.selector == 1, rows, workspace_stride);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+void logprob_rows(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count, int top,
+                  double* lse, std::int32_t* top_ids, float* top_values, cudaStream_t stream) {
+  check_rows(count, n, "logprob_rows");
+  if (top < 0 || top > kMaxLogprobTop)
+    throw std::invalid_argument("logprob_rows: top must be in [0, " + std::to_string(kMaxLogprobTop) + "]");
+  if (count == 0) return;
+  logprob_rows_kernel<<<static_cast<unsigned>(count), kLogprobThreads, 0, stream>>>(logits, static_cast<int>(n), rows,
+                                                                                   top, lse, top_ids, top_values);
+  ZOO_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace zoo::kernels::cuda

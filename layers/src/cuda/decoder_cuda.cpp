@@ -199,15 +199,14 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
   }
   // Sampling on the device: the request (with its draw) goes up through pinned memory like the
   // step's ids, so replayed graphs read it; only the picked token comes back.
-  // Min-p is picked on the host from the returned logits (the device sampler has no min-p yet);
-  // logprobs are not computed here yet, and a step asking for them is refused.
+  // Logprobs are computed by the batch runner only (a session step asking for them is refused).
   if (step.outputs.top_logprobs >= 0)
     throw InputError(c_.family + ": the CUDA backend does not return logprobs yet (run it on the CPU: --device cpu)");
   const auto& sample = step.outputs.sample;
-  const bool sampling = step.outputs.logits && sample.has_value() && sample->min_p == 0.0f;
+  const bool sampling = step.outputs.logits && sample.has_value();
   if (sampling) {  // checked in check_step
     auto* params = &st.sample_params;
-    *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, 0};
+    *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, sample->min_p};
     ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_params_dev_.data(), params, sizeof(cu::SampleParams), cudaMemcpyHostToDevice, s));
   }
   // Sampling the head on the device: the request and its uniforms go up the same way. A request

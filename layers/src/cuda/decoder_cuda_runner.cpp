@@ -4,12 +4,14 @@
 // (projections, norms, MLP) run once over all of them (CudaRows), k and v go to each row's page
 // slot, the decodes attend in one paged decode-attention launch (lengths and page tables read on
 // the device), each longer slice (a prefill chunk) in a paged prefill-attention launch from its
-// cached prefix, and the head runs on the gathered output rows; picks are made on the device (all
-// greedy ones in one launch), logprobs on the host from the picked row, and a decode step of greedy
+// cached prefix, and the head runs on the gathered output rows; picks and logprobs are made on the
+// device in a fixed number of launches (picks grouped by sampler mode), and a decode step of greedy
 // picks replays a CUDA graph per batch bucket.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <numeric>
 
 #include "../kv_sequences.hpp"
@@ -64,6 +66,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
     plan(batch);
     upload_step();
+    upload_logprob_rows();
     if (graph_batch_ > 0) {
       run_graph();
     } else {
@@ -72,6 +75,10 @@ class CudaRunner : public KvRunner, private CudaRows {
       if (!any_logits_) gather_outputs();  // for hidden states asked without logits
       profile_.end(T_);
     }
+    if (logprobs_ > 0)
+      cu::logprob_rows(logits_dev_.as<float>(), c_.vocab_size, logprob_rows_dev_.as<std::int32_t>(), logprobs_,
+                       logprob_top_, lse_dev_.as<double>(), top_ids_dev_.as<std::int32_t>(),
+                       top_values_dev_.as<float>(), s);
     download_results();
     pending_ = true;
   }
@@ -88,8 +95,7 @@ class CudaRunner : public KvRunner, private CudaRows {
         const cu::SampleOutput& p = sample_out_host_.as<cu::SampleOutput>()[slice.sample_slot];
         result.sampled = SampledToken{.id = p.id, .logit = p.logit, .bad_index = p.bad_index, .bad_value = p.bad_value,
                                       .all_masked = p.unmasked == 0};
-        // Logprobs from the picked row, on the host by the SDK's rule (the row came back for them).
-        if (out.top_logprobs >= 0) fill_logprobs(slice.logits.span<float>(), *result.sampled, out.top_logprobs);
+        if (slice.logprob_slot >= 0) fill_device_logprobs(slice, *result.sampled);
       } else if (out.logits) {
         result.logits = std::move(slice.logits);
       }
@@ -111,6 +117,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     std::int64_t row, tokens, start;
     std::int64_t out_row = 0, out_count = 0;  // its rows among the gathered output rows
     int sample_slot = -1;                     // its pick among the device's sample outputs
+    int logprob_slot = -1;                    // its row among the device's logprob rows
     HostTensor logits, hidden;
   };
 
@@ -172,10 +179,8 @@ class CudaRunner : public KvRunner, private CudaRows {
       slice.out_count = out.all_positions ? n : 1;
       out_rows += slice.out_count;
       any_logits_ = any_logits_ || out.logits;
-      // Min-p is picked on the host from the returned row (the device sampler has no min-p yet).
-      // Greedy picks take the first slots, for one launch over all of them.
-      if (out.logits && out.sample && out.sample->min_p == 0.0f && out.sample->temperature == 0.0f)
-        slice.sample_slot = samples++;
+      // Picks take slots grouped by sampler mode (greedy first), one set of launches per mode.
+      if (out.logits && out.sample && out.sample->temperature == 0.0f) slice.sample_slot = samples++;
       decodes_ += n == 1 ? 1 : 0;
       T_ += n;
       slices_.push_back(std::move(slice));
@@ -188,10 +193,24 @@ class CudaRunner : public KvRunner, private CudaRows {
                                  return slice.step->outputs.hidden || slice.step->outputs.all_positions;
                                });
     if (greedy_decode && graphs_enabled_ && !profile_.enabled()) graph_batch_ = batch_bucket(decodes_);
+    mode_begin_[0] = 0;
+    for (const cu::SampleMode mode : {cu::SampleMode::select, cu::SampleMode::sort}) {
+      mode_begin_[static_cast<int>(mode)] = samples;
+      for (Slice& slice : slices_) {
+        const OutputRequest& out = slice.step->outputs;
+        if (slice.sample_slot < 0 && out.logits && out.sample &&
+            cu::sample_mode(out.sample->temperature, out.sample->top_k) == mode)
+          slice.sample_slot = samples++;
+      }
+    }
+    mode_begin_[3] = samples;
+    logprobs_ = logprob_top_ = 0;
     for (Slice& slice : slices_) {
-      const OutputRequest& out = slice.step->outputs;
-      if (slice.sample_slot < 0 && out.logits && out.sample && out.sample->min_p == 0.0f) slice.sample_slot = samples++;
       any_sample_ = any_sample_ || slice.sample_slot >= 0;
+      if (slice.sample_slot >= 0 && slice.step->outputs.top_logprobs >= 0) {
+        slice.logprob_slot = logprobs_++;
+        logprob_top_ = std::max(logprob_top_, slice.step->outputs.top_logprobs);
+      }
     }
     out_rows_count_ = out_rows;
     samples_ = samples;
@@ -248,7 +267,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     lens_at_ = blob.size();
     for (std::int64_t i = 0; i < B; ++i)
       blob.push_back(static_cast<std::int32_t>(i < real ? slices_[static_cast<std::size_t>(i)].start + 1 : 1));
-    out_rows_at_ = greedy_rows_at_ = blob.size();
+    out_rows_at_ = pick_rows_at_ = blob.size();
     for (std::int64_t i = 0; i < B; ++i) blob.push_back(static_cast<std::int32_t>(i));
     const std::size_t bytes = blob.size() * 4;
     if (graph_blob_.size() < bytes) {
@@ -260,6 +279,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     decodes_ = B;  // the attention's batch; slices_ keeps the real ones
     out_rows_count_ = B;
     samples_ = greedy_ = static_cast<int>(B);
+    mode_begin_ = {0, static_cast<int>(B), static_cast<int>(B), static_cast<int>(B)};
     ensure_pick_buffers(B);
     ensure_decode_workspace(B);
     if (x_out_rows_ < B) {
@@ -357,12 +377,12 @@ class CudaRunner : public KvRunner, private CudaRows {
     for (const Slice& slice : slices_)
       for (std::int64_t r = slice.tokens - slice.out_count; r < slice.tokens; ++r)
         blob.push_back(static_cast<std::int32_t>(slice.row + r));
-    // The logits row of each greedy pick, by slot.
-    greedy_rows_at_ = blob.size();
-    blob.resize(blob.size() + static_cast<std::size_t>(greedy_), 0);
+    // The logits row of each pick, by slot.
+    pick_rows_at_ = blob.size();
+    blob.resize(blob.size() + static_cast<std::size_t>(samples_), 0);
     for (const Slice& slice : slices_)
-      if (slice.sample_slot >= 0 && slice.sample_slot < greedy_)
-        blob[greedy_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] =
+      if (slice.sample_slot >= 0)
+        blob[pick_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] =
             static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);
     if (blob_dev_.size() < blob.size() * 4) blob_dev_ = cu::DeviceBuffer(std::max<std::size_t>(blob.size() * 4, 4096));
     blob_dev_.upload(blob.data(), blob.size() * 4);
@@ -373,7 +393,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       for (const Slice& slice : slices_)
         if (slice.sample_slot >= 0) {
           const SampleRequest& r = *slice.step->outputs.sample;
-          params[static_cast<std::size_t>(slice.sample_slot)] = {r.u, r.temperature, r.top_k, r.top_p, 0};
+          params[static_cast<std::size_t>(slice.sample_slot)] = {r.u, r.temperature, r.top_k, r.top_p, r.min_p};
         }
       ensure_pick_buffers(samples_);
       sample_params_dev_.upload(params.data(), params.size() * sizeof(cu::SampleParams));
@@ -382,6 +402,44 @@ class CudaRunner : public KvRunner, private CudaRows {
   }
   const std::int32_t* blob(std::size_t at) const { return blob_base_ + at; }
 
+  // The logits rows whose logprobs are asked for, by logprob slot, and room for the results (a
+  // buffer of its own, so graph steps use it too).
+  void upload_logprob_rows() {
+    if (logprobs_ == 0) return;
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(logprobs_));
+    for (const Slice& slice : slices_)
+      if (slice.logprob_slot >= 0)
+        rows[static_cast<std::size_t>(slice.logprob_slot)] =
+            static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);  // a graph step's too
+    if (logprob_slots_ < logprobs_) {
+      const auto n = static_cast<std::size_t>(logprobs_);
+      logprob_rows_dev_ = cu::DeviceBuffer(n * 4);
+      lse_dev_ = cu::DeviceBuffer(n * sizeof(double));
+      top_ids_dev_ = cu::DeviceBuffer(n * cu::kMaxLogprobTop * 4);
+      top_values_dev_ = cu::DeviceBuffer(n * cu::kMaxLogprobTop * 4);
+      lse_host_ = cu::PinnedBuffer(n * sizeof(double));
+      top_ids_host_ = cu::PinnedBuffer(n * cu::kMaxLogprobTop * 4);
+      top_values_host_ = cu::PinnedBuffer(n * cu::kMaxLogprobTop * 4);
+      logprob_slots_ = logprobs_;
+    }
+    logprob_rows_dev_.upload(rows.data(), rows.size() * 4);
+  }
+  // log p by the SDK's rule (fill_logprobs): the row's value less its log-sum-exp, NaN as -inf.
+  void fill_device_logprobs(const Slice& slice, SampledToken& token) const {
+    const auto k = static_cast<std::size_t>(slice.logprob_slot);
+    const double lse = lse_host_.as<double>()[k];
+    const auto logprob = [&](float v) {
+      return static_cast<float>(static_cast<double>(std::isnan(v) ? -INFINITY : v) - lse);
+    };
+    token.logprob = logprob(token.logit);
+    token.top.clear();
+    const int want = std::min<int>(slice.step->outputs.top_logprobs, static_cast<int>(c_.vocab_size));
+    for (int r = 0; r < want; ++r) {
+      const std::size_t at = k * static_cast<std::size_t>(logprob_top_) + static_cast<std::size_t>(r);
+      token.top.emplace_back(top_ids_host_.as<std::int32_t>()[at], logprob(top_values_host_.as<float>()[at]));
+    }
+  }
+
   void download_results() {
     cudaStream_t s = *b_.stream_;
     const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
@@ -389,16 +447,19 @@ class CudaRunner : public KvRunner, private CudaRows {
       ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_out_host_.data(), sample_out_dev_.data(),
                                      static_cast<std::size_t>(samples_) * sizeof(cu::SampleOutput),
                                      cudaMemcpyDeviceToHost, s));
+    if (logprobs_ > 0) {
+      const auto n = static_cast<std::size_t>(logprobs_), top = n * static_cast<std::size_t>(logprob_top_) * 4;
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(lse_host_.data(), lse_dev_.data(), n * sizeof(double), cudaMemcpyDeviceToHost, s));
+      if (top > 0) {
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(top_ids_host_.data(), top_ids_dev_.data(), top, cudaMemcpyDeviceToHost, s));
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(top_values_host_.data(), top_values_dev_.data(), top, cudaMemcpyDeviceToHost, s));
+      }
+    }
     for (Slice& slice : slices_) {
       const OutputRequest& out = slice.step->outputs;
       if (out.logits && slice.sample_slot < 0) {
         slice.logits = HostTensor(DType::F32, {slice.out_count, V});
         ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.logits.data(), logits_dev_.as<float>() + slice.out_row * V,
-                                       slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
-      } else if (slice.sample_slot >= 0 && out.top_logprobs >= 0) {  // the picked row, for its logprobs
-        slice.logits = HostTensor(DType::F32, {1, V});
-        ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.logits.data(),
-                                       logits_dev_.as<float>() + (slice.out_row + slice.out_count - 1) * V,
                                        slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
       }
       if (out.hidden) slice.hidden = download_f32(x_out_.as<Bf16>() + slice.out_row * H, slice.out_count, H, H);
@@ -469,20 +530,22 @@ class CudaRunner : public KvRunner, private CudaRows {
     cu::embedding_gather(a_.x.as<Bf16>(), T_, H, blob(out_rows_at_), out_rows_count_, x_out_.as<Bf16>(), *b_.stream_);
     profile_.mark("gather outputs");
   }
+  // One set of launches per sampler mode over that mode's slots, whatever their count.
   void sample() override {
     const std::int64_t V = c_.vocab_size;
     const std::size_t ws = cu::sample_workspace_bytes(V);
-    if (greedy_ > 0)
-      cu::sample_rows_greedy(logits_dev_.as<float>(), V, blob(greedy_rows_at_), greedy_,
-                             sample_out_dev_.as<cu::SampleOutput>(), sample_workspace_.data(), ws, *b_.stream_);
-    for (const Slice& slice : slices_) {
-      if (slice.sample_slot < greedy_) continue;  // none, or picked above
-      const SampleRequest& r = *slice.step->outputs.sample;
-      const auto k = static_cast<std::size_t>(slice.sample_slot);
-      cu::sample_row(logits_dev_.as<float>() + (slice.out_row + slice.out_count - 1) * V, V,
-                     cu::sample_mode(r.temperature, r.top_k), sample_params_dev_.as<cu::SampleParams>() + k,
-                     sample_out_dev_.as<cu::SampleOutput>() + k,
-                     static_cast<std::byte*>(sample_workspace_.data()) + k * ws, ws, *b_.stream_);
+    for (const cu::SampleMode mode : {cu::SampleMode::greedy, cu::SampleMode::select, cu::SampleMode::sort}) {
+      const int first = mode_begin_[static_cast<int>(mode)], count = mode_begin_[static_cast<int>(mode) + 1] - first;
+      if (count == 0) continue;
+      if (mode == cu::SampleMode::sort) {
+        const std::size_t need = cu::sample_rows_temp_bytes(V, count);
+        if (sample_temp_.size() < need) sample_temp_ = cu::DeviceBuffer(need);  // sort steps run eagerly
+      }
+      const auto k = static_cast<std::size_t>(first);
+      cu::sample_rows(logits_dev_.as<float>(), V, mode, blob(pick_rows_at_) + first, count,
+                      sample_params_dev_.as<cu::SampleParams>() + k, sample_out_dev_.as<cu::SampleOutput>() + k,
+                      static_cast<std::byte*>(sample_workspace_.data()) + k * ws, ws, sample_temp_.data(),
+                      sample_temp_.size(), *b_.stream_);
     }
     profile_.mark("sample");
   }
@@ -505,9 +568,11 @@ class CudaRunner : public KvRunner, private CudaRows {
   std::vector<Slice> slices_;  // decodes first
   std::int64_t decodes_ = 0, out_rows_count_ = 0, max_decode_len_ = 0;
   int samples_ = 0, greedy_ = 0;  // picks on the device; the first greedy_ are greedy
+  std::array<int, 4> mode_begin_{};  // the first slot of each SampleMode; [3]: samples_
+  int logprobs_ = 0, logprob_top_ = 0;  // rows asking for logprobs, the most top entries asked
   bool any_logits_ = false, any_sample_ = false;
   std::vector<GroupArrays> group_at_;
-  std::size_t lens_at_ = 0, out_rows_at_ = 0, greedy_rows_at_ = 0;
+  std::size_t lens_at_ = 0, out_rows_at_ = 0, pick_rows_at_ = 0;
   cu::DeviceBuffer blob_dev_, x_out_, decode_workspace_;
   const std::int32_t* blob_base_ = nullptr;  // the step's int32 arrays: blob_dev_, or graph_blob_ for a graph step
   // Decode graphs by (batch bucket, kv-length bucket); their inputs live in graph_blob_.
@@ -519,6 +584,10 @@ class CudaRunner : public KvRunner, private CudaRows {
   cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
   cu::PinnedBuffer sample_out_host_;
   int sample_slots_ = 0;
+  cu::DeviceBuffer sample_temp_;  // the sort mode's segmented sort
+  cu::DeviceBuffer logprob_rows_dev_, lse_dev_, top_ids_dev_, top_values_dev_;
+  cu::PinnedBuffer lse_host_, top_ids_host_, top_values_host_;
+  int logprob_slots_ = 0;
 };
 
 }  // namespace

@@ -39,7 +39,7 @@ struct DeviceSampler {
   SampleOutput run(const std::vector<float>& row, const zoo::SampleRequest& r, std::optional<SampleMode> mode = {}) {
     REQUIRE(static_cast<std::int64_t>(row.size()) == n);
     logits.upload(row.data(), row.size() * 4);
-    const SampleParams p{r.u, r.temperature, r.top_k, r.top_p, 0};
+    const SampleParams p{r.u, r.temperature, r.top_k, r.top_p, r.min_p};
     params.upload(&p, sizeof p);
     sample_row(logits.as<float>(), n, mode.value_or(sample_mode(r.temperature, r.top_k)), params.as<SampleParams>(),
                out.as<SampleOutput>(), workspace.data(), workspace.size(), stream);
@@ -82,6 +82,12 @@ TEST_CASE("sample_row picks the host reference's id for the same logits and draw
       {.temperature = 0.05f, .top_k = 0, .top_p = 1.0f},
       {.temperature = 1.0f, .top_k = kSampleSelectMaxK},
       {.temperature = 0.9f, .top_k = kSampleSelectMaxK + 1, .top_p = 0.9f},
+      {.temperature = 1.0f, .min_p = 0.05f},
+      {.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.1f},
+      {.temperature = 0.7f, .top_k = 50, .min_p = 0.2f},
+      {.temperature = 1.0f, .top_k = 100, .top_p = 0.8f, .min_p = 0.01f},
+      {.temperature = 1.2f, .top_k = kSampleSelectMaxK + 1, .min_p = 0.3f},
+      {.temperature = 1.0f, .top_k = 10, .min_p = 1.0f},
   };
   int rows = 0, moved = 0, selected = 0;
   for (std::int64_t n : {151936, 1, 7, 1000, 4097, 65537}) {
@@ -107,7 +113,7 @@ TEST_CASE("sample_row picks the host reference's id for the same logits and draw
           zoo::SampleRequest r = base;
           r.u = draw == 0 ? 0.0 : uni(rng);
           INFO("n " << n << " kind " << kind << " T " << r.temperature << " top_k " << r.top_k << " top_p " << r.top_p
-                    << " u " << r.u);
+                    << " min_p " << r.min_p << " u " << r.u);
           const zoo::SampledToken want = zoo::sample_logits(row, r);
           const SampleOutput got = dev.run(row, r);
           check_same(got, want);
@@ -354,4 +360,137 @@ TEST_CASE("sample_rows_greedy: many rows in one launch pick as sample_row does (
       CHECK((p.unmasked == 0) == want.all_masked);
     }
   }
+}
+
+namespace {
+
+// Rows of one kind (see the first test) for the batched tests: spread, ties, masked, a sharp peak.
+std::vector<float> test_row(std::int64_t n, int kind, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> small(0, 12);
+  std::vector<float> row(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    float v = 4.0f * normal(rng);
+    if (kind == 1) v = static_cast<float>(small(rng));
+    if (kind == 2 && (i % 4 == 1)) v = -INFINITY;
+    if (kind == 3) v = i == n / 2 ? 12.0f : zoo::round_to_bf16(0.01f * normal(rng));
+    row[static_cast<std::size_t>(i)] = v;
+  }
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("sample_rows: each mode's picks of many rows, each with its own request, equal the host's",
+          "[cuda][sampling]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const std::vector<zoo::SampleRequest> requests = {
+      {.temperature = 0.0f},
+      {.temperature = 1.0f},
+      {.temperature = 0.7f, .top_k = 50},
+      {.temperature = 0.6f, .top_k = 20, .top_p = 0.95f},
+      {.temperature = 0.8f, .top_k = 0, .top_p = 0.9f},
+      {.temperature = 1.0f, .min_p = 0.05f},
+      {.temperature = 0.7f, .top_k = 40, .min_p = 0.1f},
+      {.temperature = 1.1f, .top_k = kSampleSelectMaxK + 7, .top_p = 0.7f, .min_p = 0.02f},
+  };
+  for (const std::int64_t n : {151936, 1000}) {
+    const std::int64_t rows = 45;
+    std::mt19937 rng(static_cast<std::uint32_t>(n));
+    std::uniform_real_distribution<double> uni(0.0, 1.0);
+    std::vector<float> all;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto row = test_row(n, static_cast<int>(r % 4), rng);
+      all.insert(all.end(), row.begin(), row.end());
+    }
+    // Pick i reads row (i * 7) % rows with request i % size; grouped by mode as the runner does.
+    std::vector<std::vector<std::int32_t>> index(3);
+    std::vector<std::vector<zoo::SampleRequest>> asked(3);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      zoo::SampleRequest r = requests[static_cast<std::size_t>(i) % requests.size()];
+      r.u = uni(rng);
+      const auto mode = static_cast<std::size_t>(sample_mode(r.temperature, r.top_k));
+      index[mode].push_back(static_cast<std::int32_t>((i * 7) % rows));
+      asked[mode].push_back(r);
+    }
+    Stream stream;
+    DeviceBuffer logits = upload(all);
+    const std::size_t ws = sample_workspace_bytes(n);
+    for (int mode = 0; mode < 3; ++mode) {
+      const auto count = static_cast<std::int64_t>(index[static_cast<std::size_t>(mode)].size());
+      REQUIRE(count > 0);
+      std::vector<SampleParams> params;
+      for (const auto& r : asked[static_cast<std::size_t>(mode)]) params.push_back({r.u, r.temperature, r.top_k, r.top_p, r.min_p});
+      DeviceBuffer rows_dev = upload(index[static_cast<std::size_t>(mode)]), params_dev = upload(params);
+      DeviceBuffer out(static_cast<std::size_t>(count) * sizeof(SampleOutput)), workspace(static_cast<std::size_t>(count) * ws);
+      DeviceBuffer temp(std::max<std::size_t>(sample_rows_temp_bytes(n, count), 1));
+      workspace.fill_bytes(0);
+      for (int call = 0; call < 2; ++call) {  // the second call finds the tickets as the first left them
+        sample_rows(logits.as<float>(), n, static_cast<SampleMode>(mode), rows_dev.as<std::int32_t>(), count,
+                    params_dev.as<SampleParams>(), out.as<SampleOutput>(), workspace.data(), ws, temp.data(),
+                    temp.size(), stream);
+        stream.synchronize();
+        std::vector<SampleOutput> got(static_cast<std::size_t>(count));
+        out.download(got.data(), got.size() * sizeof(SampleOutput));
+        for (std::int64_t i = 0; i < count; ++i) {
+          const auto& r = asked[static_cast<std::size_t>(mode)][static_cast<std::size_t>(i)];
+          const std::int64_t row = index[static_cast<std::size_t>(mode)][static_cast<std::size_t>(i)];
+          INFO("n " << n << " mode " << mode << " pick " << i << " row " << row << " T " << r.temperature << " top_k "
+                    << r.top_k << " top_p " << r.top_p << " min_p " << r.min_p << " u " << r.u << " call " << call);
+          const std::span<const float> values(all.data() + row * n, static_cast<std::size_t>(n));
+          check_same(got[static_cast<std::size_t>(i)], zoo::sample_logits(values, r));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("logprob_rows: log-probabilities and the top entries of many rows equal fill_logprobs'", "[cuda][sampling]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const std::int64_t n = 151936, rows = 9;
+  std::mt19937 rng(77);
+  std::vector<float> all;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto row = test_row(n, static_cast<int>(r % 4), rng);
+    all.insert(all.end(), row.begin(), row.end());
+  }
+  all[4 * n + 10] = NAN;                                                       // ranks as -inf
+  std::fill(all.begin() + 8 * n, all.begin() + 9 * n, -INFINITY);              // nothing finite
+  const std::vector<std::int32_t> order{3, 0, 8, 1, 4, 2, 7, 5, 6};
+  Stream stream;
+  DeviceBuffer logits = upload(all), index = upload(order), lse(rows * 8);
+  for (const int top : {0, 1, 5, kMaxLogprobTop}) {
+    DeviceBuffer ids(rows * kMaxLogprobTop * 4), values(rows * kMaxLogprobTop * 4);
+    logprob_rows(logits.as<float>(), n, index.as<std::int32_t>(), rows, top, lse.as<double>(), ids.as<std::int32_t>(),
+                 values.as<float>(), stream);
+    stream.synchronize();
+    std::vector<double> got_lse(static_cast<std::size_t>(rows));
+    std::vector<std::int32_t> got_ids(static_cast<std::size_t>(rows * kMaxLogprobTop));
+    std::vector<float> got_values(got_ids.size());
+    lse.download(got_lse.data(), got_lse.size() * 8);
+    ids.download(got_ids.data(), got_ids.size() * 4);
+    values.download(got_values.data(), got_values.size() * 4);
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t row = order[static_cast<std::size_t>(i)];
+      INFO("top " << top << " pick " << i << " row " << row);
+      const std::span<const float> x(all.data() + row * n, static_cast<std::size_t>(n));
+      zoo::SampledToken want{.id = 7};
+      zoo::fill_logprobs(x, want, top);
+      const auto logprob = [&](float v) {
+        return static_cast<float>(static_cast<double>(std::isnan(v) ? -INFINITY : v) - got_lse[static_cast<std::size_t>(i)]);
+      };
+      const auto same = [](float a, float b) { return std::isinf(b) ? a == b : std::abs(a - b) <= 1e-6f; };
+      CHECK(same(logprob(x[7]), want.logprob));
+      REQUIRE(want.top.size() == static_cast<std::size_t>(top));
+      for (int r = 0; r < top; ++r) {
+        const std::size_t at = static_cast<std::size_t>(i * top + r);
+        CHECK(got_ids[at] == want.top[static_cast<std::size_t>(r)].first);
+        const float lp = logprob(got_values[at]), want_lp = want.top[static_cast<std::size_t>(r)].second;
+        CHECK(same(lp, want_lp));
+      }
+    }
+  }
+  CHECK_THROWS_AS(logprob_rows(logits.as<float>(), n, index.as<std::int32_t>(), rows, kMaxLogprobTop + 1,
+                               lse.as<double>(), nullptr, nullptr, stream),
+                  std::invalid_argument);
 }

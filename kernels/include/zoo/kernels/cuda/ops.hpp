@@ -142,14 +142,14 @@ void top_k_rows(const Bf16* x, std::int64_t rows, std::int64_t n, int k, std::in
 // With top-k in 1..kSampleSelectMaxK (SampleMode::select) the k best candidates are found by a
 // radix select (histograms of the keys' bits, then of the indices' for ties) and only they are
 // sorted, in one block; otherwise (SampleMode::sort) a stable descending radix sort (cub) orders
-// the whole row. The masses are summed in float64 in another order than the host's, so the id
+// the whole row. Min-p then cuts the ranked candidates (binary search on the falling weights). The masses are summed in float64 in another order than the host's, so the id
 // equals the host's except when u lands within float64 rounding of a boundary.
 struct SampleParams {
   double u = 0.0;  // uniform in [0, 1)
   float temperature = 0.0f;
   std::int32_t top_k = 0;  // 0: off
   float top_p = 1.0f;      // 1: off
-  std::int32_t pad = 0;
+  float min_p = 0.0f;      // 0: off
 };
 struct SampleOutput {
   std::int32_t id = -1;
@@ -177,6 +177,24 @@ void sample_row(const float* logits, std::int64_t n, SampleMode mode, const Samp
 // (stride >= sample_workspace_bytes(n), each zeroed once). The same picks as sample_row(greedy).
 void sample_rows_greedy(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count,
                         SampleOutput* out, void* workspace, std::size_t workspace_stride, cudaStream_t stream);
+// Picks of many rows of one mode (the batch runtime's step), each with its own parameters: pick i
+// reads logits row rows[i] with params[i], writes out[i] and uses its own workspace as above
+// (stride a multiple of 256). The same picks as sample_row in a fixed number of launches whatever
+// the count: select runs grid.y = count, sort one segmented sort over all rows' workspaces, which
+// needs `temp` of sample_rows_temp_bytes(n, count) (uninitialized is fine).
+std::size_t sample_rows_temp_bytes(std::int64_t n, std::int64_t count);
+void sample_rows(const float* logits, std::int64_t n, SampleMode mode, const std::int32_t* rows, std::int64_t count,
+                 const SampleParams* params, SampleOutput* out, void* workspace, std::size_t workspace_stride,
+                 void* temp, std::size_t temp_bytes, cudaStream_t stream);
+
+// Log-probabilities by zoo::fill_logprobs' rule (the host reference), for rows[i] of logits [*, n]:
+// lse[i] = log-sum-exp of the row (NaN as -inf, float64; 0 when the largest entry is not finite),
+// so log p(j) = row[j] - lse[i]; and the `top` (<= kMaxLogprobTop) likeliest entries, most likely
+// first, ties to the lower index: top_ids[i * top + r] and their values (NaN as -inf). One block
+// per row; the sums run in another order than the host's (float64, so the float results agree).
+inline constexpr int kMaxLogprobTop = 20;
+void logprob_rows(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count, int top,
+                  double* lse, std::int32_t* top_ids, float* top_values, cudaStream_t stream);
 
 // One pick per segment of a float32 row: logits[s * width, (s + 1) * width) for s < segments, by
 // the rule zoo::SegmentSampleRule::threshold_top_k_index_cdf (zoo/model.hpp): temperature 0 is the
