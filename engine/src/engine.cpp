@@ -94,8 +94,23 @@ void Engine::note_pool() {
     }
 }
 
+bool Engine::cancel(std::int64_t request) {
+  const auto match = [&](const auto& sequence) { return sequence->request == request; };
+  if (const auto it = std::find_if(waiting_.begin(), waiting_.end(), match); it != waiting_.end()) {
+    waiting_.erase(it);
+    return true;
+  }
+  if (const auto it = std::find_if(running_.begin(), running_.end(), match); it != running_.end()) {
+    runner_.close_sequence((*it)->id);
+    running_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 std::vector<Completion> Engine::step() {
   const auto started = std::chrono::steady_clock::now();
+  last_tokens_.clear();
   std::vector<std::int64_t> free;
   for (const auto& group : runner_.pool().groups) free.push_back(group.capacity - group.used);
 
@@ -214,6 +229,7 @@ std::vector<Completion> Engine::step() {
                                             : "every one is -inf"));
     sequence.tokens.push_back(picked.id);
     sequence.picked.push_back(picked);
+    last_tokens_.push_back({sequence.request, picked});
     ++stats_.generated_tokens;
     const auto& eos = sequence.params.eos_token_ids;
     const bool stop = std::find(eos.begin(), eos.end(), picked.id) != eos.end();

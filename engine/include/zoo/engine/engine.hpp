@@ -42,6 +42,12 @@ struct Completion {
   std::int64_t prompt_tokens = 0;
 };
 
+// A token a request got in a step (streaming reads these; the Completion repeats them).
+struct TokenEvent {
+  std::int64_t request = -1;
+  SampledToken token;
+};
+
 struct EngineStats {
   std::int64_t steps = 0, rows = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
   std::int64_t peak_running = 0;
@@ -65,6 +71,11 @@ class Engine {
   std::int64_t running() const { return static_cast<std::int64_t>(running_.size()); }
   // One forward pass; the requests that finished in it.
   std::vector<Completion> step();
+  // The tokens picked in the last step(), one per request that sampled (those that finished too).
+  const std::vector<TokenEvent>& last_tokens() const { return last_tokens_; }
+  // Drops a request, waiting or running (its pages go back at once); false when it is unknown or
+  // already finished. Not called during step().
+  bool cancel(std::int64_t request);
   const EngineStats& stats() const { return stats_; }
 
  private:
@@ -79,6 +90,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   EngineStats stats_;
+  std::vector<TokenEvent> last_tokens_;
 };
 
 }  // namespace zoo::engine
