@@ -144,23 +144,8 @@ int run_generate_batch(const GenerateOptions& o) {
   const std::string text = o.input == "-" ? read_stdin_text("a JSONL input", kMaxTextFileBytes)
                                           : read_text_file(o.input, "a JSONL file", kMaxTextFileBytes);
   const std::vector<BatchItem> items = parse_batch_input(text, label);
-  // Pages are taken as tokens arrive, so a sequence's context limit costs nothing up front: it is
-  // -c (or --max-context), else the model's max_position_embeddings.
   ModelOptions model_options = o.model;
-  {
-    const ModelSpec spec = load_model_spec(o.model.config);
-    const nlohmann::json config = load_hf_config(spec.checkpoint);
-    const auto& positions = config.contains("max_position_embeddings") ? config["max_position_embeddings"]
-                                                                       : nlohmann::json();
-    const std::int64_t model_limit = positions.is_number_integer() && positions.get<std::int64_t>() > 0
-                                         ? positions.get<std::int64_t>()
-                                         : std::int64_t{0};
-    const std::int64_t asked = o.ctx_size > 0 ? o.ctx_size : o.model.max_context;
-    if (asked > 0 && model_limit > 0 && asked > model_limit)
-      throw InputError(fmt::format("{} {}: above the model's max_position_embeddings {}",
-                                   o.ctx_size > 0 ? "-c/--ctx-size" : "--max-context", asked, model_limit));
-    model_options.max_context = asked > 0 ? asked : model_limit > 0 ? model_limit : spec.max_context;
-  }
+  model_options.max_context = paged_context_limit(o.model, o.ctx_size, "-c/--ctx-size");
   PluginRegistry registry;
   auto opened = open_from_options(model_options, registry);
   if (const auto why = opened.model->text_generation_unsupported(); !why.empty())

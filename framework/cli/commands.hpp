@@ -20,6 +20,7 @@ void add_inspect_command(CLI::App& app, Action& run);
 void add_plan_command(CLI::App& app, Action& run);
 void add_trace_command(CLI::App& app, Action& run);
 void add_generate_command(CLI::App& app, Action& run);
+void add_serve_command(CLI::App& app, Action& run);
 void add_compare_command(CLI::App& app, Action& run);
 void add_validate_command(CLI::App& app, Action& run);
 void add_bench_command(CLI::App& app, Action& run);

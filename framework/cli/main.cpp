@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   add_plan_command(app, run);
   add_trace_command(app, run);
   add_generate_command(app, run);
+  add_serve_command(app, run);
   add_compare_command(app, run);
   add_validate_command(app, run);
   add_bench_command(app, run);

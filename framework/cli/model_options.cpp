@@ -56,4 +56,18 @@ OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& regis
   return open_model(load_model_spec(options.config), registry, options.overrides());
 }
 
+std::int64_t paged_context_limit(const ModelOptions& options, std::int64_t ctx_size, std::string_view flag) {
+  const ModelSpec spec = load_model_spec(options.config);
+  const nlohmann::json config = load_hf_config(spec.checkpoint);
+  const auto& positions =
+      config.contains("max_position_embeddings") ? config["max_position_embeddings"] : nlohmann::json();
+  const std::int64_t model_limit =
+      positions.is_number_integer() && positions.get<std::int64_t>() > 0 ? positions.get<std::int64_t>() : 0;
+  const std::int64_t asked = ctx_size > 0 ? ctx_size : options.max_context;
+  if (asked > 0 && model_limit > 0 && asked > model_limit)
+    throw InputError(fmt::format("{} {}: above the model's max_position_embeddings {}",
+                                 ctx_size > 0 ? flag : std::string_view("--max-context"), asked, model_limit));
+  return asked > 0 ? asked : model_limit > 0 ? model_limit : spec.max_context;
+}
+
 }  // namespace zoo::cli

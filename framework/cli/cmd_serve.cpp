@@ -1,0 +1,113 @@
+// `zoo serve MODEL`: OpenAI's HTTP API over the model's engine (server/, docs/serving.md). Listens
+// first (GET /health is 503 while the model loads), prints `listening on http://HOST:PORT` once
+// it can answer, and drains on SIGINT or SIGTERM.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "commands.hpp"
+#include "file_options.hpp"
+#include "model_options.hpp"
+#include "numeric_option.hpp"
+#include "zoo/error.hpp"
+#include "zoo/generation_config.hpp"
+#include "zoo/model_spec.hpp"
+#include "zoo/plugin_registry.hpp"
+#include "zoo/prompt_input.hpp"
+#include "zoo/server/openai_server.hpp"
+
+namespace zoo::cli {
+
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  std::string host = "127.0.0.1", served_model_name, api_key, tokenizer;
+  int port = 8000;
+  std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0;
+  double kv_cache_gb = 0;
+  int drain_timeout = 30;
+};
+
+int run_serve(const ServeOptions& o) {
+  server::ServerOptions so;
+  so.http.host = o.host;
+  so.http.port = static_cast<std::uint16_t>(o.port);
+  so.engine = {.max_running = o.max_running, .max_batched_tokens = o.max_batched_tokens};
+  so.max_queue = o.max_queue;
+  so.api_key = o.api_key;
+  so.drain_timeout = std::chrono::seconds(o.drain_timeout);
+  ModelOptions model_options = o.model;
+  model_options.max_context = paged_context_limit(o.model, o.ctx_size, "-c/--max-model-len");
+  server::OpenAiServer server(so);  // bound now: a taken port fails before the model loads
+  PluginRegistry registry;
+  auto opened = open_from_options(model_options, registry);
+  if (const auto why = opened.model->text_generation_unsupported(); !why.empty())
+    throw InputError(fmt::format("{}: `zoo serve` cannot serve this {} model: {}", opened.spec.file.string(),
+                                 opened.model->info().plugin, why));
+  const auto model_dir = checkpoint_directory(opened.spec);
+  const auto tokenizer = open_model_tokenizer(model_dir, o.tokenizer, false);
+  const auto defaults = load_generation_defaults(model_dir, opened.config);
+  load_model(opened, true);
+  RunnerOptions runner_options{.max_sequences = o.max_running, .max_context = opened.spec.max_context};
+  runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
+  auto runner = opened.model->new_runner(runner_options);
+  server::ServedModel served;
+  served.name = o.served_model_name.empty() ? o.model.config : o.served_model_name;
+  served.runner = runner.get();
+  served.tokenizer = tokenizer ? &*tokenizer : nullptr;
+  served.vocab_size = opened.model->info().vocab_size;
+  served.eos_token_ids = defaults.eos_token_ids;
+  served.defaults = defaults.sampling();
+  served.defaults_from_model = !defaults.sampling_source.empty();
+  const KvPoolStats pool = runner->pool();
+  fmt::print(stderr, "zoo serve: model '{}'; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}{}\n",
+             served.name, pool.groups.front().capacity, pool.page_tokens,
+             static_cast<double>(pool.groups.front().capacity * pool.page_bytes) / 1e9, runner->max_context(),
+             served.tokenizer ? "" : "; no tokenizer: prompts as token ids");
+  server.ready(std::move(served));
+  fmt::print("listening on http://{}:{}\n", o.host, server.port());
+  std::fflush(stdout);
+  server.wait();
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, Action& run) {
+  auto options = std::make_shared<ServeOptions>();
+  auto* cmd = app.add_subcommand("serve",
+                                 "Serve the model over HTTP: OpenAI's /v1/completions (text or token ids, streamed "
+                                 "as server-sent events), /v1/models, /tokenize, /detokenize, /health");
+  add_model_options(*cmd, options->model);
+  not_a_file(cmd->add_option("--host", options->host, "Address to listen on (default 127.0.0.1: this machine only)"));
+  cmd->add_option("--port", options->port, "Port (0: any free one; the printed line says which)")
+      ->check(integer_in(0, 65535));
+  not_a_file(cmd->add_option("--served-model-name", options->served_model_name,
+                             "The model's name in the API (default: MODEL as given)"));
+  not_a_file(cmd->add_option("--api-key", options->api_key,
+                             "Require 'Authorization: Bearer KEY' on /v1 requests (default: none)"));
+  cmd->add_option("--max-running", options->max_running, "Sequences decoding at once")->check(integer_in(1, 4096));
+  cmd->add_option("--max-queue", options->max_queue, "Requests waiting beyond the running ones; more: 429")
+      ->check(integer_in(0, 1 << 20));
+  cmd->add_option("--max-num-batched-tokens,--max-batched-tokens", options->max_batched_tokens,
+                  "Rows per forward step (decode tokens plus prompt chunks)")
+      ->check(integer_in(1, 1 << 20));
+  cmd->add_option("-c,--max-model-len,--ctx-size", options->ctx_size,
+                  "Each request's context limit in tokens, prompt and new tokens together (default: the model's "
+                  "max_position_embeddings; KV pages are taken as tokens arrive)")
+      ->check(integer_in(1, std::int64_t{1} << 24));
+  cmd->add_option("--kv-cache-gb", options->kv_cache_gb,
+                  "The KV page pool's size (default: most of the free device memory, or a quarter of host memory)")
+      ->check(number_in(0.0, 1e6));
+  cmd->add_option("--drain-timeout", options->drain_timeout,
+                  "Seconds running requests get to finish after SIGTERM before they are cancelled")
+      ->check(integer_in(0, 86400));
+  input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
+             "a tokenizer.json");
+  cmd->callback([&run, options] { run = [options] { return run_serve(*options); }; });
+}
+
+}  // namespace zoo::cli

@@ -1,0 +1,58 @@
+#pragma once
+// `zoo serve`: OpenAI's HTTP API over one model's engine (zoo/engine/engine.hpp). The HTTP side
+// runs on one I/O thread (http_server.hpp); the engine on its own thread steps while any request
+// runs, taking new requests and cancellations between steps, and streams each token back.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zoo/batch.hpp"
+#include "zoo/engine/engine.hpp"
+#include "zoo/generation.hpp"
+#include "zoo/server/http_server.hpp"
+#include "zoo/tokenizer.hpp"
+
+namespace zoo::server {
+
+struct ServedModel {
+  std::string name;                 // what /v1/models lists and requests must name
+  Runner* runner = nullptr;         // the caller's; outlives the server
+  const Tokenizer* tokenizer = nullptr;  // null: prompts as token ids only, no text out
+  std::int64_t vocab_size = 0;
+  std::vector<std::int64_t> eos_token_ids;
+  SamplingOptions defaults;         // generation_config.json's, for fields a request leaves out
+  bool defaults_from_model = false; // else OpenAI's (temperature 1)
+};
+
+struct ServerOptions {
+  HttpOptions http;
+  engine::EngineOptions engine;
+  std::int64_t max_queue = 1024;  // requests waiting beyond the running ones; more: 429
+  std::string api_key;            // non-empty: requests need "Authorization: Bearer KEY"
+  std::chrono::seconds drain_timeout{30};
+};
+
+class OpenAiServer {
+ public:
+  // Binds (InputError naming the address when it cannot) and serves /health (503) at once.
+  explicit OpenAiServer(ServerOptions options);
+  ~OpenAiServer();
+  OpenAiServer(const OpenAiServer&) = delete;
+  OpenAiServer& operator=(const OpenAiServer&) = delete;
+
+  std::uint16_t port() const;
+  // The model is loaded: the engine starts and /health answers 200.
+  void ready(ServedModel model);
+  // Blocks until SIGINT or SIGTERM (or shutdown()), then stops accepting, lets running requests
+  // finish for up to drain_timeout, cancels the rest and returns.
+  void wait();
+  void shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zoo::server

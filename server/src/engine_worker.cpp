@@ -1,0 +1,151 @@
+#include "engine_worker.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include "zoo/error.hpp"
+
+namespace zoo::server {
+
+EngineWorker::EngineWorker(Runner& runner, engine::EngineOptions options, std::int64_t max_waiting)
+    : runner_(runner), engine_(runner, options), max_in_flight_(options.max_running + max_waiting) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+EngineWorker::~EngineWorker() { stop(); }
+
+bool EngineWorker::submit(std::int64_t ticket, engine::GenerationRequest request, std::shared_ptr<RequestSink> sink) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return false;
+    if (in_flight_.load() >= max_in_flight_) return false;
+    ++in_flight_;
+    inbox_.push_back({ticket, std::move(request), std::move(sink)});
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void EngineWorker::cancel(std::int64_t ticket) {
+  {
+    std::lock_guard lock(mutex_);
+    cancels_.push_back(ticket);
+  }
+  wake_.notify_one();
+}
+
+void EngineWorker::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineWorker::Counters EngineWorker::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+// Forgets a request (the engine has finished or dropped it).
+void EngineWorker::drop(std::int64_t request) {
+  const auto it = live_.find(request);
+  if (it == live_.end()) return;
+  by_ticket_.erase(it->second.ticket);
+  live_.erase(it);
+  --in_flight_;
+}
+
+void EngineWorker::fail_all(int status, const std::string& message) {
+  std::vector<std::int64_t> requests;
+  for (const auto& [request, live] : live_) requests.push_back(request);
+  for (const auto request : requests) {
+    const auto sink = live_.at(request).sink;
+    engine_.cancel(request);
+    drop(request);
+    sink->failed(status, message);
+  }
+}
+
+void EngineWorker::loop() {
+  for (;;) {
+    std::vector<Submission> inbox;
+    std::vector<std::int64_t> cancels;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !engine_.idle(); });
+      if (stopping_) {
+        inbox.swap(inbox_);
+        lock.unlock();
+        for (auto& s : inbox) {
+          --in_flight_;
+          s.sink->failed(503, "the server is shutting down");
+        }
+        fail_all(503, "the server is shutting down");
+        return;
+      }
+      inbox.swap(inbox_);
+      cancels.swap(cancels_);
+    }
+    for (auto& s : inbox) {
+      try {
+        const std::int64_t request = engine_.add(std::move(s.request));
+        live_[request] = {s.ticket, s.sink};
+        by_ticket_[s.ticket] = request;
+      } catch (const InputError& e) {
+        --in_flight_;
+        s.sink->failed(400, e.what());
+      }
+    }
+    for (const auto ticket : cancels) {
+      const auto it = by_ticket_.find(ticket);
+      if (it == by_ticket_.end()) continue;  // finished already
+      const std::int64_t request = it->second;
+      engine_.cancel(request);
+      drop(request);
+    }
+    if (engine_.idle()) continue;
+    std::vector<engine::Completion> done;
+    try {
+      done = engine_.step();
+    } catch (const std::exception& e) {
+      // A broken forward pass (non-finite logits, a device error): every request in it fails.
+      fail_all(500, e.what());
+      continue;
+    }
+    std::vector<std::int64_t> stopped;
+    for (const auto& event : engine_.last_tokens()) {
+      const auto it = live_.find(event.request);
+      if (it != live_.end() && !it->second.sink->token(event.token)) stopped.push_back(event.request);
+    }
+    for (const auto request : stopped) {
+      engine_.cancel(request);  // false when this step finished it anyway
+      drop(request);
+    }
+    for (const auto& completion : done) {
+      const auto it = live_.find(completion.request);
+      if (it == live_.end()) continue;
+      const auto sink = it->second.sink;
+      drop(completion.request);
+      sink->done(completion);
+    }
+    std::lock_guard lock(mutex_);
+    const auto& st = engine_.stats();
+    counters_.steps = st.steps;
+    counters_.prompt_tokens = st.prompt_tokens;
+    counters_.generated_tokens = st.generated_tokens;
+    counters_.preemptions = st.preemptions;
+    counters_.running = engine_.running();
+    counters_.waiting = engine_.waiting();
+    const auto pool = runner_.pool();
+    counters_.pages_used = counters_.pages_capacity = 0;
+    for (const auto& group : pool.groups) {
+      counters_.pages_used = std::max(counters_.pages_used, group.used);
+      counters_.pages_capacity = std::max(counters_.pages_capacity, group.capacity);
+    }
+  }
+}
+
+}  // namespace zoo::server

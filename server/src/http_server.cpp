@@ -1,0 +1,294 @@
+// HttpServer (zoo/server/http_server.hpp): Beast parses requests (limits, malformed input) and
+// serializes responses and chunks; one io_context thread owns every connection, and a Responder
+// carries calls from other threads onto it with net::post.
+#include "zoo/server/http_server.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <utility>  // before Asio: its awaitable.hpp uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <optional>
+#include <sstream>
+
+#include "zoo/error.hpp"
+
+namespace zoo::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+struct HttpServer::State {
+  net::io_context io{1};
+  tcp::acceptor acceptor{io};
+  Handler handler;
+  HttpOptions options;
+  std::atomic<std::size_t> connections{0};
+};
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, std::shared_ptr<HttpServer::State> state)
+      : stream_(std::move(socket)), state_(std::move(state)) {
+    ++state_->connections;
+  }
+  ~Connection() { --state_->connections; }
+
+  void start() { read_header(); }
+
+  // ---- what the Responder does, on the I/O thread ----
+  void reply(int status, const std::string& type, std::string body,
+             const std::vector<std::pair<std::string, std::string>>& headers) {
+    if (answered_ || closed_) return;
+    answered_ = true;
+    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::server, "zoo");
+    res.set(http::field::content_type, type);
+    for (const auto& [name, value] : headers) res.set(name, value);
+    res.keep_alive(keep_alive_);
+    res.body() = std::move(body);
+    res.prepare_payload();
+    std::ostringstream out;
+    out << res;
+    enqueue(out.str(), true);
+  }
+  void begin_stream(int status, const std::string& type,
+                    const std::vector<std::pair<std::string, std::string>>& headers) {
+    if (answered_ || closed_) return;
+    answered_ = streaming_ = true;
+    http::response<http::empty_body> res{static_cast<http::status>(status), 11};
+    res.set(http::field::server, "zoo");
+    res.set(http::field::content_type, type);
+    res.set(http::field::cache_control, "no-cache");
+    for (const auto& [name, value] : headers) res.set(name, value);
+    res.keep_alive(keep_alive_);
+    res.chunked(true);
+    std::ostringstream out;
+    out << res.base();
+    enqueue(out.str(), false);
+  }
+  void write_chunk(const std::string& data) {
+    if (!streaming_ || closed_ || data.empty()) return;
+    enqueue(beast::buffers_to_string(http::make_chunk(net::const_buffer(data.data(), data.size()))), false);
+  }
+  void end_stream() {
+    if (!streaming_ || closed_) return;
+    streaming_ = false;
+    enqueue(beast::buffers_to_string(http::make_chunk_last()), true);
+  }
+  void on_disconnect(std::function<void()> callback) {
+    if (closed_) {
+      if (callback) callback();
+      return;
+    }
+    disconnect_ = std::move(callback);
+  }
+
+ private:
+  void read_header() {
+    answered_ = streaming_ = false;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(state_->options.max_header_bytes));
+    parser_->body_limit(state_->options.max_body_bytes);
+    stream_.expires_after(state_->options.idle_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+  void on_header(beast::error_code ec) {
+    if (ec) return fail_read(ec);
+    keep_alive_ = parser_->keep_alive();
+    // curl and others wait for this before sending a large body.
+    if (lower(std::string(parser_->get()[http::field::expect])) == "100-continue") {
+      enqueue("HTTP/1.1 100 Continue\r\n\r\n", false);
+    }
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_body(ec); });
+  }
+  void on_body(beast::error_code ec) {
+    if (ec) return fail_read(ec);
+    stream_.expires_never();  // a generation may take long; the handler bounds it
+    auto& msg = parser_->get();
+    HttpRequest request;
+    request.method = std::string(msg.method_string());
+    request.target = std::string(msg.target());
+    request.path = request.target.substr(0, request.target.find('?'));
+    for (const auto& field : msg) request.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+    request.body = std::move(msg.body());
+    state_->handler(std::move(request), make_responder());
+  }
+  void fail_read(beast::error_code ec) {
+    keep_alive_ = false;
+    if (ec == http::error::body_limit) {
+      reply(413, "application/json", error_body("the request body is larger than the limit", "body_too_large"), {});
+    } else if (ec == http::error::header_limit) {
+      reply(431, "application/json", error_body("the request headers are larger than the limit", "headers_too_large"),
+            {});
+    } else if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+               ec != http::error::end_of_stream && ec != http::error::partial_message) {
+      reply(400, "application/json", error_body("malformed HTTP request: " + ec.message(), "bad_request"), {});
+    } else {
+      close();  // end of stream, timeout, reset: nothing to answer
+    }
+  }
+  static std::string error_body(const std::string& message, const char* code) {
+    return fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":"{}"}}}})",
+                       message, code);
+  }
+
+  std::shared_ptr<Responder> make_responder();
+
+  void enqueue(std::string bytes, bool last) {
+    out_.push_back({std::move(bytes), last});
+    if (out_.size() == 1) write_next();
+  }
+  void write_next() {
+    net::async_write(stream_, net::buffer(out_.front().bytes),
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_write(ec); });
+  }
+  void on_write(beast::error_code ec) {
+    if (ec) return close();
+    const bool last = out_.front().last;
+    out_.pop_front();
+    if (last) {
+      out_.clear();
+      disconnect_ = nullptr;  // answered in full
+      if (!keep_alive_) {
+        beast::error_code ignored;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+        return close();
+      }
+      read_header();
+      return;
+    }
+    if (!out_.empty()) write_next();
+  }
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    out_.clear();
+    beast::error_code ignored;
+    stream_.socket().close(ignored);
+    if (disconnect_) {  // gone before its answer ended
+      auto callback = std::move(disconnect_);
+      disconnect_ = nullptr;
+      callback();
+    }
+  }
+
+  struct Pending {
+    std::string bytes;
+    bool last;  // the end of an answer
+  };
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<HttpServer::State> state_;
+  std::deque<Pending> out_;
+  std::function<void()> disconnect_;
+  bool keep_alive_ = true, answered_ = false, streaming_ = false, closed_ = false;
+};
+
+// Carries each call onto the I/O thread. It owns the connection while the handler may still answer
+// (nothing else does once the request is read); a call after the connection closed does nothing.
+class PostingResponder : public Responder {
+ public:
+  PostingResponder(std::shared_ptr<Connection> connection, net::io_context& io)
+      : connection_(std::move(connection)), io_(io) {}
+  void reply(int status, std::string type, std::string body,
+             std::vector<std::pair<std::string, std::string>> headers) override {
+    post([=, body = std::move(body)](Connection& c) mutable { c.reply(status, type, std::move(body), headers); });
+  }
+  void begin_stream(int status, std::string type, std::vector<std::pair<std::string, std::string>> headers) override {
+    post([=](Connection& c) { c.begin_stream(status, type, headers); });
+  }
+  void write(std::string chunk) override {
+    post([chunk = std::move(chunk)](Connection& c) { c.write_chunk(chunk); });
+  }
+  void end() override {
+    post([](Connection& c) { c.end_stream(); });
+  }
+  void on_disconnect(std::function<void()> callback) override {
+    post([callback = std::move(callback)](Connection& c) mutable { c.on_disconnect(std::move(callback)); });
+  }
+
+ private:
+  template <class F>
+  void post(F f) {
+    net::post(io_, [c = connection_, f = std::move(f)]() mutable { f(*c); });
+  }
+  std::shared_ptr<Connection> connection_;
+  net::io_context& io_;
+};
+
+std::shared_ptr<Responder> Connection::make_responder() {
+  return std::make_shared<PostingResponder>(shared_from_this(), state_->io);
+}
+
+void accept_next(const std::shared_ptr<HttpServer::State>& state) {
+  state->acceptor.async_accept(net::make_strand(state->io), [state](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !state->acceptor.is_open()) return;
+    if (!ec) std::make_shared<Connection>(std::move(socket), state)->start();
+    accept_next(state);
+  });
+}
+
+}  // namespace
+
+HttpServer::HttpServer(const HttpOptions& options, Handler handler) : state_(std::make_shared<State>()) {
+  state_->handler = std::move(handler);
+  state_->options = options;
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options.host, ec);
+  if (ec) throw InputError(fmt::format("--host {}: not an IP address ({})", options.host, ec.message()));
+  const tcp::endpoint endpoint{address, options.port};
+  auto& acceptor = state_->acceptor;
+  const auto check = [&](const char* what) {
+    if (ec)
+      throw InputError(fmt::format("cannot {} {}:{}: {}", what, options.host, options.port, ec.message()));
+  };
+  acceptor.open(endpoint.protocol(), ec);
+  check("open a socket for");
+  acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  check("set options on");
+  acceptor.bind(endpoint, ec);
+  check("bind");
+  acceptor.listen(net::socket_base::max_listen_connections, ec);
+  check("listen on");
+  accept_next(state_);
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+std::uint16_t HttpServer::port() const {
+  beast::error_code ec;
+  const auto endpoint = state_->acceptor.local_endpoint(ec);
+  return ec ? 0 : endpoint.port();
+}
+
+void HttpServer::run() { state_->io.run(); }
+
+void HttpServer::stop_accepting() {
+  net::post(state_->io, [state = state_] {
+    beast::error_code ignored;
+    state->acceptor.close(ignored);
+  });
+}
+
+void HttpServer::stop() { state_->io.stop(); }
+
+std::size_t HttpServer::connections() const { return state_->connections.load(); }
+
+}  // namespace zoo::server

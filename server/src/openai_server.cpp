@@ -1,0 +1,654 @@
+// OpenAiServer (zoo/server/openai_server.hpp): the endpoints, request fields and responses of
+// OpenAI's API (docs/serving.md has the table of fields), over EngineWorker.
+#include "zoo/server/openai_server.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <ctime>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "engine_worker.hpp"
+#include "zoo/error.hpp"
+#include "zoo/utf8_stream.hpp"
+
+namespace zoo::server {
+
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// An answer other than 200, as OpenAI shapes it.
+struct ApiError : std::runtime_error {
+  int status;
+  std::string type, param, code;
+  ApiError(int status_, std::string message, std::string param_ = {}, std::string code_ = "invalid_value",
+           std::string type_ = "invalid_request_error")
+      : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
+        code(std::move(code_)) {}
+};
+
+std::string dump(const ojson& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string error_body(int status, const std::string& message, const std::string& type, const std::string& param,
+                       const std::string& code) {
+  (void)status;
+  ojson error{{"message", message}, {"type", type}, {"param", param.empty() ? ojson() : ojson(param)},
+              {"code", code.empty() ? ojson() : ojson(code)}};
+  return dump(ojson{{"error", error}});
+}
+
+void reply_error(Responder& r, const ApiError& e) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (e.status == 429) headers.emplace_back("Retry-After", "1");
+  r.reply(e.status, "application/json", error_body(e.status, e.what(), e.type, e.param, e.code), headers);
+}
+
+// ---- request fields ----------------------------------------------------------------------------
+
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+double number_field(const json& body, const char* name, double fallback, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) throw ApiError(400, fmt::format("'{}' must be a number", name), name, "invalid_type");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) throw ApiError(400, fmt::format("'{}' is {}, must be in [{}, {}]", name, x, lo, hi), name);
+  return x;
+}
+std::int64_t int_field(const json& body, const char* name, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number_integer()) throw ApiError(400, fmt::format("'{}' must be an integer", name), name, "invalid_type");
+  const auto x = v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)
+                     ? hi + 1
+                     : v->get<std::int64_t>();
+  if (x < lo || x > hi) throw ApiError(400, fmt::format("'{}' is {}, must be in [{}, {}]", name, x, lo, hi), name);
+  return x;
+}
+bool bool_field(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) throw ApiError(400, fmt::format("'{}' must be true or false", name), name, "invalid_type");
+  return v->get<bool>();
+}
+
+// The completion fields: implemented, accepted and ignored, refused until implemented.
+const std::set<std::string> kCompletionFields = {
+    "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "stream",
+    "stream_options", "logprobs", "echo", "ignore_eos", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "logit_bias", "best_of", "suffix", "user", "metadata", "store"};
+
+struct Sampling {
+  engine::GenerationRequest base;  // without the prompt
+  std::optional<std::uint64_t> seed;
+  int n = 1;
+  std::vector<std::string> stop;
+  bool stream = false, include_usage = false;
+  int logprobs = -1;
+};
+
+Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t context_limit) {
+  for (const auto& [key, value] : body.items())
+    if (!kCompletionFields.count(key)) throw ApiError(400, fmt::format("unknown field '{}'", key), key, "unknown_field");
+  // Refused: they change the output and are not implemented.
+  if (const json* v = field(body, "presence_penalty"); v && !(v->is_number() && v->get<double>() == 0.0))
+    throw ApiError(400, "'presence_penalty' is not supported yet (only 0)", "presence_penalty", "unsupported");
+  if (const json* v = field(body, "frequency_penalty"); v && !(v->is_number() && v->get<double>() == 0.0))
+    throw ApiError(400, "'frequency_penalty' is not supported yet (only 0)", "frequency_penalty", "unsupported");
+  if (const json* v = field(body, "repetition_penalty"); v && !(v->is_number() && v->get<double>() == 1.0))
+    throw ApiError(400, "'repetition_penalty' is not supported yet (only 1)", "repetition_penalty", "unsupported");
+  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+    throw ApiError(400, "'logit_bias' is not supported yet", "logit_bias", "unsupported");
+  if (bool_field(body, "echo", false))
+    throw ApiError(400, "'echo' is not supported yet", "echo", "unsupported");
+  if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
+    throw ApiError(400, "'suffix' is not supported", "suffix", "unsupported");
+
+  Sampling s;
+  s.n = static_cast<int>(int_field(body, "n", 1, 1, 64));
+  if (const json* v = field(body, "best_of"); v && !(v->is_number_integer() && v->get<std::int64_t>() == s.n))
+    throw ApiError(400, "'best_of' other than n is not supported", "best_of", "unsupported");
+  SamplingOptions& o = s.base.sampling;
+  const SamplingOptions d = model.defaults_from_model ? model.defaults : SamplingOptions{.temperature = 1.0f};
+  o.temperature = static_cast<float>(number_field(body, "temperature", d.temperature, 0.0, 100.0));
+  o.top_p = static_cast<float>(number_field(body, "top_p", d.top_p, 1e-9, 1.0));
+  const std::int64_t top_k = int_field(body, "top_k", d.top_k, -1, model.vocab_size);
+  o.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  o.min_p = static_cast<float>(number_field(body, "min_p", d.min_p, 0.0, 1.0));
+  if (o.temperature == 0.0f) {  // greedy: the filters are moot (OpenAI accepts them)
+    o.top_k = 0;
+    o.top_p = 1.0f;
+    o.min_p = 0.0f;
+  }
+  if (const json* v = field(body, "seed")) {
+    if (!v->is_number_integer()) throw ApiError(400, "'seed' must be an integer", "seed", "invalid_type");
+    s.seed = v->is_number_unsigned() ? v->get<std::uint64_t>() : static_cast<std::uint64_t>(v->get<std::int64_t>());
+  }
+  try {
+    Sampler check(o);
+  } catch (const InputError& e) {
+    throw ApiError(400, e.what(), "temperature");
+  }
+  s.base.max_new_tokens =
+      static_cast<int>(int_field(body, "max_tokens", std::min<std::int64_t>(16, context_limit - 1), 1, context_limit));
+  if (const json* v = field(body, "stop")) {
+    if (v->is_string()) {
+      s.stop.push_back(v->get<std::string>());
+    } else if (v->is_array() && v->size() <= 16) {
+      for (const auto& x : *v) {
+        if (!x.is_string()) throw ApiError(400, "'stop' must be a string or a list of strings", "stop", "invalid_type");
+        s.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      throw ApiError(400, "'stop' must be a string or a list of at most 16 strings", "stop", "invalid_type");
+    }
+    for (const auto& x : s.stop)
+      if (x.empty() || x.size() > 256 || !is_valid_utf8(x))
+        throw ApiError(400, "each 'stop' string must be 1 to 256 bytes of UTF-8", "stop");
+    if (!s.stop.empty() && !model.tokenizer)
+      throw ApiError(400, "'stop' needs text, and this model has no tokenizer", "stop", "unsupported");
+  }
+  s.stream = bool_field(body, "stream", false);
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) throw ApiError(400, "'stream_options' must be an object", "stream_options", "invalid_type");
+    for (const auto& [key, value] : v->items())
+      if (key != "include_usage")
+        throw ApiError(400, fmt::format("unknown field 'stream_options.{}'", key), "stream_options", "unknown_field");
+    s.include_usage = bool_field(*v, "include_usage", false);
+  }
+  if (const json* v = field(body, "logprobs")) {
+    if (!v->is_number_integer()) throw ApiError(400, "'logprobs' must be an integer", "logprobs", "invalid_type");
+    s.logprobs = static_cast<int>(int_field(body, "logprobs", 0, 0, kMaxTopLogprobs));
+  }
+  s.base.top_logprobs = s.logprobs;
+  if (!bool_field(body, "ignore_eos", false)) s.base.eos_token_ids = model.eos_token_ids;
+  return s;
+}
+
+// The prompts of a completion request: text, token ids, or a list of either.
+std::vector<std::vector<std::int64_t>> parse_prompts(const json& body, const ServedModel& model) {
+  const json* p = field(body, "prompt");
+  if (!p) throw ApiError(400, "'prompt' is required", "prompt", "missing");
+  const auto text = [&](const json& v) {
+    if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: give 'prompt' as token ids", "prompt");
+    try {
+      return model.tokenizer->encode(v.get<std::string>());
+    } catch (const InputError& e) {
+      throw ApiError(400, fmt::format("'prompt': {}", e.what()), "prompt");
+    }
+  };
+  const auto ids = [&](const json& v) {
+    std::vector<std::int64_t> out;
+    for (const auto& x : v) {
+      if (!x.is_number_integer()) throw ApiError(400, "'prompt' token ids must be integers", "prompt", "invalid_type");
+      const auto id = x.get<std::int64_t>();
+      if (id < 0 || id >= model.vocab_size)
+        throw ApiError(400, fmt::format("'prompt': token id {} is outside the vocabulary [0, {})", id, model.vocab_size),
+                       "prompt");
+      out.push_back(id);
+    }
+    return out;
+  };
+  std::vector<std::vector<std::int64_t>> prompts;
+  if (p->is_string()) {
+    prompts.push_back(text(*p));
+  } else if (p->is_array() && !p->empty() && p->front().is_number_integer()) {
+    prompts.push_back(ids(*p));
+  } else if (p->is_array() && !p->empty()) {
+    if (p->size() > 64) throw ApiError(400, "'prompt': at most 64 prompts in one request", "prompt");
+    for (const auto& item : *p) {
+      if (item.is_string()) prompts.push_back(text(item));
+      else if (item.is_array()) prompts.push_back(ids(item));
+      else throw ApiError(400, "'prompt' must be text, token ids, or a list of either", "prompt", "invalid_type");
+    }
+  } else {
+    throw ApiError(400, "'prompt' must be text, token ids, or a list of either", "prompt", "invalid_type");
+  }
+  for (const auto& ids : prompts)
+    if (ids.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
+  return prompts;
+}
+
+// ---- one completion request --------------------------------------------------------------------
+
+// A choice's text as its tokens arrive: each token's bytes (special tokens skipped) through a
+// UTF-8 stream, stop strings searched in what is not yet sent, and the tail that could still
+// begin a stop string held back while streaming.
+struct ChoiceText {
+  const Tokenizer* tokenizer = nullptr;
+  std::vector<std::string> stop;
+  Utf8Stream utf8;
+  std::string text;   // all of it so far (cut at a stop string)
+  std::size_t sent = 0;  // bytes of `text` already streamed
+  std::size_t searched = 0;  // stop strings cannot start before this byte
+  bool stopped = false;
+
+  // Adds a token's text; true when a stop string ended the choice.
+  bool push(std::int64_t id) {
+    if (!tokenizer || tokenizer->is_special(id)) return false;
+    if (const auto bytes = tokenizer->token_bytes(id)) text += utf8.push(*bytes);
+    return find_stop();
+  }
+  void finish() {
+    if (!stopped && tokenizer) {
+      text += utf8.finish();
+      find_stop();
+    }
+  }
+  bool find_stop() {
+    std::size_t longest = 0;
+    for (const auto& s : stop) longest = std::max(longest, s.size());
+    std::size_t best = std::string::npos;
+    for (const auto& s : stop) {
+      const auto at = text.find(s, searched);
+      if (at != std::string::npos) best = std::min(best, at);
+    }
+    if (best != std::string::npos) {
+      text.resize(best);
+      stopped = true;
+      return true;
+    }
+    // A stop string may still begin in the last longest - 1 bytes; none can begin before them.
+    if (text.size() + 1 > longest) searched = std::max(searched, text.size() + 1 - std::max<std::size_t>(longest, 1));
+    return false;
+  }
+  // What may be streamed now: all but a tail that could still start a stop string (cut back to a
+  // character boundary), or everything once the choice is over.
+  std::string take(bool over) {
+    std::size_t until = text.size();
+    if (!over && !stopped) {
+      until = std::min(until, searched);
+      while (until > sent && until < text.size() && (static_cast<unsigned char>(text[until]) & 0xC0) == 0x80) --until;
+    }
+    if (until <= sent) return {};
+    std::string out = text.substr(sent, until - sent);
+    sent = until;
+    return out;
+  }
+};
+
+struct Choice {
+  int index = 0;
+  std::size_t prompt = 0;  // which prompt
+  std::int64_t ticket = -1;
+  ChoiceText text;
+  std::vector<std::int64_t> ids;
+  std::vector<SampledToken> tokens;
+  std::string finish_reason;
+  bool over = false;
+};
+
+// A token as logprobs name it: its text, or (part of a character: not UTF-8 alone) "bytes:\xNN..."
+// as vLLM writes it, so distinct tokens keep distinct names.
+std::string token_text(const Tokenizer* tokenizer, std::int64_t id) {
+  if (!tokenizer) return std::to_string(id);
+  const auto bytes = tokenizer->token_bytes(id);
+  if (!bytes) return std::string();
+  if (is_valid_utf8(*bytes)) return *bytes;
+  std::string out = "bytes:";
+  for (const char c : *bytes) out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+  return out;
+}
+
+class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
+ public:
+  CompletionJob(std::string id, const ServedModel& model, Sampling sampling, std::vector<std::size_t> prompt_sizes,
+                std::shared_ptr<Responder> responder)
+      : id_(std::move(id)), model_(model), sampling_(std::move(sampling)), prompt_sizes_(std::move(prompt_sizes)),
+        responder_(std::move(responder)), created_(std::time(nullptr)), started_(Clock::now()) {}
+
+  std::vector<Choice>& choices() { return choices_; }
+
+  void start_stream() {
+    if (sampling_.stream) responder_->begin_stream(200, "text/event-stream", {{"x-request-id", id_}});
+  }
+
+  // The sink of one choice: forwards to the job under its lock.
+  class Sink : public RequestSink {
+   public:
+    Sink(std::shared_ptr<CompletionJob> job, std::size_t choice) : job_(std::move(job)), choice_(choice) {}
+    bool token(const SampledToken& token) override { return job_->on_token(choice_, token); }
+    void done(const engine::Completion& completion) override { job_->on_done(choice_, completion); }
+    void failed(int status, const std::string& message) override { job_->on_failed(status, message); }
+
+   private:
+    std::shared_ptr<CompletionJob> job_;
+    std::size_t choice_;
+  };
+
+  bool on_token(std::size_t c, const SampledToken& token) {
+    std::lock_guard lock(mutex_);
+    Choice& choice = choices_[c];
+    if (choice.over || failed_) return false;
+    choice.ids.push_back(token.id);
+    choice.tokens.push_back(token);
+    const bool stop = choice.text.push(token.id);
+    if (sampling_.stream) send_delta(choice, stop ? "stop" : "", true);
+    if (stop) finish_choice(choice, "stop");
+    return !stop;
+  }
+  void on_done(std::size_t c, const engine::Completion& completion) {
+    std::lock_guard lock(mutex_);
+    Choice& choice = choices_[c];
+    if (choice.over || failed_) return;
+    choice.text.finish();
+    const std::string reason = choice.text.stopped ? "stop" : engine::finish_reason_name(completion.finish);
+    if (sampling_.stream) send_delta(choice, reason, false);
+    finish_choice(choice, reason);
+  }
+  void on_failed(int status, const std::string& message) {
+    std::lock_guard lock(mutex_);
+    if (failed_ || finished_ == choices_.size()) return;
+    failed_ = true;
+    log(status);
+    if (sampling_.stream) {
+      responder_->write(fmt::format("data: {}\n\n", error_body(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", "")));
+      responder_->end();
+    } else {
+      reply_error(*responder_, ApiError(status, message, "", "", status >= 500 ? "server_error" : "invalid_request_error"));
+    }
+  }
+
+ private:
+  ojson logprobs_of(const Choice& choice, std::size_t from, std::size_t count) const {
+    ojson tokens = ojson::array(), token_logprobs = ojson::array(), top = ojson::array(), offsets = ojson::array();
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < from; ++i) offset += token_text(model_.tokenizer, choice.ids[i]).size();
+    for (std::size_t i = from; i < from + count && i < choice.tokens.size(); ++i) {
+      const SampledToken& t = choice.tokens[i];
+      const std::string piece = token_text(model_.tokenizer, t.id);
+      tokens.push_back(piece);
+      token_logprobs.push_back(t.logprob);
+      ojson alternatives = ojson::object();
+      // Keyed by text as OpenAI does: tokens of the same text keep the likelier one's (the first).
+      for (const auto& [id, lp] : t.top) alternatives.emplace(token_text(model_.tokenizer, id), lp);
+      top.push_back(alternatives);
+      offsets.push_back(offset);
+      offset += piece.size();
+    }
+    return ojson{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+  }
+  ojson chunk(ojson choices) const {
+    return ojson{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_.name},
+                 {"choices", std::move(choices)}};
+  }
+  // One chunk: the text now safe to send, the new token's logprobs when asked, the finish reason
+  // once over. A token whose text is held back (half a character, a possible stop string) sends
+  // nothing unless its logprobs are asked for.
+  void send_delta(Choice& choice, const std::string& finish, bool new_token) {
+    std::string delta = choice.text.take(!finish.empty());
+    const bool with_logprobs = sampling_.logprobs >= 0 && new_token;
+    if (delta.empty() && finish.empty() && !with_logprobs) return;
+    ojson c{{"index", choice.index}, {"text", delta}, {"logprobs", nullptr},
+            {"finish_reason", finish.empty() ? ojson() : ojson(finish)}};
+    if (with_logprobs) c["logprobs"] = logprobs_of(choice, choice.tokens.size() - 1, 1);
+    responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
+  }
+  ojson usage() const {
+    std::int64_t prompt = 0, completion = 0;
+    for (const auto size : prompt_sizes_) prompt += static_cast<std::int64_t>(size);
+    for (const auto& c : choices_) completion += static_cast<std::int64_t>(c.tokens.size());
+    return ojson{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
+                 {"prompt_tokens_details", ojson{{"cached_tokens", 0}}}};
+  }
+  void finish_choice(Choice& choice, const std::string& reason) {
+    choice.over = true;
+    choice.finish_reason = reason;
+    if (++finished_ < choices_.size()) return;
+    log(200);
+    if (sampling_.stream) {
+      if (sampling_.include_usage) {
+        ojson last = chunk(ojson::array());
+        last["usage"] = usage();
+        responder_->write("data: " + dump(last) + "\n\n");
+      }
+      responder_->write("data: [DONE]\n\n");
+      responder_->end();
+      return;
+    }
+    ojson out = ojson::array();
+    for (auto& c : choices_) {
+      ojson item{{"index", c.index}, {"text", c.text.take(true)}, {"logprobs", nullptr},
+                 {"finish_reason", c.finish_reason}};
+      if (sampling_.logprobs >= 0) item["logprobs"] = logprobs_of(c, 0, c.tokens.size());
+      out.push_back(item);
+    }
+    ojson body = chunk(out);
+    body["usage"] = usage();
+    responder_->reply(200, "application/json", dump(body), {{"x-request-id", id_}});
+  }
+  void log(int status) const {
+    std::int64_t generated = 0;
+    for (const auto& c : choices_) generated += static_cast<std::int64_t>(c.tokens.size());
+    fmt::print(stderr, "zoo serve: POST /v1/completions {} {} choices={} tokens_out={} {:.3f}s\n", status, id_,
+               choices_.size(), generated, std::chrono::duration<double>(Clock::now() - started_).count());
+  }
+
+  std::string id_;
+  const ServedModel& model_;
+  Sampling sampling_;
+  std::vector<std::size_t> prompt_sizes_;
+  std::shared_ptr<Responder> responder_;
+  std::time_t created_;
+  Clock::time_point started_;
+  std::mutex mutex_;
+  std::vector<Choice> choices_;
+  std::size_t finished_ = 0;
+  bool failed_ = false;
+};
+
+std::atomic<bool> g_signalled{false};
+extern "C" void on_signal(int) { g_signalled.store(true); }
+
+}  // namespace
+
+struct OpenAiServer::Impl {
+  ServerOptions options;
+  HttpServer http;
+  std::thread io_thread;
+  std::atomic<bool> ready{false}, draining{false}, shutdown{false};
+  ServedModel model;
+  std::int64_t context_limit = 0, pool_pages = 0;
+  std::unique_ptr<EngineWorker> worker;
+  std::atomic<std::int64_t> next_id{0}, requests_total{0}, requests_failed{0};
+
+  explicit Impl(ServerOptions o)
+      : options(std::move(o)), http(options.http, [this](HttpRequest request, std::shared_ptr<Responder> responder) {
+          handle(std::move(request), std::move(responder));
+        }) {}
+
+  void handle(HttpRequest request, std::shared_ptr<Responder> responder) {
+    ++requests_total;
+    try {
+      route(request, responder);
+    } catch (const ApiError& e) {
+      ++requests_failed;
+      fmt::print(stderr, "zoo serve: {} {} {} {}\n", request.method, request.path, e.status, e.what());
+      reply_error(*responder, e);
+    } catch (const std::exception& e) {
+      ++requests_failed;
+      fmt::print(stderr, "zoo serve: {} {} 500 {}\n", request.method, request.path, e.what());
+      reply_error(*responder, ApiError(500, e.what(), "", "internal_error", "server_error"));
+    }
+  }
+
+  void route(const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+    const auto& path = request.path;
+    if (path == "/health") {
+      if (request.method != "GET") throw ApiError(405, "use GET", "", "method_not_allowed");
+      if (!ready || draining) throw ApiError(503, ready ? "shutting down" : "loading the model", "", "unavailable");
+      return responder->reply(200, "application/json", R"({"status":"ok"})");
+    }
+    if (!options.api_key.empty() && request.header("authorization") != "Bearer " + options.api_key)
+      throw ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", "", "invalid_api_key",
+                     "authentication_error");
+    if (!ready) throw ApiError(503, "the model is still loading", "", "unavailable");
+    if (draining) throw ApiError(503, "the server is shutting down", "", "unavailable");
+    if (path == "/v1/models") {
+      if (request.method != "GET") throw ApiError(405, "use GET", "", "method_not_allowed");
+      ojson entry{{"id", model.name}, {"object", "model"}, {"created", 0}, {"owned_by", "zoo"},
+                  {"max_model_len", context_limit}};
+      return responder->reply(200, "application/json", dump(ojson{{"object", "list"}, {"data", ojson::array({entry})}}));
+    }
+    if (path == "/v1/completions") {
+      if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
+      return completions(request, responder);
+    }
+    if (path == "/tokenize" || path == "/detokenize") {
+      if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
+      return tokens(path == "/tokenize", request, responder);
+    }
+    throw ApiError(404, fmt::format("no route {} {}", request.method, path), "", "not_found");
+  }
+
+  static json parse_body(const HttpRequest& request) {
+    json body;
+    try {
+      body = json::parse(request.body);
+    } catch (const json::parse_error& e) {
+      throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "", "invalid_json");
+    }
+    if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_json");
+    return body;
+  }
+
+  void check_model(const json& body) const {
+    if (const json* m = field(body, "model")) {
+      if (!m->is_string()) throw ApiError(400, "'model' must be a string", "model", "invalid_type");
+      if (m->get<std::string>() != model.name)
+        throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", m->get<std::string>(),
+                                        model.name),
+                       "model", "model_not_found");
+    }
+  }
+
+  void tokens(bool encode, const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+    const json body = parse_body(request);
+    check_model(body);
+    if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer", "", "unsupported");
+    if (encode) {
+      const json* p = field(body, "prompt");
+      if (!p || !p->is_string()) throw ApiError(400, "'prompt' must be a string", "prompt", "invalid_type");
+      const auto ids = parse_prompts(json{{"prompt", *p}}, model).front();
+      return responder->reply(200, "application/json",
+                              dump(ojson{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context_limit}}));
+    }
+    const json* t = field(body, "tokens");
+    if (!t || !t->is_array()) throw ApiError(400, "'tokens' must be a list of token ids", "tokens", "invalid_type");
+    const auto ids = parse_prompts(json{{"prompt", t->empty() ? json::array({0}) : *t}}, model).front();
+    const std::string text = t->empty() ? std::string() : model.tokenizer->decode(ids);
+    responder->reply(200, "application/json", dump(ojson{{"prompt", text}}));
+  }
+
+  void completions(const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+    const json body = parse_body(request);
+    check_model(body);
+    Sampling sampling = parse_sampling(body, model, context_limit);
+    const auto prompts = parse_prompts(body, model);
+    for (const auto& ids : prompts) {
+      const auto total = static_cast<std::int64_t>(ids.size()) + sampling.base.max_new_tokens;
+      if (total > context_limit)
+        throw ApiError(400,
+                       fmt::format("the prompt's {} tokens plus max_tokens {} exceed the context limit of {} tokens",
+                                   ids.size(), sampling.base.max_new_tokens, context_limit),
+                       "max_tokens", "context_length_exceeded");
+    }
+    const std::string id = fmt::format("cmpl-{:x}", next_id++);
+    std::vector<std::size_t> sizes;
+    for (const auto& ids : prompts) sizes.push_back(ids.size());
+    auto job = std::make_shared<CompletionJob>(id, model, sampling, sizes, responder);
+    std::random_device random;
+    for (std::size_t p = 0; p < prompts.size(); ++p)
+      for (int i = 0; i < sampling.n; ++i) {
+        Choice choice;
+        choice.index = static_cast<int>(job->choices().size());
+        choice.prompt = p;
+        choice.ticket = worker->ticket();
+        choice.text.tokenizer = model.tokenizer;
+        choice.text.stop = sampling.stop;
+        job->choices().push_back(std::move(choice));
+      }
+    // The engine may answer as soon as the first request is in: build every choice first.
+    std::vector<engine::GenerationRequest> requests;
+    for (const auto& choice : job->choices()) {
+      engine::GenerationRequest r = sampling.base;
+      r.prompt = prompts[choice.prompt];
+      if (r.sampling.temperature != 0.0f)
+        r.sampling.seed = sampling.seed ? *sampling.seed + static_cast<std::uint64_t>(choice.index)
+                                        : (static_cast<std::uint64_t>(random()) << 32) ^ random();
+      requests.push_back(std::move(r));
+    }
+    std::vector<std::int64_t> tickets;
+    for (const auto& choice : job->choices()) tickets.push_back(choice.ticket);
+    responder->on_disconnect([this, tickets] {
+      for (const auto t : tickets) worker->cancel(t);
+    });
+    job->start_stream();
+    for (std::size_t c = 0; c < requests.size(); ++c) {
+      if (!worker->submit(tickets[c], std::move(requests[c]), std::make_shared<CompletionJob::Sink>(job, c))) {
+        for (std::size_t k = 0; k < c; ++k) worker->cancel(tickets[k]);
+        if (sampling.stream) {
+          job->on_failed(429, "the server's queue is full; retry later");
+          return;
+        }
+        throw ApiError(429, "the server's queue is full; retry later", "", "queue_full", "rate_limit_error");
+      }
+    }
+  }
+};
+
+OpenAiServer::OpenAiServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->io_thread = std::thread([impl = impl_.get()] { impl->http.run(); });
+}
+
+OpenAiServer::~OpenAiServer() {
+  if (impl_->worker) impl_->worker->stop();
+  impl_->http.stop();
+  if (impl_->io_thread.joinable()) impl_->io_thread.join();
+}
+
+std::uint16_t OpenAiServer::port() const { return impl_->http.port(); }
+
+void OpenAiServer::ready(ServedModel model) {
+  if (!model.runner) throw std::logic_error("OpenAiServer::ready: no runner");
+  impl_->model = std::move(model);
+  impl_->context_limit = impl_->model.runner->max_context();
+  impl_->worker = std::make_unique<EngineWorker>(*impl_->model.runner, impl_->options.engine, impl_->options.max_queue);
+  impl_->ready = true;
+}
+
+void OpenAiServer::shutdown() { impl_->shutdown = true; }
+
+void OpenAiServer::wait() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  while (!g_signalled.load() && !impl_->shutdown.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  fmt::print(stderr, "zoo serve: shutting down: no new requests; {} in flight get up to {} s\n",
+             impl_->worker ? impl_->worker->in_flight() : 0, impl_->options.drain_timeout.count());
+  impl_->draining = true;
+  impl_->http.stop_accepting();
+  const auto deadline = Clock::now() + impl_->options.drain_timeout;
+  while (impl_->worker && impl_->worker->in_flight() > 0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (impl_->worker) impl_->worker->stop();  // what is left hears 503
+  // Let the last answers leave before the connections close.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  impl_->http.stop();
+  if (impl_->io_thread.joinable()) impl_->io_thread.join();
+}
+
+}  // namespace zoo::server

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# `zoo serve` over loopback with curl and Python's http.client (bounded: a tiny fixture, every
+# request with a timeout): health, models, greedy completions equal to `zoo generate --input` for
+# the same prompts alone and under 16 concurrent requests, streaming (deltas add up to the whole,
+# usage, [DONE]), stop strings, seeds, n and lists of prompts, OpenAI-shaped errors with the
+# param named, the API key, a client that leaves mid-stream, and SIGTERM draining to exit 0.
+# Usage: serve.sh SOURCE_DIR BUILD_DIR
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-serve "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/serve_helpers.sh"
+command -v curl >/dev/null || { echo "SKIPPED: no curl"; exit 77; }
+command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
+M=$FIX/qwen3-tiny-text
+
+# What `zoo generate --input` gives for the prompts the client test sends (greedy).
+printf '%s\n' '"Hello world"' '"The cat sat on the mat"' '"A"' '"Once upon a time there was"' >"$TMP/prompts.jsonl"
+run generate-reference generate "$M" --input "$TMP/prompts.jsonl" -n 12 --ignore-eos -q
+rc 0
+cp "$TMP/out" "$TMP/reference.jsonl"
+
+start_server "$M" --max-running 4 --max-queue 64 --served-model-name tiny
+((cases++))
+curl -sf --max-time 5 "$BASE/health" | grep -q '"ok"' || fail "health: $(curl -s "$BASE/health")"
+((cases++))
+curl -sf --max-time 5 "$BASE/v1/models" | grep -q '"id":"tiny"' || fail "models: $(curl -s "$BASE/v1/models")"
+
+((cases++))
+python3 - "$BASE" "$TMP/reference.jsonl" <<'PY' || fail "client checks (above)"
+import http.client, json, sys, threading, urllib.parse
+base, reference = sys.argv[1], [json.loads(l) for l in open(sys.argv[2])]
+host = urllib.parse.urlparse(base)
+failures = []
+
+def request(method, path, body=None, headers=None, raw=None):
+    c = http.client.HTTPConnection(host.hostname, host.port, timeout=30)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    c.request(method, path, body=data, headers=dict({"Content-Type": "application/json"}, **(headers or {})))
+    r = c.getresponse()
+    text = r.read().decode("utf-8", "replace")
+    c.close()
+    return r.status, text, r
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+def complete(prompt, **kw):
+    status, text, _ = request("POST", "/v1/completions", dict({"model": "tiny", "prompt": prompt, "max_tokens": 12, "temperature": 0, "ignore_eos": True}, **kw))
+    check(status == 200, f"completion {prompt!r} {kw}: {status} {text[:300]}")
+    return json.loads(text) if status == 200 else None
+
+def stream(prompt, **kw):
+    status, text, r = request("POST", "/v1/completions", dict({"model": "tiny", "prompt": prompt, "max_tokens": 12, "temperature": 0, "ignore_eos": True, "stream": True}, **kw))
+    check(status == 200 and r.getheader("Content-Type") == "text/event-stream", f"stream status {status} {r.getheader('Content-Type')}")
+    events = [e[len("data: "):] for e in text.split("\n\n") if e.startswith("data: ")]
+    check(events and events[-1] == "[DONE]", f"stream ends with [DONE]: {text[-200:]!r}")
+    return [json.loads(e) for e in events[:-1]]
+
+prompts = [json.loads(l) for l in open(sys.argv[2].replace("reference.jsonl", "prompts.jsonl"))]
+# Greedy alone equals zoo generate --input.
+for p, ref in zip(prompts, reference):
+    got = complete(p)
+    if got:
+        check(got["choices"][0]["text"] == ref["text"], f"text of {p!r}: {got['choices'][0]['text']!r} != {ref['text']!r}")
+        check(got["usage"]["completion_tokens"] == 12 and got["choices"][0]["finish_reason"] == "length", f"usage/finish {got}")
+        check(got["object"] == "text_completion" and got["model"] == "tiny" and got["id"].startswith("cmpl-"), f"shape {got}")
+# 16 at once (4 running, the rest queued): each equals its run alone.
+results = [None] * 16
+def worker(i):
+    results[i] = complete(prompts[i % 4])
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+[t.start() for t in threads]; [t.join(60) for t in threads]
+for i, r in enumerate(results):
+    check(r is not None and r["choices"][0]["text"] == reference[i % 4]["text"], f"concurrent {i}: {r}")
+# Streaming: the deltas add up to the whole; usage when asked; the finish reason last.
+chunks = stream(prompts[3], stream_options={"include_usage": True})
+text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+check(text == reference[3]["text"], f"streamed {text!r} != {reference[3]['text']!r}")
+check(len([c for c in chunks if c["choices"]]) >= 2, f"more than one chunk: {chunks}")
+check(chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 12, f"usage chunk {chunks[-1]}")
+check([c for c in chunks if c["choices"]][-1]["choices"][0]["finish_reason"] == "length", "finish reason in the last chunk")
+# Token ids as the prompt, and a list of prompts: one choice each, in order.
+ids = json.loads(request("POST", "/tokenize", {"prompt": prompts[0]})[1])["tokens"]
+check(complete(ids)["choices"][0]["text"] == reference[0]["text"], "ids prompt")
+both = complete([prompts[0], prompts[1]])
+check([c["index"] for c in both["choices"]] == [0, 1] and both["choices"][1]["text"] == reference[1]["text"], f"list {both}")
+check(json.loads(request("POST", "/detokenize", {"tokens": ids})[1])["prompt"] == prompts[0], "detokenize")
+# A stop string cuts the text before it (also when streamed).
+whole = reference[3]["text"]
+stop = next((whole[i:i + 2] for i in range(3, len(whole) - 1) if "\ufffd" not in whole[i:i + 2] and whole.find(whole[i:i + 2]) == i), None)
+if stop:
+    got = complete(prompts[3], stop=[stop])
+    check(got["choices"][0]["text"] == whole[:whole.find(stop)] and got["choices"][0]["finish_reason"] == "stop", f"stop {stop!r}: {got}")
+    chunks = stream(prompts[3], stop=stop)
+    check("".join(c["choices"][0]["text"] for c in chunks) == whole[:whole.find(stop)], f"streamed stop {chunks}")
+# Seeds: the same seed repeats; n choices differ by their seeds.
+a = complete(prompts[0], temperature=1.0, seed=5, n=2)
+b = complete(prompts[0], temperature=1.0, seed=5, n=2)
+check(a["choices"] == b["choices"] and len(a["choices"]) == 2, f"seeded n=2: {a} {b}")
+# Logprobs: one entry per token, the top n.
+got = complete(prompts[0], logprobs=3, max_tokens=4)
+lp = got["choices"][0]["logprobs"]
+# (top_logprobs maps token text to logprob as OpenAI does: tokens with the same text share a key)
+check(len(lp["token_logprobs"]) == 4 and all(1 <= len(t) <= 3 for t in lp["top_logprobs"]) and all(x <= 0 for x in lp["token_logprobs"]), f"logprobs {lp}")
+check(all(max(t.values()) >= x - 1e-6 for t, x in zip(lp["top_logprobs"], lp["token_logprobs"])), f"top >= chosen {lp}")
+# Errors: OpenAI's shape, the param named.
+for body, status, param in [
+    ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ({"prompt": "x", "logit_bias": {"1": 5}}, 400, "logit_bias"),
+    ({"prompt": "x", "frequency_penalty": 0.5}, 400, "frequency_penalty"),
+    ({"prompt": "x", "bogus": 1}, 400, "bogus"),
+    ({"prompt": "x", "temperature": "hot"}, 400, "temperature"),
+    ({"prompt": "x", "model": "other"}, 404, "model"),
+    ({"prompt": "x " * 3000, "max_tokens": 2000}, 400, "max_tokens"),
+    ({"max_tokens": 3}, 400, "prompt"),
+    ({"prompt": [1, 2, 10**9]}, 400, "prompt"),
+]:
+    s, text, _ = request("POST", "/v1/completions", body)
+    try:
+        err = json.loads(text)["error"]
+        check(s == status and err["param"] == param and err["message"] and err["type"], f"{body}: {s} {text[:200]}")
+    except Exception as e:
+        check(False, f"{body}: {s} {text[:200]} ({e})")
+s, text, _ = request("POST", "/v1/completions", raw="{not json")
+check(s == 400 and "error" in json.loads(text), f"bad JSON: {s} {text}")
+s, text, _ = request("GET", "/v1/completions")
+check(s == 405, f"GET completions: {s}")
+s, text, _ = request("GET", "/nope")
+check(s == 404 and "error" in json.loads(text), f"unknown path: {s}")
+sys.exit(1 if failures else 0)
+PY
+
+# A body over the limit: 413 (curl waits for the answer before sending it: Expect: 100-continue).
+((cases++))
+head -c $((9 << 20)) /dev/zero | tr '\0' x >"$TMP/big"
+code=$(curl -s -o "$TMP/big.out" -w '%{http_code}' --max-time 10 "$BASE/v1/completions" --data-binary @"$TMP/big")
+[[ $code == 413 ]] && grep -q '"error"' "$TMP/big.out" || fail "a 9 MiB body: $code $(head -c 200 "$TMP/big.out")"
+
+# A client that leaves mid-stream: the server goes on serving.
+((cases++))
+curl -sN --max-time 1 "$BASE/v1/completions" -d '{"prompt":"Hello","max_tokens":3000,"stream":true,"ignore_eos":true}' >/dev/null 2>&1
+curl -sf --max-time 10 "$BASE/v1/completions" -d '{"prompt":"Hi","max_tokens":2,"temperature":0}' | grep -q '"finish_reason"' ||
+  fail "after a client left mid-stream: $(tail -3 "$TMP/server.err")"
+
+# SIGTERM: stops accepting, lets the request in flight finish, exits 0.
+((cases++))
+curl -s --max-time 20 "$BASE/v1/completions" -d '{"prompt":"Hello","max_tokens":200,"ignore_eos":true,"temperature":0}' >"$TMP/drained" &
+curl_pid=$!
+sleep 0.2
+stop_server
+wait $curl_pid
+[[ $SERVER_RC == 0 ]] || fail "SIGTERM: exit $SERVER_RC: $(tail -3 "$TMP/server.err")"
+grep -q '"finish_reason":"length"' "$TMP/drained" || fail "the request in flight at SIGTERM: $(head -c 300 "$TMP/drained")"
+
+# --api-key: /v1 needs the key, /health does not.
+start_server "$M" --api-key sekret
+((cases++))
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$BASE/v1/models")
+[[ $code == 401 ]] || fail "no key: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -H "Authorization: Bearer sekret" "$BASE/v1/models")
+[[ $code == 200 ]] || fail "the key: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$BASE/health")
+[[ $code == 200 ]] || fail "health without the key: $code"
+stop_server
+
+# A port in use is an error naming it, before any model work.
+start_server "$M"
+run port-taken serve "$M" --port "$PORT"
+rc 2
+has err "127.0.0.1:$PORT"
+stop_server
+
+echo "$cases cases, $failures failures"
+((failures == 0))
