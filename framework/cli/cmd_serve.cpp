@@ -11,6 +11,7 @@
 #include "file_options.hpp"
 #include "model_options.hpp"
 #include "numeric_option.hpp"
+#include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation_config.hpp"
 #include "zoo/model_spec.hpp"
@@ -61,6 +62,13 @@ int run_serve(const ServeOptions& o) {
   served.vocab_size = opened.model->info().vocab_size;
   served.eos_token_ids = defaults.eos_token_ids;
   served.defaults = defaults.sampling();
+  if (served.tokenizer) {
+    try {
+      served.chat_template = std::make_shared<const ChatTemplate>(load_chat_template(model_dir));
+    } catch (const InputError& e) {
+      fmt::print(stderr, "zoo serve: no chat template ({}): /v1/chat/completions answers 400\n", e.what());
+    }
+  }
   served.defaults_from_model = !defaults.sampling_source.empty();
   const KvPoolStats pool = runner->pool();
   fmt::print(stderr, "zoo serve: model '{}'; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}{}\n",
@@ -79,8 +87,8 @@ int run_serve(const ServeOptions& o) {
 void add_serve_command(CLI::App& app, Action& run) {
   auto options = std::make_shared<ServeOptions>();
   auto* cmd = app.add_subcommand("serve",
-                                 "Serve the model over HTTP: OpenAI's /v1/completions (text or token ids, streamed "
-                                 "as server-sent events), /v1/models, /tokenize, /detokenize, /health");
+                                 "Serve the model over HTTP: OpenAI's /v1/completions and /v1/chat/completions "
+                                 "(streamed as server-sent events), /v1/models, /tokenize, /detokenize, /health");
   add_model_options(*cmd, options->model);
   not_a_file(cmd->add_option("--host", options->host, "Address to listen on (default 127.0.0.1: this machine only)"));
   cmd->add_option("--port", options->port, "Port (0: any free one; the printed line says which)")

@@ -201,7 +201,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true, answered_ = false, streaming_ = false, closed_ = false;
 };
 
-// Carries each call onto the I/O thread. It owns the connection while the handler may still answer
+// Carries each call onto the I/O thread, in order. It owns the connection while the handler may still answer
 // (nothing else does once the request is read); a call after the connection closed does nothing.
 class PostingResponder : public Responder {
  public:
@@ -227,7 +227,11 @@ class PostingResponder : public Responder {
  private:
   template <class F>
   void post(F f) {
-    net::post(io_, [c = connection_, f = std::move(f)]() mutable { f(*c); });
+    // Dispatch, not post: on the I/O thread (a handler answering at once) it runs now, so it is
+    // ordered before anything the engine thread posts after it. Asio queues a post made inside a
+    // running handler privately until that handler returns, behind posts from other threads: a
+    // stream's first chunk could then overtake its headers.
+    net::dispatch(io_, [c = connection_, f = std::move(f)]() mutable { f(*c); });
   }
   std::shared_ptr<Connection> connection_;
   net::io_context& io_;

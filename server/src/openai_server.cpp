@@ -19,6 +19,7 @@
 
 #include "engine_worker.hpp"
 #include "zoo/error.hpp"
+#include "zoo/chat_template.hpp"
 #include "zoo/utf8_stream.hpp"
 
 namespace zoo::server {
@@ -92,6 +93,13 @@ const std::set<std::string> kCompletionFields = {
     "stream_options", "logprobs", "echo", "ignore_eos", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "logit_bias", "best_of", "suffix", "user", "metadata", "store"};
 
+// The chat fields: the shared ones, then chat's own.
+const std::set<std::string> kChatFields = {
+    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
+    "stop", "n", "stream", "stream_options", "logprobs", "top_logprobs", "ignore_eos", "presence_penalty",
+    "frequency_penalty", "repetition_penalty", "logit_bias", "response_format", "tools", "tool_choice",
+    "parallel_tool_calls", "chat_template_kwargs", "add_generation_prompt", "user", "metadata", "store"};
+
 struct Sampling {
   engine::GenerationRequest base;  // without the prompt
   std::optional<std::uint64_t> seed;
@@ -101,9 +109,10 @@ struct Sampling {
   int logprobs = -1;
 };
 
-Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t context_limit) {
+Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t context_limit, bool chat) {
   for (const auto& [key, value] : body.items())
-    if (!kCompletionFields.count(key)) throw ApiError(400, fmt::format("unknown field '{}'", key), key, "unknown_field");
+    if (!(chat ? kChatFields : kCompletionFields).count(key))
+      throw ApiError(400, fmt::format("unknown field '{}'", key), key, "unknown_field");
   // Refused: they change the output and are not implemented.
   if (const json* v = field(body, "presence_penalty"); v && !(v->is_number() && v->get<double>() == 0.0))
     throw ApiError(400, "'presence_penalty' is not supported yet (only 0)", "presence_penalty", "unsupported");
@@ -113,6 +122,16 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
     throw ApiError(400, "'repetition_penalty' is not supported yet (only 1)", "repetition_penalty", "unsupported");
   if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
     throw ApiError(400, "'logit_bias' is not supported yet", "logit_bias", "unsupported");
+  if (chat) {
+    if (const json* v = field(body, "response_format");
+        v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
+      throw ApiError(400, "'response_format' other than {\"type\": \"text\"} is not supported yet", "response_format",
+                     "unsupported");
+    if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+      throw ApiError(400, "'tools' (tool calls) are not supported yet", "tools", "unsupported");
+    if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none"))
+      throw ApiError(400, "'tool_choice' is not supported yet (only \"none\")", "tool_choice", "unsupported");
+  }
   if (bool_field(body, "echo", false))
     throw ApiError(400, "'echo' is not supported yet", "echo", "unsupported");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
@@ -143,8 +162,11 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
   } catch (const InputError& e) {
     throw ApiError(400, e.what(), "temperature");
   }
-  s.base.max_new_tokens =
-      static_cast<int>(int_field(body, "max_tokens", std::min<std::int64_t>(16, context_limit - 1), 1, context_limit));
+  // Completions default to OpenAI's 16 tokens; chat to what the context leaves (as vLLM does),
+  // checked against each prompt's length by the caller (0 here: "the rest").
+  const char* length_field = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  s.base.max_new_tokens = static_cast<int>(
+      int_field(body, length_field, chat ? 0 : std::min<std::int64_t>(16, context_limit - 1), 1, context_limit));
   if (const json* v = field(body, "stop")) {
     if (v->is_string()) {
       s.stop.push_back(v->get<std::string>());
@@ -170,7 +192,12 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
         throw ApiError(400, fmt::format("unknown field 'stream_options.{}'", key), "stream_options", "unknown_field");
     s.include_usage = bool_field(*v, "include_usage", false);
   }
-  if (const json* v = field(body, "logprobs")) {
+  if (chat) {
+    if (bool_field(body, "logprobs", false))
+      s.logprobs = static_cast<int>(int_field(body, "top_logprobs", 0, 0, kMaxTopLogprobs));
+    else if (field(body, "top_logprobs"))
+      throw ApiError(400, "'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  } else if (const json* v = field(body, "logprobs")) {
     if (!v->is_number_integer()) throw ApiError(400, "'logprobs' must be an integer", "logprobs", "invalid_type");
     s.logprobs = static_cast<int>(int_field(body, "logprobs", 0, 0, kMaxTopLogprobs));
   }
@@ -222,6 +249,46 @@ std::vector<std::vector<std::int64_t>> parse_prompts(const json& body, const Ser
     if (ids.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
   return prompts;
 }
+
+// ---- metrics -----------------------------------------------------------------------------------
+
+// A Prometheus histogram (cumulative buckets, sum, count); thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double x) {
+    std::lock_guard lock(mutex_);
+    const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin();
+    ++counts_[static_cast<std::size_t>(at)];
+    sum_ += x;
+    ++count_;
+  }
+  std::string text(const std::string& name, const std::string& help) const {
+    std::lock_guard lock(mutex_);
+    std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < bounds_.size(); ++i) {
+      cumulative += counts_[i];
+      out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    }
+    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;
+  double sum_ = 0;
+  std::uint64_t count_ = 0;
+};
+
+struct Metrics {
+  Histogram ttft{{0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}};
+  Histogram itl{{0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1}};
+  Histogram e2e{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320}};
+  std::atomic<std::int64_t> finished{0}, failed{0}, cancelled{0};
+};
 
 // ---- one completion request --------------------------------------------------------------------
 
@@ -283,6 +350,7 @@ struct ChoiceText {
 
 struct Choice {
   int index = 0;
+  Clock::time_point last_token{};  // for the inter-token latency
   std::size_t prompt = 0;  // which prompt
   std::int64_t ticket = -1;
   ChoiceText text;
@@ -306,15 +374,24 @@ std::string token_text(const Tokenizer* tokenizer, std::int64_t id) {
 
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
-  CompletionJob(std::string id, const ServedModel& model, Sampling sampling, std::vector<std::size_t> prompt_sizes,
-                std::shared_ptr<Responder> responder)
-      : id_(std::move(id)), model_(model), sampling_(std::move(sampling)), prompt_sizes_(std::move(prompt_sizes)),
-        responder_(std::move(responder)), created_(std::time(nullptr)), started_(Clock::now()) {}
+  CompletionJob(std::string id, bool chat, const ServedModel& model, Sampling sampling,
+                std::vector<std::size_t> prompt_sizes, std::shared_ptr<Responder> responder, Metrics& metrics)
+      : id_(std::move(id)), chat_(chat), model_(model), metrics_(metrics), sampling_(std::move(sampling)),
+        prompt_sizes_(std::move(prompt_sizes)), responder_(std::move(responder)), created_(std::time(nullptr)),
+        started_(Clock::now()) {}
 
   std::vector<Choice>& choices() { return choices_; }
 
   void start_stream() {
-    if (sampling_.stream) responder_->begin_stream(200, "text/event-stream", {{"x-request-id", id_}});
+    if (!sampling_.stream) return;
+    responder_->begin_stream(200, "text/event-stream", {{"x-request-id", id_}});
+    if (!chat_) return;
+    // Chat streams open each choice with the assistant's role, as OpenAI does.
+    ojson choices = ojson::array();
+    for (const auto& c : choices_)
+      choices.push_back(ojson{{"index", c.index}, {"delta", ojson{{"role", "assistant"}, {"content", ""}}},
+                              {"logprobs", nullptr}, {"finish_reason", nullptr}});
+    responder_->write("data: " + dump(chunk(std::move(choices))) + "\n\n");
   }
 
   // The sink of one choice: forwards to the job under its lock.
@@ -334,6 +411,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::lock_guard lock(mutex_);
     Choice& choice = choices_[c];
     if (choice.over || failed_) return false;
+    const auto now = Clock::now();
+    if (choice.tokens.empty()) metrics_.ttft.observe(std::chrono::duration<double>(now - started_).count());
+    else metrics_.itl.observe(std::chrono::duration<double>(now - choice.last_token).count());
+    choice.last_token = now;
     choice.ids.push_back(token.id);
     choice.tokens.push_back(token);
     const bool stop = choice.text.push(token.id);
@@ -354,6 +435,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::lock_guard lock(mutex_);
     if (failed_ || finished_ == choices_.size()) return;
     failed_ = true;
+    ++metrics_.failed;
     log(status);
     if (sampling_.stream) {
       responder_->write(fmt::format("data: {}\n\n", error_body(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", "")));
@@ -382,8 +464,30 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     }
     return ojson{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
   }
+  // Chat's shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+  ojson chat_logprobs_of(const Choice& choice, std::size_t from, std::size_t count) const {
+    const auto entry = [&](std::int64_t id, float logprob) {
+      const std::string piece = token_text(model_.tokenizer, id);
+      ojson bytes = ojson::array();
+      if (model_.tokenizer)
+        if (const auto raw = model_.tokenizer->token_bytes(id))
+          for (const char c : *raw) bytes.push_back(static_cast<unsigned char>(c));
+      return ojson{{"token", piece}, {"logprob", logprob}, {"bytes", bytes}};
+    };
+    ojson content = ojson::array();
+    for (std::size_t i = from; i < from + count && i < choice.tokens.size(); ++i) {
+      const SampledToken& t = choice.tokens[i];
+      ojson item = entry(t.id, t.logprob);
+      ojson top = ojson::array();
+      for (const auto& [id, lp] : t.top) top.push_back(entry(id, lp));
+      item["top_logprobs"] = top;
+      content.push_back(item);
+    }
+    return ojson{{"content", content}};
+  }
   ojson chunk(ojson choices) const {
-    return ojson{{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_.name},
+    const char* object = !chat_ ? "text_completion" : sampling_.stream ? "chat.completion.chunk" : "chat.completion";
+    return ojson{{"id", id_}, {"object", object}, {"created", created_}, {"model", model_.name},
                  {"choices", std::move(choices)}};
   }
   // One chunk: the text now safe to send, the new token's logprobs when asked, the finish reason
@@ -393,9 +497,14 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::string delta = choice.text.take(!finish.empty());
     const bool with_logprobs = sampling_.logprobs >= 0 && new_token;
     if (delta.empty() && finish.empty() && !with_logprobs) return;
-    ojson c{{"index", choice.index}, {"text", delta}, {"logprobs", nullptr},
-            {"finish_reason", finish.empty() ? ojson() : ojson(finish)}};
-    if (with_logprobs) c["logprobs"] = logprobs_of(choice, choice.tokens.size() - 1, 1);
+    ojson c{{"index", choice.index}};
+    if (chat_) c["delta"] = delta.empty() ? ojson::object() : ojson{{"content", delta}};
+    else c["text"] = delta;
+    c["logprobs"] = nullptr;
+    c["finish_reason"] = finish.empty() ? ojson() : ojson(finish);
+    if (with_logprobs)
+      c["logprobs"] = chat_ ? chat_logprobs_of(choice, choice.tokens.size() - 1, 1)
+                            : logprobs_of(choice, choice.tokens.size() - 1, 1);
     responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
   }
   ojson usage() const {
@@ -409,6 +518,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     choice.over = true;
     choice.finish_reason = reason;
     if (++finished_ < choices_.size()) return;
+    ++metrics_.finished;
+    metrics_.e2e.observe(std::chrono::duration<double>(Clock::now() - started_).count());
     log(200);
     if (sampling_.stream) {
       if (sampling_.include_usage) {
@@ -422,9 +533,13 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     }
     ojson out = ojson::array();
     for (auto& c : choices_) {
-      ojson item{{"index", c.index}, {"text", c.text.take(true)}, {"logprobs", nullptr},
-                 {"finish_reason", c.finish_reason}};
-      if (sampling_.logprobs >= 0) item["logprobs"] = logprobs_of(c, 0, c.tokens.size());
+      ojson item{{"index", c.index}};
+      if (chat_) item["message"] = ojson{{"role", "assistant"}, {"content", c.text.take(true)}};
+      else item["text"] = c.text.take(true);
+      item["logprobs"] = nullptr;
+      item["finish_reason"] = c.finish_reason;
+      if (sampling_.logprobs >= 0)
+        item["logprobs"] = chat_ ? chat_logprobs_of(c, 0, c.tokens.size()) : logprobs_of(c, 0, c.tokens.size());
       out.push_back(item);
     }
     ojson body = chunk(out);
@@ -434,12 +549,15 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void log(int status) const {
     std::int64_t generated = 0;
     for (const auto& c : choices_) generated += static_cast<std::int64_t>(c.tokens.size());
-    fmt::print(stderr, "zoo serve: POST /v1/completions {} {} choices={} tokens_out={} {:.3f}s\n", status, id_,
-               choices_.size(), generated, std::chrono::duration<double>(Clock::now() - started_).count());
+    fmt::print(stderr, "zoo serve: POST /v1/{} {} {} choices={} tokens_out={} {:.3f}s\n",
+               chat_ ? "chat/completions" : "completions", status, id_, choices_.size(), generated,
+               std::chrono::duration<double>(Clock::now() - started_).count());
   }
 
   std::string id_;
+  bool chat_;
   const ServedModel& model_;
+  Metrics& metrics_;
   Sampling sampling_;
   std::vector<std::size_t> prompt_sizes_;
   std::shared_ptr<Responder> responder_;
@@ -464,6 +582,7 @@ struct OpenAiServer::Impl {
   ServedModel model;
   std::int64_t context_limit = 0, pool_pages = 0;
   std::unique_ptr<EngineWorker> worker;
+  Metrics metrics;
   std::atomic<std::int64_t> next_id{0}, requests_total{0}, requests_failed{0};
 
   explicit Impl(ServerOptions o)
@@ -504,15 +623,48 @@ struct OpenAiServer::Impl {
                   {"max_model_len", context_limit}};
       return responder->reply(200, "application/json", dump(ojson{{"object", "list"}, {"data", ojson::array({entry})}}));
     }
-    if (path == "/v1/completions") {
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
-      return completions(request, responder);
+      return completions(path == "/v1/chat/completions", request, responder);
+    }
+    if (path == "/metrics") {
+      if (request.method != "GET") throw ApiError(405, "use GET", "", "method_not_allowed");
+      return responder->reply(200, "text/plain; version=0.0.4", metrics_text());
     }
     if (path == "/tokenize" || path == "/detokenize") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
       return tokens(path == "/tokenize", request, responder);
     }
     throw ApiError(404, fmt::format("no route {} {}", request.method, path), "", "not_found");
+  }
+
+  // Prometheus' text format: counters, gauges, histograms.
+  std::string metrics_text() const {
+    const auto c = worker->counters();
+    std::string out;
+    const auto add = [&](const char* name, const char* type, const char* help, auto value) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    };
+    add("zoo_http_requests_total", "counter", "HTTP requests received", requests_total.load());
+    add("zoo_http_request_errors_total", "counter", "HTTP requests answered with an error before generating",
+        requests_failed.load());
+    add("zoo_requests_finished_total", "counter", "Generation requests answered in full", metrics.finished.load());
+    add("zoo_requests_failed_total", "counter", "Generation requests that failed while running", metrics.failed.load());
+    add("zoo_requests_cancelled_total", "counter", "Generation requests whose client went away", metrics.cancelled.load());
+    add("zoo_requests_running", "gauge", "Sequences decoding", c.running);
+    add("zoo_requests_waiting", "gauge", "Sequences waiting for a slot or KV pages (the queue)", c.waiting);
+    add("zoo_prompt_tokens_total", "counter", "Prompt tokens computed (recomputed after preemption included)",
+        c.prompt_tokens);
+    add("zoo_generation_tokens_total", "counter", "Tokens generated", c.generated_tokens);
+    add("zoo_engine_steps_total", "counter", "Forward steps", c.steps);
+    add("zoo_preemptions_total", "counter", "Sequences preempted (recomputed later) when KV pages ran out",
+        c.preemptions);
+    add("zoo_kv_pages_used", "gauge", "KV cache pages in use (the fullest group)", c.pages_used);
+    add("zoo_kv_pages_total", "gauge", "KV cache pages in the pool", c.pages_capacity);
+    out += metrics.ttft.text("zoo_time_to_first_token_seconds", "From the request's arrival to its first token");
+    out += metrics.itl.text("zoo_inter_token_latency_seconds", "Between two tokens of one sequence");
+    out += metrics.e2e.text("zoo_request_latency_seconds", "From the request's arrival to its last token");
+    return out;
   }
 
   static json parse_body(const HttpRequest& request) {
@@ -554,11 +706,65 @@ struct OpenAiServer::Impl {
     responder->reply(200, "application/json", dump(ojson{{"prompt", text}}));
   }
 
-  void completions(const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+  // The conversation through the model's chat template, then encoded as transformers does (no
+  // special tokens added; those the template writes are the tokenizer's added tokens).
+  std::vector<std::int64_t> chat_prompt(const HttpRequest& request, const json& body) const {
+    if (!model.chat_template) throw ApiError(400, "this model has no chat template: use /v1/completions", "messages", "unsupported");
+    if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer", "messages", "unsupported");
+    // Messages as written: key order and number types kept for the template (3.0 stays 3.0).
+    jinja::Value parsed;
+    try {
+      parsed = jinja::parse_json(request.body, "the request body");
+    } catch (const InputError& e) {
+      throw ApiError(400, e.what(), "messages", "invalid_json");
+    }
+    const jinja::Value* messages = parsed.dict->find("messages");
+    if (!messages || !messages->is_sequence() || messages->list->empty())
+      throw ApiError(400, "'messages' must be a non-empty list of messages", "messages", "invalid_type");
+    for (std::size_t i = 0; i < messages->list->size(); ++i) {
+      const jinja::Value& m = (*messages->list)[i];
+      const jinja::Value* role = m.is_mapping() ? m.dict->find("role") : nullptr;
+      if (!role || role->kind != jinja::Value::Kind::String)
+        throw ApiError(400, fmt::format("messages[{}] must be an object with a string 'role'", i), "messages");
+    }
+    ChatInput input;
+    input.messages = *messages;
+    input.add_generation_prompt = bool_field(body, "add_generation_prompt", true);
+    if (const jinja::Value* kwargs = parsed.dict->find("chat_template_kwargs"); kwargs && !kwargs->is_none()) {
+      if (!kwargs->is_mapping()) throw ApiError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
+      for (const auto& [key, value] : kwargs->dict->items) input.extra.set(key, value);
+    }
+    std::string text;
+    try {
+      text = model.chat_template->render(input);
+    } catch (const jinja::TemplateRaised& e) {
+      throw ApiError(400, fmt::format("the chat template refused the conversation: {}", e.message()), "messages");
+    } catch (const InputError& e) {
+      throw ApiError(400, e.what(), "messages");
+    }
+    try {
+      auto ids = model.tokenizer->encode(text);
+      if (ids.empty()) throw ApiError(400, "the rendered conversation is empty", "messages");
+      return ids;
+    } catch (const InputError& e) {
+      throw ApiError(400, e.what(), "messages");
+    }
+  }
+
+  void completions(bool chat, const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
     const json body = parse_body(request);
     check_model(body);
-    Sampling sampling = parse_sampling(body, model, context_limit);
-    const auto prompts = parse_prompts(body, model);
+    Sampling sampling = parse_sampling(body, model, context_limit, chat);
+    const auto prompts = chat ? std::vector<std::vector<std::int64_t>>{chat_prompt(request, body)}
+                              : parse_prompts(body, model);
+    if (sampling.base.max_new_tokens == 0) {  // chat without a length: what the context leaves
+      const auto longest = static_cast<std::int64_t>(prompts.front().size());
+      if (longest >= context_limit)
+        throw ApiError(400, fmt::format("the conversation's {} tokens fill the context limit of {} tokens", longest,
+                                        context_limit),
+                       "messages", "context_length_exceeded");
+      sampling.base.max_new_tokens = static_cast<int>(context_limit - longest);
+    }
     for (const auto& ids : prompts) {
       const auto total = static_cast<std::int64_t>(ids.size()) + sampling.base.max_new_tokens;
       if (total > context_limit)
@@ -567,10 +773,10 @@ struct OpenAiServer::Impl {
                                    ids.size(), sampling.base.max_new_tokens, context_limit),
                        "max_tokens", "context_length_exceeded");
     }
-    const std::string id = fmt::format("cmpl-{:x}", next_id++);
+    const std::string id = fmt::format("{}-{:x}", chat ? "chatcmpl" : "cmpl", next_id++);
     std::vector<std::size_t> sizes;
     for (const auto& ids : prompts) sizes.push_back(ids.size());
-    auto job = std::make_shared<CompletionJob>(id, model, sampling, sizes, responder);
+    auto job = std::make_shared<CompletionJob>(id, chat, model, sampling, sizes, responder, metrics);
     std::random_device random;
     for (std::size_t p = 0; p < prompts.size(); ++p)
       for (int i = 0; i < sampling.n; ++i) {
@@ -595,6 +801,7 @@ struct OpenAiServer::Impl {
     std::vector<std::int64_t> tickets;
     for (const auto& choice : job->choices()) tickets.push_back(choice.ticket);
     responder->on_disconnect([this, tickets] {
+      ++metrics.cancelled;
       for (const auto t : tickets) worker->cancel(t);
     });
     job->start_stream();

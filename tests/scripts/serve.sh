@@ -11,14 +11,22 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/serve_helpers.sh"
 command -v curl >/dev/null || { echo "SKIPPED: no curl"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
 M=$FIX/qwen3-tiny-text
+# The same model with a ChatML chat template, for /v1/chat/completions.
+mkdir -p "$TMP/chat-model"
+ln -s "$M"/* "$TMP/chat-model/"
+cp "$FIX/chat/chatml/tokenizer_config.json" "$TMP/chat-model/"
+M=$TMP/chat-model
 
 # What `zoo generate --input` gives for the prompts the client test sends (greedy).
 printf '%s\n' '"Hello world"' '"The cat sat on the mat"' '"A"' '"Once upon a time there was"' >"$TMP/prompts.jsonl"
 run generate-reference generate "$M" --input "$TMP/prompts.jsonl" -n 12 --ignore-eos -q
 rc 0
 cp "$TMP/out" "$TMP/reference.jsonl"
+run generate-chat-reference generate "$M" --input "$TMP/prompts.jsonl" --chat -n 12 --ignore-eos -q
+rc 0
+cp "$TMP/out" "$TMP/chat-reference.jsonl"
 
-start_server "$M" --max-running 4 --max-queue 64 --served-model-name tiny
+start_server "$M" --max-running 64 --max-queue 300 --served-model-name tiny
 ((cases++))
 curl -sf --max-time 5 "$BASE/health" | grep -q '"ok"' || fail "health: $(curl -s "$BASE/health")"
 ((cases++))
@@ -65,7 +73,7 @@ for p, ref in zip(prompts, reference):
         check(got["choices"][0]["text"] == ref["text"], f"text of {p!r}: {got['choices'][0]['text']!r} != {ref['text']!r}")
         check(got["usage"]["completion_tokens"] == 12 and got["choices"][0]["finish_reason"] == "length", f"usage/finish {got}")
         check(got["object"] == "text_completion" and got["model"] == "tiny" and got["id"].startswith("cmpl-"), f"shape {got}")
-# 16 at once (4 running, the rest queued): each equals its run alone.
+# 16 at once: each equals its run alone.
 results = [None] * 16
 def worker(i):
     results[i] = complete(prompts[i % 4])
@@ -128,6 +136,27 @@ s, text, _ = request("GET", "/v1/completions")
 check(s == 405, f"GET completions: {s}")
 s, text, _ = request("GET", "/nope")
 check(s == 404 and "error" in json.loads(text), f"unknown path: {s}")
+# Chat: a user message through the template equals `zoo generate --chat` for the same prompt.
+chat_reference = [json.loads(l) for l in open(sys.argv[2].replace("reference.jsonl", "chat-reference.jsonl"))]
+def chat(messages, **kw):
+    return request("POST", "/v1/chat/completions", dict({"model": "tiny", "messages": messages, "max_tokens": 12, "temperature": 0, "ignore_eos": True}, **kw))
+for p, ref in zip(prompts, chat_reference):
+    s, text, _ = chat([{"role": "user", "content": p}])
+    got = json.loads(text) if s == 200 else {}
+    check(s == 200 and got["object"] == "chat.completion" and got["choices"][0]["message"] == {"role": "assistant", "content": ref["text"]},
+          f"chat {p!r}: {s} {text[:300]} want {ref['text']!r}")
+s, text, _ = chat([{"role": "user", "content": prompts[3]}], stream=True, logprobs=True, top_logprobs=2)
+events = [json.loads(e[6:]) for e in text.split("\n\n") if e.startswith("data: {")]
+check(events[0]["choices"][0]["delta"].get("role") == "assistant" and events[0]["object"] == "chat.completion.chunk", f"chat stream opens with the role: {events[:1]}")
+streamed = "".join(e["choices"][0]["delta"].get("content", "") for e in events)
+check(streamed == chat_reference[3]["text"], f"chat stream {streamed!r}")
+lps = [x for e in events if e["choices"][0]["logprobs"] for x in e["choices"][0]["logprobs"]["content"]]
+check(len(lps) == 12 and all(len(x["top_logprobs"]) == 2 and isinstance(x["bytes"], list) for x in lps), f"chat logprobs {lps[:2]}")
+for body, param in [({"messages": []}, "messages"), ({"messages": [{"content": "x"}]}, "messages"),
+                    ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, "tools"),
+                    ({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}, "response_format")]:
+    s, text, _ = request("POST", "/v1/chat/completions", body)
+    check(s == 400 and json.loads(text)["error"]["param"] == param, f"chat {body}: {s} {text[:200]}")
 sys.exit(1 if failures else 0)
 PY
 
@@ -139,9 +168,53 @@ code=$(curl -s -o "$TMP/big.out" -w '%{http_code}' --max-time 10 "$BASE/v1/compl
 
 # A client that leaves mid-stream: the server goes on serving.
 ((cases++))
-curl -sN --max-time 1 "$BASE/v1/completions" -d '{"prompt":"Hello","max_tokens":3000,"stream":true,"ignore_eos":true}' >/dev/null 2>&1
+python3 - "$PORT" <<'PY'
+import socket, json, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+body = json.dumps({"prompt": "Hello", "max_tokens": 4000, "stream": True, "ignore_eos": True}).encode()
+s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+s.recv(4096)  # the headers (and maybe a chunk): then leave
+s.close()
+PY
 curl -sf --max-time 10 "$BASE/v1/completions" -d '{"prompt":"Hi","max_tokens":2,"temperature":0}' | grep -q '"finish_reason"' ||
   fail "after a client left mid-stream: $(tail -3 "$TMP/server.err")"
+# ... and its sequence left the engine (the metrics say so), pages and all.
+((cases++))
+metric() { curl -sf --max-time 5 "$BASE/metrics" | sed -n "s/^$1 //p"; }
+for _ in $(seq 50); do [[ $(metric zoo_requests_running) == 0 ]] && break; sleep 0.1; done
+[[ $(metric zoo_requests_running) == 0 && $(metric zoo_requests_cancelled_total) -ge 1 && $(metric zoo_kv_pages_used) == 0 ]] ||
+  fail "after the client left: $(curl -s "$BASE/metrics" | grep -E '^zoo_(requests|kv)')"
+((cases++))
+curl -sf --max-time 5 "$BASE/metrics" >"$TMP/metrics"
+for name in zoo_generation_tokens_total zoo_time_to_first_token_seconds_count zoo_inter_token_latency_seconds_bucket \
+  zoo_kv_pages_total zoo_requests_finished_total; do
+  grep -q "^$name" "$TMP/metrics" || fail "metrics lack $name"
+done
+[[ $(sed -n 's/^zoo_generation_tokens_total //p' "$TMP/metrics") -gt 100 ]] || fail "metrics: $(grep generation "$TMP/metrics")"
+
+# 300 clients streaming at once (64 decode, the rest wait): every stream completes with its tokens.
+((cases++))
+python3 - "$BASE" <<'PY' || fail "300 concurrent streams (above)"
+import http.client, json, sys, threading, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+ok = [False] * 300
+def client(i):
+    try:
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        c.request("POST", "/v1/completions", json.dumps({"prompt": f"Story {i}:", "max_tokens": 16, "stream": True,
+                                                          "ignore_eos": True, "seed": i}))
+        r = c.getresponse()
+        events = [e for e in r.read().decode("utf-8", "replace").split("\n\n") if e.startswith("data: ")]
+        finals = [json.loads(e[6:]) for e in events[:-1] if json.loads(e[6:])["choices"][0]["finish_reason"]]
+        ok[i] = r.status == 200 and events[-1] == "data: [DONE]" and len(finals) == 1
+    except Exception as e:
+        print("client", i, e)
+threads = [threading.Thread(target=client, args=(i,)) for i in range(300)]
+[t.start() for t in threads]; [t.join(150) for t in threads]
+bad = [i for i, x in enumerate(ok) if not x]
+print(f"{300 - len(bad)}/300 streams complete")
+sys.exit(1 if bad else 0)
+PY
 
 # SIGTERM: stops accepting, lets the request in flight finish, exits 0.
 ((cases++))

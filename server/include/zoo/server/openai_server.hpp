@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "zoo/batch.hpp"
+#include "zoo/chat_template.hpp"
 #include "zoo/engine/engine.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/server/http_server.hpp"
@@ -22,6 +23,7 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;  // null: prompts as token ids only, no text out
   std::int64_t vocab_size = 0;
   std::vector<std::int64_t> eos_token_ids;
+  std::shared_ptr<const ChatTemplate> chat_template;  // null: /v1/chat/completions answers 400
   SamplingOptions defaults;         // generation_config.json's, for fields a request leaves out
   bool defaults_from_model = false; // else OpenAI's (temperature 1)
 };
