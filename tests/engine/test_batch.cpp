@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "qwen3/fixture_test_util.hpp"
@@ -187,6 +188,44 @@ TEST_CASE(
   CHECK(stats.peak_pages_used == 10);
   for (std::size_t i = 0; i < done.size(); ++i)
     check_same_ids(alone[i], done[i].ids, fmt::format("sequence {}", i));
+}
+
+TEST_CASE("engine: each step's tokens are reported as they come, and a cancelled request leaves with its pages") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  const std::int64_t vocab = model.info().vocab_size;
+  auto runner = model.new_runner({});
+  engine::Engine engine(*runner, {.max_running = 2, .max_batched_tokens = 64});
+  const auto a = engine.add(greedy_request(prompt_ids(20, vocab, 1), 6));
+  const auto b = engine.add(greedy_request(prompt_ids(9, vocab, 2), 30));
+  const auto c = engine.add(greedy_request(prompt_ids(5, vocab, 3), 4));  // waits: two run at once
+  std::map<std::int64_t, std::vector<std::int64_t>> streamed;
+  std::map<std::int64_t, engine::Completion> done;
+  for (int step = 0; step < 3; ++step) {
+    for (auto& completion : engine.step()) done.emplace(completion.request, std::move(completion));
+    for (const auto& event : engine.last_tokens()) streamed[event.request].push_back(event.token.id);
+  }
+  CHECK(streamed[a].size() == 3);
+  CHECK(streamed[b].size() == 3);
+  CHECK(streamed.count(c) == 0);
+  // Cancel one running and the waiting one: b's pages go back at once, c never runs.
+  const auto used_before = runner->pool().groups.front().used;
+  CHECK(engine.cancel(b));
+  CHECK(engine.cancel(c));
+  CHECK_FALSE(engine.cancel(c));
+  CHECK_FALSE(engine.cancel(12345));
+  CHECK(runner->pool().groups.front().used < used_before);
+  CHECK(engine.running() == 1);
+  CHECK(engine.waiting() == 0);
+  while (!engine.idle()) {
+    for (auto& completion : engine.step()) done.emplace(completion.request, std::move(completion));
+    for (const auto& event : engine.last_tokens()) streamed[event.request].push_back(event.token.id);
+  }
+  REQUIRE(done.count(a) == 1);
+  CHECK(done.count(b) == 0);
+  CHECK(done.at(a).ids == streamed[a]);  // the stream and the completion agree
+  CHECK_FALSE(engine.cancel(a));         // finished already
+  CHECK(runner->pool().groups.front().used == 0);
 }
 
 TEST_CASE("engine: requests that can never run are refused when added, naming the numbers") {
