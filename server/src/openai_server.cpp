@@ -612,6 +612,11 @@ struct OpenAiServer::Impl {
       if (!ready || draining) throw ApiError(503, ready ? "shutting down" : "loading the model", "", "unavailable");
       return responder->reply(200, "application/json", R"({"status":"ok"})");
     }
+    if (path == "/metrics") {  // for scrapers: no key, as /health
+      if (request.method != "GET") throw ApiError(405, "use GET", "", "method_not_allowed");
+      if (!ready) throw ApiError(503, "loading the model", "", "unavailable");
+      return responder->reply(200, "text/plain; version=0.0.4", metrics_text());
+    }
     if (!options.api_key.empty() && request.header("authorization") != "Bearer " + options.api_key)
       throw ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", "", "invalid_api_key",
                      "authentication_error");
@@ -626,10 +631,6 @@ struct OpenAiServer::Impl {
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
       return completions(path == "/v1/chat/completions", request, responder);
-    }
-    if (path == "/metrics") {
-      if (request.method != "GET") throw ApiError(405, "use GET", "", "method_not_allowed");
-      return responder->reply(200, "text/plain; version=0.0.4", metrics_text());
     }
     if (path == "/tokenize" || path == "/detokenize") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
