@@ -223,6 +223,9 @@ class PostingResponder : public Responder {
   void on_disconnect(std::function<void()> callback) override {
     post([callback = std::move(callback)](Connection& c) mutable { c.on_disconnect(std::move(callback)); });
   }
+  void run(std::function<void()> work) override {
+    post([work = std::move(work)](Connection&) { work(); });
+  }
 
  private:
   template <class F>

@@ -395,22 +395,37 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
 
   // The sink of one choice: forwards to the job under its lock.
+  // The sink of one choice. The engine thread only hands each event over: the text, stop strings
+  // and JSON run on the connection's thread while the engine steps on. A stop string found there
+  // cancels the sequence through `cancel` (a token or two more may have been computed by then;
+  // they are dropped).
   class Sink : public RequestSink {
    public:
-    Sink(std::shared_ptr<CompletionJob> job, std::size_t choice) : job_(std::move(job)), choice_(choice) {}
-    bool token(const SampledToken& token) override { return job_->on_token(choice_, token); }
-    void done(const engine::Completion& completion) override { job_->on_done(choice_, completion); }
-    void failed(int status, const std::string& message) override { job_->on_failed(status, message); }
+    Sink(std::shared_ptr<CompletionJob> job, std::size_t choice, std::function<void()> cancel)
+        : job_(std::move(job)), choice_(choice), cancel_(std::move(cancel)) {}
+    bool token(const SampledToken& token) override {
+      job_->responder_->run([job = job_, c = choice_, token, cancel = cancel_] {
+        if (!job->on_token(c, token)) cancel();
+      });
+      return true;
+    }
+    void done(const engine::Completion& completion) override {
+      job_->responder_->run([job = job_, c = choice_, completion] { job->on_done(c, completion); });
+    }
+    void failed(int status, const std::string& message) override {
+      job_->responder_->run([job = job_, status, message] { job->on_failed(status, message); });
+    }
 
    private:
     std::shared_ptr<CompletionJob> job_;
     std::size_t choice_;
+    std::function<void()> cancel_;
   };
 
   bool on_token(std::size_t c, const SampledToken& token) {
     std::lock_guard lock(mutex_);
     Choice& choice = choices_[c];
-    if (choice.over || failed_) return false;
+    if (choice.over || failed_) return true;  // nothing to cancel: it ended already
     const auto now = Clock::now();
     if (choice.tokens.empty()) metrics_.ttft.observe(std::chrono::duration<double>(now - started_).count());
     else metrics_.itl.observe(std::chrono::duration<double>(now - choice.last_token).count());
@@ -807,7 +822,8 @@ struct OpenAiServer::Impl {
     });
     job->start_stream();
     for (std::size_t c = 0; c < requests.size(); ++c) {
-      if (!worker->submit(tickets[c], std::move(requests[c]), std::make_shared<CompletionJob::Sink>(job, c))) {
+      auto cancel = [this, ticket = tickets[c]] { worker->cancel(ticket); };
+      if (!worker->submit(tickets[c], std::move(requests[c]), std::make_shared<CompletionJob::Sink>(job, c, cancel))) {
         for (std::size_t k = 0; k < c; ++k) worker->cancel(tickets[k]);
         if (sampling.stream) {
           job->on_failed(429, "the server's queue is full; retry later");

@@ -40,6 +40,9 @@ class Responder {
   // Called once, on the connection's thread, when the client goes away before the answer ended
   // (a failed write or a closed socket): a streaming handler cancels its work there.
   virtual void on_disconnect(std::function<void()> callback) = 0;
+  // Runs `work` on the connection's thread, in order with the calls above (a handler's own work
+  // that should not hold up the thread it was called on).
+  virtual void run(std::function<void()> work) = 0;
 };
 
 using Handler = std::function<void(HttpRequest request, std::shared_ptr<Responder> responder)>;
