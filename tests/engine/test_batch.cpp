@@ -474,41 +474,6 @@ TEST_CASE("CUDA runner: decode steps replayed as graphs (padding rows included) 
 #endif
 }
 
-TEST_CASE("CUDA runner: logprobs of the picked token and the top-n, from the logits of the same step", "[cuda]") {
-#if !defined(ZOO_WITH_CUDA)
-  ZOO_SKIP("built without CUDA");
-#else
-  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
-  const auto loaded = cuda_test::load_cuda_fixture(fixture_dir("qwen3-tiny-hd64"));
-  Model& model = *loaded->model;
-  // Two runners fed the same steps: one returns each picked token with logprobs, one the logits.
-  auto picked = model.new_runner({.kv_pages = 16, .max_sequences = 2});
-  auto logits = model.new_runner({.kv_pages = 16, .max_sequences = 2});
-  const SequenceId a = picked->open_sequence(), b = logits->open_sequence();
-  const auto prompt = prompt_ids(9, 200, 31);
-  std::vector<std::int64_t> next = prompt;
-  for (int step = 0; step < 3; ++step) {
-    INFO("step " << step);
-    const ForwardStep with = step_of(next, OutputRequest{.sample = SampleRequest{}, .top_logprobs = 5});
-    const ForwardStep plain = step_of(next);
-    picked->submit({{{a, picked->tokens(a), &with}}});
-    logits->submit({{{b, logits->tokens(b), &plain}}});
-    const ForwardResult x = std::move(picked->wait().front()), y = std::move(logits->wait().front());
-    REQUIRE(x.sampled);
-    const auto row = y.logits.span<float>();
-    double sum = 0;
-    const float top = *std::max_element(row.begin(), row.end());
-    for (float v : row) sum += std::exp(static_cast<double>(v) - top);
-    const double log_z = top + std::log(sum);
-    CHECK(x.sampled->id == sample_logits(row, SampleRequest{}).id);
-    CHECK(x.sampled->logprob == Approx(row[x.sampled->id] - log_z).margin(1e-5));
-    REQUIRE(x.sampled->top.size() == 5);
-    CHECK(x.sampled->top[0].first == x.sampled->id);
-    next = {x.sampled->id};
-  }
-#endif
-}
-
 TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch pick on the device as the host "
           "reference does from the same logits",
           "[cuda]") {
