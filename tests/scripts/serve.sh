@@ -237,6 +237,20 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$BASE/health")
 [[ $code == 200 ]] || fail "health without the key: $code"
 stop_server
 
+# A full queue: with one sequence running and none waiting, a second request at once is 429 with
+# Retry-After, while the first completes.
+start_server "$M" --max-running 1 --max-queue 0
+((cases++))
+curl -s --max-time 30 "$BASE/v1/completions" -d '{"prompt":"Hello","max_tokens":3000,"ignore_eos":true}' >"$TMP/first" &
+first_pid=$!
+for _ in $(seq 50); do [[ $(curl -sf "$BASE/metrics" | sed -n 's/^zoo_requests_running //p') == 1 ]] && break; sleep 0.05; done
+curl -s -D "$TMP/h429" -o "$TMP/b429" --max-time 10 "$BASE/v1/completions" -d '{"prompt":"Hi","max_tokens":2}'
+grep -q "^HTTP/1.1 429" "$TMP/h429" && grep -qi "^retry-after: 1" "$TMP/h429" && grep -q '"queue_full"' "$TMP/b429" ||
+  fail "queue full: $(head -1 "$TMP/h429") $(cat "$TMP/b429")"
+wait $first_pid
+grep -q '"finish_reason":"length"' "$TMP/first" || fail "the running request: $(head -c 200 "$TMP/first")"
+stop_server
+
 # A port in use is an error naming it, before any model work.
 start_server "$M"
 run port-taken serve "$M" --port "$PORT"
