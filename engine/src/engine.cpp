@@ -22,6 +22,7 @@ struct Engine::Sequence {
   std::vector<std::int64_t> tokens;  // the prompt, then what was generated
   std::vector<SampledToken> picked;  // one per generated token
   std::int64_t computed = 0;         // tokens in the runner's cache
+  std::int64_t cached = 0;           // prompt tokens the prefix cache supplied (first admission)
   SequenceId id = -1;                // the runner's sequence while running
 
   std::int64_t remaining() const { return static_cast<std::int64_t>(tokens.size()) - computed; }
@@ -32,12 +33,78 @@ Engine::Engine(Runner& runner, EngineOptions options) : runner_(runner), options
   if (options_.max_running <= 0 || options_.max_batched_tokens <= 0)
     throw InputError(fmt::format("engine: max_running ({}) and max_batched_tokens ({}) must be positive",
                                  options_.max_running, options_.max_batched_tokens));
+  if (options_.prefix_cache_entries < 0)
+    throw InputError(fmt::format("engine: prefix_cache_entries ({}) must not be negative", options_.prefix_cache_entries));
+  const auto groups = runner_.pool().groups;
+  cache_on_ = options_.prefix_cache_entries > 0 &&
+              std::all_of(groups.begin(), groups.end(), [](const auto& group) { return group.window == 0; });
   note_pool();
 }
 
 Engine::~Engine() {
   for (auto& sequence : running_)
     if (sequence->id >= 0) runner_.close_sequence(sequence->id);
+  for (const auto& entry : cache_) runner_.close_sequence(entry.id);
+}
+
+void Engine::open_with_prefix(Sequence& sequence) {
+  sequence.computed = 0;
+  if (cache_on_) {
+    ++stats_.prefix_queries;
+    // The longest common prefix in whole pages, leaving at least one token to compute (its logits
+    // are what the step needs).
+    const auto limit = static_cast<std::int64_t>(sequence.tokens.size()) - 1;
+    CachedPrefix* best = nullptr;
+    std::int64_t best_tokens = 0;
+    for (auto& entry : cache_) {
+      const auto n = std::min<std::int64_t>(limit, static_cast<std::int64_t>(entry.tokens.size()));
+      std::int64_t same = 0;
+      while (same < n && entry.tokens[static_cast<std::size_t>(same)] == sequence.tokens[static_cast<std::size_t>(same)])
+        ++same;
+      same = same / kKvPageTokens * kKvPageTokens;
+      if (same > best_tokens || (same == best_tokens && best && same > 0 && entry.last_use > best->last_use)) {
+        best = &entry;
+        best_tokens = same;
+      }
+    }
+    if (best && best_tokens > 0) {
+      sequence.id = runner_.fork_sequence(best->id, best_tokens);
+      sequence.computed = best_tokens;
+      if (sequence.picked.empty()) sequence.cached = best_tokens;
+      best->last_use = ++clock_;
+      ++stats_.prefix_hits;
+      stats_.prefix_hit_tokens += best_tokens;
+      return;
+    }
+  }
+  sequence.id = runner_.open_sequence();
+}
+
+void Engine::retire(Sequence& sequence) {
+  if (!cache_on_ || sequence.computed < kKvPageTokens) {
+    runner_.close_sequence(sequence.id);
+  } else {
+    cache_.push_back({sequence.id,
+                      std::vector<std::int64_t>(sequence.tokens.begin(), sequence.tokens.begin() + sequence.computed),
+                      ++clock_});
+    if (static_cast<std::int64_t>(cache_.size()) > options_.prefix_cache_entries) evict_one(nullptr);
+  }
+  sequence.id = -1;
+}
+
+bool Engine::evict_one(std::vector<std::int64_t>* free) {
+  if (cache_.empty()) return false;
+  const auto oldest = std::min_element(cache_.begin(), cache_.end(),
+                                       [](const auto& a, const auto& b) { return a.last_use < b.last_use; });
+  const auto before = runner_.pool().groups;
+  runner_.close_sequence(oldest->id);
+  cache_.erase(oldest);
+  ++stats_.prefix_evictions;
+  if (free) {
+    const auto after = runner_.pool().groups;
+    for (std::size_t g = 0; g < free->size(); ++g) (*free)[g] += before[g].used - after[g].used;
+  }
+  return true;
 }
 
 std::int64_t Engine::add(GenerationRequest request) {
@@ -60,7 +127,7 @@ std::int64_t Engine::add(GenerationRequest request) {
   if (request.top_logprobs > kMaxTopLogprobs)
     throw InputError(fmt::format("top_logprobs {} is above {}", request.top_logprobs, kMaxTopLogprobs));
   auto sequence = std::make_unique<Sequence>(
-      Sequence{next_request_, request, Sampler(request.sampling), request.prompt, {}, 0, -1});
+      Sequence{next_request_, request, Sampler(request.sampling), request.prompt, {}, 0, 0, -1});
   waiting_.push_back(std::move(sequence));
   return next_request_++;
 }
@@ -138,6 +205,7 @@ std::vector<Completion> Engine::step() {
       ++i;
       continue;
     }
+    if (evict_one(&free)) continue;  // cached prefixes go before running sequences
     Sequence& newest = *running_.back();
     // Pages planned for the newest sequence in this step go back to `free` with it.
     const auto planned =
@@ -160,11 +228,13 @@ std::vector<Completion> Engine::step() {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<std::int64_t>(running_.size()) < options_.max_running) {
     Sequence& sequence = *waiting_.front();
-    sequence.id = runner_.open_sequence();
+    open_with_prefix(sequence);
     const std::int64_t want = std::min(sequence.remaining(), budget);
     if (!fits(runner_.pages_needed(sequence.id, want), free)) {
       runner_.close_sequence(sequence.id);
       sequence.id = -1;
+      sequence.computed = 0;
+      if (evict_one(&free)) continue;  // room from cached prefixes, then try again
       break;
     }
     running_.push_back(std::move(waiting_.front()));
@@ -238,10 +308,10 @@ std::vector<Completion> Engine::step() {
                           {},
                           std::move(sequence.picked),
                           stop ? FinishReason::stop : FinishReason::length,
-                          static_cast<std::int64_t>(sequence.params.prompt.size())};
+                          static_cast<std::int64_t>(sequence.params.prompt.size()),
+                          sequence.cached};
     completion.ids.assign(sequence.tokens.begin() + completion.prompt_tokens, sequence.tokens.end());
-    runner_.close_sequence(sequence.id);
-    sequence.id = -1;
+    retire(sequence);
     done.push_back(std::move(completion));
   }
   std::erase_if(running_, [](const auto& sequence) { return sequence->id < 0; });

@@ -27,7 +27,7 @@ struct ServeOptions {
   ModelOptions model;
   std::string host = "127.0.0.1", served_model_name, api_key, tokenizer;
   int port = 8000;
-  std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0;
+  std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0, prefix_cache = 64;
   double kv_cache_gb = 0;
   int drain_timeout = 30;
 };
@@ -36,7 +36,9 @@ int run_serve(const ServeOptions& o) {
   server::ServerOptions so;
   so.http.host = o.host;
   so.http.port = static_cast<std::uint16_t>(o.port);
-  so.engine = {.max_running = o.max_running, .max_batched_tokens = o.max_batched_tokens};
+  so.engine = {.max_running = o.max_running,
+               .max_batched_tokens = o.max_batched_tokens,
+               .prefix_cache_entries = o.prefix_cache};
   so.max_queue = o.max_queue;
   so.api_key = o.api_key;
   so.drain_timeout = std::chrono::seconds(o.drain_timeout);
@@ -52,7 +54,8 @@ int run_serve(const ServeOptions& o) {
   const auto tokenizer = open_model_tokenizer(model_dir, o.tokenizer, false);
   const auto defaults = load_generation_defaults(model_dir, opened.config);
   load_model(opened, true);
-  RunnerOptions runner_options{.max_sequences = o.max_running, .max_context = opened.spec.max_context};
+  // The prefix cache keeps finished sequences open: the runner holds them beside the running ones.
+  RunnerOptions runner_options{.max_sequences = o.max_running + o.prefix_cache, .max_context = opened.spec.max_context};
   runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
   auto runner = opened.model->new_runner(runner_options);
   server::ServedModel served;
@@ -110,6 +113,10 @@ void add_serve_command(CLI::App& app, Action& run) {
   cmd->add_option("--kv-cache-gb", options->kv_cache_gb,
                   "The KV page pool's size (default: most of the free device memory, or a quarter of host memory)")
       ->check(number_in(0.0, 1e6));
+  cmd->add_option("--prefix-cache-entries", options->prefix_cache,
+                  "Finished sequences kept for their prompts' prefixes (whole 16-token pages are reused; 0: no "
+                  "prefix cache)")
+      ->check(integer_in(0, 1 << 16));
   cmd->add_option("--drain-timeout", options->drain_timeout,
                   "Seconds running requests get to finish after SIGTERM before they are cancelled")
       ->check(integer_in(0, 86400));

@@ -125,6 +125,19 @@ KvPageTable KvPageTable::fork() const {
   return child;
 }
 
+KvPageTable KvPageTable::fork(std::int64_t tokens) const {
+  if (!pool_) throw std::logic_error("KvPageTable::fork of a moved-from table");
+  if (tokens < 0 || tokens > tokens_) throw std::out_of_range("KvPageTable::fork: a prefix longer than the table");
+  const auto pages = static_cast<std::size_t>((tokens + kKvPageTokens - 1) / kKvPageTokens);
+  for (std::size_t i = 0; i < pages; ++i)
+    if (pages_[i] == kNoPage) throw std::out_of_range("KvPageTable::fork: the prefix reaches pages given back");
+  KvPageTable child(*pool_, window_);
+  child.pages_.assign(pages_.begin(), pages_.begin() + static_cast<std::ptrdiff_t>(pages));
+  for (const PageId page : child.pages_) pool_->retain(page);
+  child.tokens_ = tokens;
+  return child;
+}
+
 std::int64_t KvPageTable::live_pages() const {
   std::int64_t n = 0;
   for (const PageId page : pages_) n += page != kNoPage ? 1 : 0;

@@ -78,12 +78,27 @@ SequenceId KvSequences::open_sequence() {
   return next_id_++;
 }
 
-SequenceId KvSequences::fork_sequence(SequenceId id) {
+SequenceId KvSequences::fork_sequence(SequenceId id, std::int64_t tokens) {
   const auto& parent = tables(id);
   if (static_cast<std::int64_t>(sequences_.size()) >= max_sequences_)
     throw InputError(fmt::format("{}: {} sequences are open, the runner's limit", spec_.family, max_sequences_));
+  const std::int64_t have = parent.front().tokens();
+  if (tokens > have)
+    throw InputError(fmt::format("{}: a fork of {} tokens from sequence {}, which holds {}", spec_.family, tokens, id, have));
   std::vector<KvPageTable> child;
-  for (const auto& table : parent) child.push_back(table.fork());
+  for (const auto& table : parent) {
+    if (tokens < 0) {
+      child.push_back(table.fork());
+      continue;
+    }
+    try {
+      child.push_back(table.fork(tokens));
+    } catch (const std::out_of_range&) {
+      throw InputError(fmt::format("{}: a fork of {} tokens from sequence {} reaches positions its sliding window "
+                                   "(of {}) gave back",
+                                   spec_.family, tokens, id, table.window()));
+    }
+  }
   sequences_.emplace(next_id_, std::move(child));
   return next_id_++;
 }

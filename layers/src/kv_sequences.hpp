@@ -40,7 +40,7 @@ class KvSequences {
   std::int64_t max_context() const { return max_context_; }
 
   SequenceId open_sequence();
-  SequenceId fork_sequence(SequenceId sequence);
+  SequenceId fork_sequence(SequenceId sequence, std::int64_t tokens = -1);
   void close_sequence(SequenceId sequence);
   std::int64_t tokens(SequenceId sequence) const { return tables(sequence).front().tokens(); }
   std::vector<std::int64_t> pages_needed(SequenceId sequence, std::int64_t count) const;
@@ -71,7 +71,7 @@ class KvSequences {
 class KvRunner : public Runner {
  public:
   SequenceId open_sequence() override { return kv_.open_sequence(); }
-  SequenceId fork_sequence(SequenceId id) override { return kv_.fork_sequence(id); }
+  SequenceId fork_sequence(SequenceId id, std::int64_t tokens = -1) override { return kv_.fork_sequence(id, tokens); }
   void close_sequence(SequenceId id) override { kv_.close_sequence(id); }
   std::int64_t tokens(SequenceId id) const override { return kv_.tokens(id); }
   std::int64_t max_context() const override { return kv_.max_context(); }

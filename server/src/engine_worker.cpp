@@ -137,6 +137,9 @@ void EngineWorker::loop() {
     counters_.prompt_tokens = st.prompt_tokens;
     counters_.generated_tokens = st.generated_tokens;
     counters_.preemptions = st.preemptions;
+    counters_.prefix_queries = st.prefix_queries;
+    counters_.prefix_hits = st.prefix_hits;
+    counters_.prefix_hit_tokens = st.prefix_hit_tokens;
     counters_.running = engine_.running();
     counters_.waiting = engine_.waiting();
     const auto pool = runner_.pool();

@@ -357,6 +357,7 @@ struct Choice {
   std::vector<std::int64_t> ids;
   std::vector<SampledToken> tokens;
   std::string finish_reason;
+  std::int64_t cached_tokens = 0;  // of its prompt, from the prefix cache
   bool over = false;
 };
 
@@ -440,6 +441,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void on_done(std::size_t c, const engine::Completion& completion) {
     std::lock_guard lock(mutex_);
     Choice& choice = choices_[c];
+    choice.cached_tokens = completion.cached_tokens;
     if (choice.over || failed_) return;
     choice.text.finish();
     const std::string reason = choice.text.stopped ? "stop" : engine::finish_reason_name(completion.finish);
@@ -525,9 +527,16 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   ojson usage() const {
     std::int64_t prompt = 0, completion = 0;
     for (const auto size : prompt_sizes_) prompt += static_cast<std::int64_t>(size);
-    for (const auto& c : choices_) completion += static_cast<std::int64_t>(c.tokens.size());
+    // Cached tokens: the most any choice of each prompt got (choices of one prompt share it).
+    std::vector<std::int64_t> cached(prompt_sizes_.size(), 0);
+    for (const auto& c : choices_) {
+      completion += static_cast<std::int64_t>(c.tokens.size());
+      cached[c.prompt] = std::max(cached[c.prompt], c.cached_tokens);
+    }
+    std::int64_t cached_total = 0;
+    for (const auto x : cached) cached_total += x;
     return ojson{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
-                 {"prompt_tokens_details", ojson{{"cached_tokens", 0}}}};
+                 {"prompt_tokens_details", ojson{{"cached_tokens", cached_total}}}};
   }
   void finish_choice(Choice& choice, const std::string& reason) {
     choice.over = true;
@@ -677,6 +686,9 @@ struct OpenAiServer::Impl {
         c.preemptions);
     add("zoo_kv_pages_used", "gauge", "KV cache pages in use (the fullest group)", c.pages_used);
     add("zoo_kv_pages_total", "gauge", "KV cache pages in the pool", c.pages_capacity);
+    add("zoo_prefix_cache_queries_total", "counter", "Admissions that looked for a cached prefix", c.prefix_queries);
+    add("zoo_prefix_cache_hits_total", "counter", "Admissions that reused a cached prefix", c.prefix_hits);
+    add("zoo_prefix_cache_hit_tokens_total", "counter", "Prompt tokens the prefix cache supplied", c.prefix_hit_tokens);
     out += metrics.ttft.text("zoo_time_to_first_token_seconds", "From the request's arrival to its first token");
     out += metrics.itl.text("zoo_inter_token_latency_seconds", "Between two tokens of one sequence");
     out += metrics.e2e.text("zoo_request_latency_seconds", "From the request's arrival to its last token");
@@ -873,6 +885,7 @@ void OpenAiServer::wait() {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   impl_->http.stop();
   if (impl_->io_thread.joinable()) impl_->io_thread.join();
+  impl_->worker.reset();  // the engine gives its sequences back while the caller's runner lives
 }
 
 }  // namespace zoo::server

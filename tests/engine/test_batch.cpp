@@ -228,6 +228,60 @@ TEST_CASE("engine: each step's tokens are reported as they come, and a cancelled
   CHECK(runner->pool().groups.front().used == 0);
 }
 
+TEST_CASE("engine: the prefix cache reuses whole pages of a finished prompt, gives the same ids, and makes room "
+          "when pages run short") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  const std::int64_t vocab = model.info().vocab_size;
+  const auto shared = prompt_ids(40, vocab, 7);  // two whole pages and 8 tokens
+  const auto with_tail = [&](std::uint64_t salt, std::int64_t length) {
+    auto ids = shared;
+    const auto tail = prompt_ids(length, vocab, salt);
+    ids.insert(ids.end(), tail.begin(), tail.end());
+    return ids;
+  };
+  // Requests one after another (each finishes before the next comes), as chat turns do.
+  std::int64_t held = 0;  // pages in use once the last request is done, the engine still alive
+  const auto run = [&](Runner& runner, engine::EngineOptions options, engine::EngineStats* stats) {
+    engine::Engine engine(runner, options);
+    std::vector<engine::Completion> out;
+    for (int i = 0; i < 5; ++i) {
+      engine.add(greedy_request(i == 4 ? shared : with_tail(20 + static_cast<std::uint64_t>(i), 3 + i), 5));
+      while (!engine.idle())
+        for (auto& completion : engine.step()) out.push_back(std::move(completion));
+    }
+    if (stats) *stats = engine.stats();
+    held = runner.pool().groups.front().used;
+    return out;
+  };
+  auto plain_runner = model.new_runner({});
+  const auto plain = run(*plain_runner, {}, nullptr);
+  engine::EngineStats stats;
+  auto runner = model.new_runner({.max_sequences = 8});
+  const auto cached = run(*runner, {.max_running = 2, .prefix_cache_entries = 4}, &stats);
+  REQUIRE(cached.size() == plain.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    INFO("request " << i);
+    CHECK(cached[i].ids == plain[i].ids);  // float32: the forked pages hold the same rows
+    CHECK(cached[i].cached_tokens == (i == 0 ? 0 : 32));
+  }
+  CHECK(stats.prefix_queries == 5);
+  CHECK(stats.prefix_hits == 4);
+  CHECK(stats.prefix_hit_tokens == 4 * 32);
+  CHECK(stats.prompt_tokens < 5 * 40);
+  CHECK(held > 0);                                  // the cached sequences hold their pages
+  CHECK(runner->pool().groups.front().used == 0);  // until the engine goes
+
+  // A pool of 12 pages: four cached sequences of 3-4 pages cannot all stay; admission and decode
+  // evict the least recently used ones instead of failing or preempting.
+  engine::EngineStats small_stats;
+  auto small = model.new_runner({.kv_pages = 12, .max_sequences = 8});
+  const auto squeezed = run(*small, {.max_running = 2, .prefix_cache_entries = 4}, &small_stats);
+  for (std::size_t i = 0; i < plain.size(); ++i) CHECK(squeezed[i].ids == plain[i].ids);
+  CHECK(small_stats.prefix_evictions > 0);
+  CHECK(small_stats.preemptions == 0);
+}
+
 TEST_CASE("engine: requests that can never run are refused when added, naming the numbers") {
   OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
   auto runner = opened.model->new_runner({.kv_pages = 4, .max_context = 100});

@@ -168,6 +168,7 @@ code=$(curl -s -o "$TMP/big.out" -w '%{http_code}' --max-time 10 "$BASE/v1/compl
 
 # A client that leaves mid-stream: the server goes on serving.
 ((cases++))
+pages_before=$(curl -sf --max-time 5 "$BASE/metrics" | sed -n 's/^zoo_kv_pages_used //p')
 python3 - "$PORT" <<'PY'
 import socket, json, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
@@ -182,12 +183,28 @@ curl -sf --max-time 10 "$BASE/v1/completions" -d '{"prompt":"Hi","max_tokens":2,
 ((cases++))
 metric() { curl -sf --max-time 5 "$BASE/metrics" | sed -n "s/^$1 //p"; }
 for _ in $(seq 50); do [[ $(metric zoo_requests_running) == 0 ]] && break; sleep 0.1; done
-[[ $(metric zoo_requests_running) == 0 && $(metric zoo_requests_cancelled_total) -ge 1 && $(metric zoo_kv_pages_used) == 0 ]] ||
+[[ $(metric zoo_requests_running) == 0 && $(metric zoo_requests_cancelled_total) -ge 1 &&
+  $(metric zoo_kv_pages_used) == "$pages_before" ]] ||
   fail "after the client left: $(curl -s "$BASE/metrics" | grep -E '^zoo_(requests|kv)')"
+# The prefix cache: the same long prompt twice, the second reuses its whole pages (and answers the same).
+((cases++))
+python3 - "$BASE" <<'PY' || fail "prefix cache (above)"
+import json, sys, urllib.request
+def complete(prompt):
+    req = urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": 6, "temperature": 0}).encode(),
+                                 {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=30))
+ids = list(range(3, 3 + 70))
+a, b = complete(ids), complete(ids)
+ok = a["choices"][0]["text"] == b["choices"][0]["text"] and a["usage"]["prompt_tokens_details"]["cached_tokens"] == 0 \
+    and b["usage"]["prompt_tokens_details"]["cached_tokens"] == 64
+print(a["usage"], b["usage"]) if not ok else None
+sys.exit(0 if ok else 1)
+PY
 ((cases++))
 curl -sf --max-time 5 "$BASE/metrics" >"$TMP/metrics"
 for name in zoo_generation_tokens_total zoo_time_to_first_token_seconds_count zoo_inter_token_latency_seconds_bucket \
-  zoo_kv_pages_total zoo_requests_finished_total; do
+  zoo_kv_pages_total zoo_requests_finished_total zoo_prefix_cache_hits_total; do
   grep -q "^$name" "$TMP/metrics" || fail "metrics lack $name"
 done
 [[ $(sed -n 's/^zoo_generation_tokens_total //p' "$TMP/metrics") -gt 100 ]] || fail "metrics: $(grep generation "$TMP/metrics")"

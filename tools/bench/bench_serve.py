@@ -39,14 +39,19 @@ def main():
     ap.add_argument("--model", default=None)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--text-prompts", action="store_true", help="send text ('word word ...') instead of ids")
+    ap.add_argument("--shared-prefix", type=int, default=0,
+                    help="the first N prompt tokens are the same in every request (a prefix cache's case)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     u = urllib.parse.urlparse(a.base)
     rng = random.Random(a.seed)
-    prompts = [[rng.randrange(min(1000, a.vocab // 2), a.vocab) for _ in range(a.prompt_len)] for _ in range(a.requests)]
+    draw = lambda n: [rng.randrange(min(1000, a.vocab // 2), a.vocab) for _ in range(n)]
+    prefix = draw(min(a.shared_prefix, a.prompt_len))
+    prompts = [prefix + draw(a.prompt_len - len(prefix)) for _ in range(a.requests)]
     next_index = [0]
     lock = threading.Lock()
     ttft, itl, tokens, errors = [], [], [0], []
+    ttft_by_request = [None] * a.requests
 
     def one(prompt):
         body = {"prompt": " ".join(["hello"] * a.prompt_len) if a.text_prompts else prompt, "max_tokens": a.max_tokens,
@@ -93,6 +98,7 @@ def main():
                     errors.append(err)
                 else:
                     ttft.append(first)
+                    ttft_by_request[i] = first
                     itl.extend(gaps)
                     tokens[0] += n
 
@@ -111,6 +117,10 @@ def main():
     }
     if errors:
         out["first_error"] = errors[0]
+    if a.shared_prefix and a.requests > 1 and ttft_by_request[0] is not None:
+        warm = [x for x in ttft_by_request[1:] if x is not None]
+        out["shared_prefix"] = {"tokens": len(prefix), "first_ttft_ms": 1e3 * ttft_by_request[0],
+                                "later_ttft_ms_median": 1e3 * percentile(warm, 50)}
     if a.json:
         print(json.dumps(out))
     else:
@@ -118,6 +128,10 @@ def main():
               f"{out['output_tokens_per_s']:.0f} output tokens/s, {wall:.2f} s, {len(errors)} errors")
         print(f"  TTFT ms median {out['ttft_ms']['median']:.1f} p90 {out['ttft_ms']['p90']:.1f} p99 {out['ttft_ms']['p99']:.1f}")
         print(f"  ITL  ms median {out['itl_ms']['median']:.2f} p90 {out['itl_ms']['p90']:.2f} p99 {out['itl_ms']['p99']:.2f}")
+        if "shared_prefix" in out:
+            sp = out["shared_prefix"]
+            print(f"  shared prefix of {sp['tokens']} tokens: first request TTFT {sp['first_ttft_ms']:.1f} ms, "
+                  f"later ones {sp['later_ttft_ms_median']:.1f} ms (median)")
     return 1 if errors else 0
 
 

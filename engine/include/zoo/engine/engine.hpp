@@ -21,6 +21,12 @@ namespace zoo::engine {
 struct EngineOptions {
   std::int64_t max_running = 256;          // sequences decoding at once
   std::int64_t max_batched_tokens = 2048;  // rows per step: decode tokens plus prompt chunks
+  // The prefix cache: finished sequences kept (with their KV pages) so that a new request whose
+  // prompt begins with the same full pages of tokens forks them instead of computing them again;
+  // least recently used first out when pages or sequences run short. 0: off. The runner must allow
+  // max_running + prefix_cache_entries sequences. Models with sliding-window layers cache nothing
+  // (their pages behind the window are gone).
+  std::int64_t prefix_cache_entries = 0;
 };
 
 struct GenerationRequest {
@@ -40,6 +46,7 @@ struct Completion {
   std::vector<SampledToken> tokens;  // with logprobs, when asked
   FinishReason finish = FinishReason::length;
   std::int64_t prompt_tokens = 0;
+  std::int64_t cached_tokens = 0;  // prompt tokens the prefix cache supplied
 };
 
 // A token a request got in a step (streaming reads these; the Completion repeats them).
@@ -52,6 +59,7 @@ struct EngineStats {
   std::int64_t steps = 0, rows = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0;
   std::int64_t peak_running = 0;
   std::int64_t peak_pages_used = 0, pages_capacity = 0;  // of the fullest group
+  std::int64_t prefix_queries = 0, prefix_hits = 0, prefix_hit_tokens = 0, prefix_evictions = 0;
   double seconds = 0;                                    // in step()
 };
 
@@ -80,7 +88,19 @@ class Engine {
 
  private:
   struct Sequence;
+  struct CachedPrefix {
+    SequenceId id = -1;
+    std::vector<std::int64_t> tokens;  // what the runner's sequence holds
+    std::uint64_t last_use = 0;
+  };
   bool fits(const std::vector<std::int64_t>& needed, std::vector<std::int64_t>& free) const;
+  // Opens the runner's sequence for a waiting one: a fork of the longest cached prefix of its
+  // tokens (whole pages, at least one token left to compute), else a new sequence.
+  void open_with_prefix(Sequence& sequence);
+  // Keeps a finished sequence's pages for its prefix, or closes it.
+  void retire(Sequence& sequence);
+  // Closes the least recently used cached prefix; false when none is left. `free` gains its pages.
+  bool evict_one(std::vector<std::int64_t>* free);
   void preempt(Sequence& sequence);
   void note_pool();
 
@@ -91,6 +111,9 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   EngineStats stats_;
   std::vector<TokenEvent> last_tokens_;
+  std::vector<CachedPrefix> cache_;
+  std::uint64_t clock_ = 0;
+  bool cache_on_ = false;
 };
 
 }  // namespace zoo::engine

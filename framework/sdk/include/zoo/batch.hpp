@@ -76,8 +76,10 @@ class Runner {
  public:
   virtual ~Runner() = default;
   virtual SequenceId open_sequence() = 0;
-  // A new sequence holding the same cached tokens, sharing their pages until either writes.
-  virtual SequenceId fork_sequence(SequenceId sequence) = 0;
+  // A new sequence holding the same cached tokens (or the first `tokens` of them: a prefix, as a
+  // prefix cache reuses), sharing their pages until either writes. InputError when a prefix reaches
+  // positions a sliding window already gave back.
+  virtual SequenceId fork_sequence(SequenceId sequence, std::int64_t tokens = -1) = 0;
   virtual void close_sequence(SequenceId sequence) = 0;
   virtual std::int64_t tokens(SequenceId sequence) const = 0;
   virtual std::int64_t max_context() const = 0;

@@ -72,6 +72,9 @@ class KvPageTable {
   // A table holding the same tokens in the same pages (each page one more reference). Writes go
   // through append(), which gives either table a private copy of a shared, partly filled last page.
   KvPageTable fork() const;
+  // The same for the first `tokens` only (<= tokens()); std::out_of_range when one of their pages
+  // was given back behind the window.
+  KvPageTable fork(std::int64_t tokens) const;
 
   std::int64_t tokens() const { return tokens_; }
   std::int64_t window() const { return window_; }

@@ -48,7 +48,8 @@ class OpenAiServer {
   // The model is loaded: the engine starts and /health answers 200.
   void ready(ServedModel model);
   // Blocks until SIGINT or SIGTERM (or shutdown()), then stops accepting, lets running requests
-  // finish for up to drain_timeout, cancels the rest and returns.
+  // finish for up to drain_timeout, cancels the rest and returns, the engine gone (the runner of
+  // ready() may go after it; destroying the server without wait() needs that runner still alive).
   void wait();
   void shutdown();
 
