@@ -115,14 +115,9 @@ void EngineWorker::loop() {
       fail_all(500, e.what());
       continue;
     }
-    std::vector<std::int64_t> stopped;
     for (const auto& event : engine_.last_tokens()) {
       const auto it = live_.find(event.request);
-      if (it != live_.end() && !it->second.sink->token(event.token)) stopped.push_back(event.request);
-    }
-    for (const auto request : stopped) {
-      engine_.cancel(request);  // false when this step finished it anyway
-      drop(request);
+      if (it != live_.end()) it->second.sink->token(event.token);
     }
     for (const auto& completion : done) {
       const auto it = live_.find(completion.request);

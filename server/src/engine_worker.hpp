@@ -21,8 +21,8 @@ namespace zoo::server {
 class RequestSink {
  public:
   virtual ~RequestSink() = default;
-  // A new token; false ends the request here (a stop string matched): done() is not called then.
-  virtual bool token(const SampledToken& token) = 0;
+  // A new token. An owner that wants no more (a stop string matched) calls EngineWorker::cancel.
+  virtual void token(const SampledToken& token) = 0;
   virtual void done(const engine::Completion& completion) = 0;
   // The request could not run (status: HTTP); nothing else follows.
   virtual void failed(int status, const std::string& message) = 0;

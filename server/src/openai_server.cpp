@@ -42,9 +42,8 @@ struct ApiError : std::runtime_error {
 
 std::string dump(const ojson& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-std::string error_body(int status, const std::string& message, const std::string& type, const std::string& param,
+std::string error_body(const std::string& message, const std::string& type, const std::string& param,
                        const std::string& code) {
-  (void)status;
   ojson error{{"message", message}, {"type", type}, {"param", param.empty() ? ojson() : ojson(param)},
               {"code", code.empty() ? ojson() : ojson(code)}};
   return dump(ojson{{"error", error}});
@@ -53,7 +52,7 @@ std::string error_body(int status, const std::string& message, const std::string
 void reply_error(Responder& r, const ApiError& e) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (e.status == 429) headers.emplace_back("Retry-After", "1");
-  r.reply(e.status, "application/json", error_body(e.status, e.what(), e.type, e.param, e.code), headers);
+  r.reply(e.status, "application/json", error_body(e.what(), e.type, e.param, e.code), headers);
 }
 
 // ---- request fields ----------------------------------------------------------------------------
@@ -206,30 +205,37 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
   return s;
 }
 
+// A text field encoded by the model's tokenizer; errors name `param`.
+std::vector<std::int64_t> encode_text(const json& text, const ServedModel& model, const char* param) {
+  if (!model.tokenizer) throw ApiError(400, fmt::format("this model has no tokenizer: give '{}' as token ids", param), param);
+  try {
+    return model.tokenizer->encode(text.get<std::string>());
+  } catch (const InputError& e) {
+    throw ApiError(400, fmt::format("'{}': {}", param, e.what()), param);
+  }
+}
+
+// A list of token ids, each in the vocabulary; errors name `param`.
+std::vector<std::int64_t> token_ids(const json& list, const ServedModel& model, const char* param) {
+  std::vector<std::int64_t> out;
+  for (const auto& x : list) {
+    if (!x.is_number_integer())
+      throw ApiError(400, fmt::format("'{}' token ids must be integers", param), param, "invalid_type");
+    const auto id = x.get<std::int64_t>();
+    if (id < 0 || id >= model.vocab_size)
+      throw ApiError(400, fmt::format("'{}': token id {} is outside the vocabulary [0, {})", param, id, model.vocab_size),
+                     param);
+    out.push_back(id);
+  }
+  return out;
+}
+
 // The prompts of a completion request: text, token ids, or a list of either.
 std::vector<std::vector<std::int64_t>> parse_prompts(const json& body, const ServedModel& model) {
   const json* p = field(body, "prompt");
   if (!p) throw ApiError(400, "'prompt' is required", "prompt", "missing");
-  const auto text = [&](const json& v) {
-    if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer: give 'prompt' as token ids", "prompt");
-    try {
-      return model.tokenizer->encode(v.get<std::string>());
-    } catch (const InputError& e) {
-      throw ApiError(400, fmt::format("'prompt': {}", e.what()), "prompt");
-    }
-  };
-  const auto ids = [&](const json& v) {
-    std::vector<std::int64_t> out;
-    for (const auto& x : v) {
-      if (!x.is_number_integer()) throw ApiError(400, "'prompt' token ids must be integers", "prompt", "invalid_type");
-      const auto id = x.get<std::int64_t>();
-      if (id < 0 || id >= model.vocab_size)
-        throw ApiError(400, fmt::format("'prompt': token id {} is outside the vocabulary [0, {})", id, model.vocab_size),
-                       "prompt");
-      out.push_back(id);
-    }
-    return out;
-  };
+  const auto text = [&](const json& v) { return encode_text(v, model, "prompt"); };
+  const auto ids = [&](const json& v) { return token_ids(v, model, "prompt"); };
   std::vector<std::vector<std::int64_t>> prompts;
   if (p->is_string()) {
     prompts.push_back(text(*p));
@@ -404,11 +410,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
    public:
     Sink(std::shared_ptr<CompletionJob> job, std::size_t choice, std::function<void()> cancel)
         : job_(std::move(job)), choice_(choice), cancel_(std::move(cancel)) {}
-    bool token(const SampledToken& token) override {
+    void token(const SampledToken& token) override {
       job_->responder_->run([job = job_, c = choice_, token, cancel = cancel_] {
         if (!job->on_token(c, token)) cancel();
       });
-      return true;
     }
     void done(const engine::Completion& completion) override {
       job_->responder_->run([job = job_, c = choice_, completion] { job->on_done(c, completion); });
@@ -455,7 +460,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     ++metrics_.failed;
     log(status);
     if (sampling_.stream) {
-      responder_->write(fmt::format("data: {}\n\n", error_body(status, message, status >= 500 ? "server_error" : "invalid_request_error", "", "")));
+      responder_->write(fmt::format("data: {}\n\n", error_body(message, status >= 500 ? "server_error" : "invalid_request_error", "", "")));
       responder_->end();
     } else {
       reply_error(*responder_, ApiError(status, message, "", "", status >= 500 ? "server_error" : "invalid_request_error"));
@@ -723,15 +728,14 @@ struct OpenAiServer::Impl {
     if (encode) {
       const json* p = field(body, "prompt");
       if (!p || !p->is_string()) throw ApiError(400, "'prompt' must be a string", "prompt", "invalid_type");
-      const auto ids = parse_prompts(json{{"prompt", *p}}, model).front();
+      const auto ids = encode_text(*p, model, "prompt");
       return responder->reply(200, "application/json",
                               dump(ojson{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", context_limit}}));
     }
     const json* t = field(body, "tokens");
     if (!t || !t->is_array()) throw ApiError(400, "'tokens' must be a list of token ids", "tokens", "invalid_type");
-    const auto ids = parse_prompts(json{{"prompt", t->empty() ? json::array({0}) : *t}}, model).front();
-    const std::string text = t->empty() ? std::string() : model.tokenizer->decode(ids);
-    responder->reply(200, "application/json", dump(ojson{{"prompt", text}}));
+    responder->reply(200, "application/json",
+                     dump(ojson{{"prompt", model.tokenizer->decode(token_ids(*t, model, "tokens"))}}));
   }
 
   // The conversation through the model's chat template, then encoded as transformers does (no
