@@ -21,12 +21,24 @@ struct Engine::Sequence {
   Sampler sampler;
   std::vector<std::int64_t> tokens;  // the prompt, then what was generated
   std::vector<SampledToken> picked;  // one per generated token
+  std::vector<SampledToken> prompt_scores;  // with prompt_logprobs: min(computed, prompt - 1) of them
   std::int64_t computed = 0;         // tokens in the runner's cache
   std::int64_t cached = 0;           // prompt tokens the prefix cache supplied (first admission)
   SequenceId id = -1;                // the runner's sequence while running
 
   std::int64_t remaining() const { return static_cast<std::int64_t>(tokens.size()) - computed; }
   std::int64_t generated() const { return static_cast<std::int64_t>(picked.size()); }
+  std::int64_t prompt_size() const { return static_cast<std::int64_t>(params.prompt.size()); }
+  bool scores() const { return params.prompt_logprobs >= 0; }
+  // Prompt rows still to score from `computed` on (their logits are needed).
+  std::int64_t unscored() const { return scores() ? std::max<std::int64_t>(0, prompt_size() - 1 - computed) : 0; }
+  // Tokens to compute this step out of `budget`: a decode's one, else a chunk, scored chunks capped.
+  std::int64_t chunk(std::int64_t budget) const {
+    if (remaining() == 1) return 1;
+    std::int64_t want = std::min(remaining(), std::max<std::int64_t>(budget, 0));
+    if (unscored() > 0) want = std::min(want, kScoreChunkTokens);
+    return want;
+  }
 };
 
 Engine::Engine(Runner& runner, EngineOptions options) : runner_(runner), options_(options) {
@@ -49,7 +61,7 @@ Engine::~Engine() {
 
 void Engine::open_with_prefix(Sequence& sequence) {
   sequence.computed = 0;
-  if (cache_on_) {
+  if (cache_on_ && !sequence.scores()) {
     ++stats_.prefix_queries;
     // The longest common prefix in whole pages, leaving at least one token to compute (its logits
     // are what the step needs).
@@ -110,8 +122,9 @@ bool Engine::evict_one(std::vector<std::int64_t>* free) {
 std::int64_t Engine::add(GenerationRequest request) {
   const auto prompt = static_cast<std::int64_t>(request.prompt.size());
   if (prompt == 0) throw InputError("engine: a request needs at least one prompt token");
-  if (request.max_new_tokens <= 0)
-    throw InputError(fmt::format("engine: max_new_tokens must be positive, got {}", request.max_new_tokens));
+  if (request.max_new_tokens < 0 || (request.max_new_tokens == 0 && request.prompt_logprobs < 0))
+    throw InputError(fmt::format("engine: max_new_tokens must be positive (0 only when scoring the prompt), got {}",
+                                 request.max_new_tokens));
   const std::int64_t limit = runner_.max_context();
   if (prompt + request.max_new_tokens > limit)
     throw InputError(
@@ -124,10 +137,11 @@ std::int64_t Engine::add(GenerationRequest request) {
       throw InputError(
           fmt::format("the prompt's {} tokens plus max_new_tokens {} need {} KV pages, the pool holds {}",
                       prompt, request.max_new_tokens, pages, group.capacity));
-  if (request.top_logprobs > kMaxTopLogprobs)
-    throw InputError(fmt::format("top_logprobs {} is above {}", request.top_logprobs, kMaxTopLogprobs));
+  if (request.top_logprobs > kMaxTopLogprobs || request.prompt_logprobs > kMaxTopLogprobs)
+    throw InputError(fmt::format("top_logprobs {} or prompt_logprobs {} is above {}", request.top_logprobs,
+                                 request.prompt_logprobs, kMaxTopLogprobs));
   auto sequence = std::make_unique<Sequence>(
-      Sequence{next_request_, request, Sampler(request.sampling), request.prompt, {}, 0, 0, -1});
+      Sequence{next_request_, request, Sampler(request.sampling), request.prompt, {}, {}, 0, 0, -1});
   waiting_.push_back(std::move(sequence));
   return next_request_++;
 }
@@ -146,11 +160,24 @@ void Engine::preempt(Sequence& sequence) {
   runner_.close_sequence(sequence.id);
   sequence.id = -1;
   sequence.computed = 0;
+  sequence.prompt_scores.clear();  // scored again as the prompt is recomputed
   ++stats_.preemptions;
   const auto it =
       std::find_if(running_.begin(), running_.end(), [&](const auto& s) { return s.get() == &sequence; });
   waiting_.push_front(std::move(*it));
   running_.erase(it);
+}
+
+bool Engine::samples(const Sequence& sequence, std::int64_t tokens) {
+  return tokens == sequence.remaining() && sequence.params.max_new_tokens > 0;
+}
+
+Completion Engine::complete(Sequence& sequence, FinishReason finish) {
+  Completion completion{sequence.request,         {}, std::move(sequence.picked), finish, sequence.prompt_size(),
+                        sequence.cached,           std::move(sequence.prompt_scores)};
+  completion.ids.assign(sequence.tokens.begin() + completion.prompt_tokens, sequence.tokens.end());
+  retire(sequence);
+  return completion;
 }
 
 void Engine::note_pool() {
@@ -193,14 +220,13 @@ std::vector<Completion> Engine::step() {
   // newest running sequence is preempted, possibly the one asking.
   for (std::size_t i = 0; i < running_.size();) {
     Sequence& sequence = *running_[i];
-    const std::int64_t want =
-        sequence.remaining() == 1 ? 1 : std::min(sequence.remaining(), std::max<std::int64_t>(budget, 0));
+    const std::int64_t want = sequence.chunk(budget);
     if (want == 0) {
       ++i;
       continue;
     }
     if (fits(runner_.pages_needed(sequence.id, want), free)) {
-      plan.push_back({&sequence, want, want == sequence.remaining()});
+      plan.push_back({&sequence, want, samples(sequence, want)});
       budget -= want;
       ++i;
       continue;
@@ -229,7 +255,7 @@ std::vector<Completion> Engine::step() {
          static_cast<std::int64_t>(running_.size()) < options_.max_running) {
     Sequence& sequence = *waiting_.front();
     open_with_prefix(sequence);
-    const std::int64_t want = std::min(sequence.remaining(), budget);
+    const std::int64_t want = sequence.chunk(budget);
     if (!fits(runner_.pages_needed(sequence.id, want), free)) {
       runner_.close_sequence(sequence.id);
       sequence.id = -1;
@@ -239,7 +265,7 @@ std::vector<Completion> Engine::step() {
     }
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
-    plan.push_back({&sequence, want, want == sequence.remaining()});
+    plan.push_back({&sequence, want, samples(sequence, want)});
     budget -= want;
   }
   stats_.peak_running = std::max(stats_.peak_running, static_cast<std::int64_t>(running_.size()));
@@ -259,6 +285,13 @@ std::vector<Completion> Engine::step() {
         std::span<const std::int64_t>(sequence.tokens)
             .subspan(static_cast<std::size_t>(sequence.computed), static_cast<std::size_t>(plan[i].tokens));
     step.outputs = OutputRequest{.logits = plan[i].samples};
+    if (const std::int64_t scored = std::min(sequence.unscored(), plan[i].tokens); scored > 0) {
+      // Row r scores the token after it: prompt position computed + r + 1.
+      step.outputs.logits = step.outputs.all_positions = true;
+      step.outputs.score_ids = std::span<const std::int64_t>(sequence.tokens)
+                                   .subspan(static_cast<std::size_t>(sequence.computed) + 1, static_cast<std::size_t>(scored));
+      step.outputs.score_top = sequence.params.prompt_logprobs;
+    }
     if (plan[i].samples) {
       draws[i] = sequence.sampler.request();
       step.outputs.sample = draws[i];
@@ -270,9 +303,11 @@ std::vector<Completion> Engine::step() {
       stats_.prompt_tokens += std::min<std::int64_t>(
           plan[i].tokens, static_cast<std::int64_t>(sequence.params.prompt.size()) - sequence.computed);
   }
+  const auto submitting = std::chrono::steady_clock::now();
   runner_.submit(batch);
   note_pool();
   std::vector<ForwardResult> results = runner_.wait();
+  const auto waited = std::chrono::steady_clock::now();
   ++stats_.steps;
 
   // 4. The picks: a token per sampling slice; finished sequences leave.
@@ -280,6 +315,11 @@ std::vector<Completion> Engine::step() {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     Sequence& sequence = *plan[i].sequence;
     sequence.computed += plan[i].tokens;
+    for (auto& scored : results[i].scores) sequence.prompt_scores.push_back(std::move(scored));
+    if (sequence.params.max_new_tokens == 0 && sequence.remaining() == 0) {  // scored only
+      done.push_back(complete(sequence, FinishReason::length));
+      continue;
+    }
     if (!plan[i].samples) continue;
     SampledToken picked;
     if (results[i].sampled) {
@@ -299,23 +339,18 @@ std::vector<Completion> Engine::step() {
                                             : "every one is -inf"));
     sequence.tokens.push_back(picked.id);
     sequence.picked.push_back(picked);
-    last_tokens_.push_back({sequence.request, picked});
+    last_tokens_.push_back({sequence.request, picked, {}});
+    if (sequence.scores() && sequence.picked.size() == 1) last_tokens_.back().prompt_scores = sequence.prompt_scores;
     ++stats_.generated_tokens;
     const auto& eos = sequence.params.eos_token_ids;
     const bool stop = std::find(eos.begin(), eos.end(), picked.id) != eos.end();
     if (!stop && sequence.generated() < sequence.params.max_new_tokens) continue;
-    Completion completion{sequence.request,
-                          {},
-                          std::move(sequence.picked),
-                          stop ? FinishReason::stop : FinishReason::length,
-                          static_cast<std::int64_t>(sequence.params.prompt.size()),
-                          sequence.cached};
-    completion.ids.assign(sequence.tokens.begin() + completion.prompt_tokens, sequence.tokens.end());
-    retire(sequence);
-    done.push_back(std::move(completion));
+    done.push_back(complete(sequence, stop ? FinishReason::stop : FinishReason::length));
   }
   std::erase_if(running_, [](const auto& sequence) { return sequence->id < 0; });
-  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto finished = std::chrono::steady_clock::now();
+  stats_.seconds += std::chrono::duration<double>(finished - started).count();
+  stats_.host_seconds += std::chrono::duration<double>((submitting - started) + (finished - waited)).count();
   return done;
 }
 

@@ -78,6 +78,7 @@ zoo::ForwardResult BigramSession::forward(const zoo::ForwardStep& step, zoo::Dia
   const std::int64_t vocab = model_.vocab();
   if (step.ids.empty()) throw zoo::InputError("bigram: a forward step needs at least one id");
   if (!step.override_positions.empty()) throw zoo::InputError("bigram: embedding overrides are not supported");
+  if (!step.outputs.score_ids.empty()) throw zoo::InputError("bigram: scoring given ids is not supported");
   for (const std::int64_t id : step.ids) {
     if (id < 0 || id >= vocab) throw zoo::InputError(fmt::format("bigram: token id {} outside [0, {})", id, vocab));
   }

@@ -28,7 +28,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1", served_model_name, api_key, tokenizer;
   int port = 8000;
   std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0, prefix_cache = 64;
-  double kv_cache_gb = 0;
+  double kv_cache_gb = 0, memory_fraction = 0, request_timeout = 600;
   int drain_timeout = 30;
 };
 
@@ -42,6 +42,7 @@ int run_serve(const ServeOptions& o) {
   so.max_queue = o.max_queue;
   so.api_key = o.api_key;
   so.drain_timeout = std::chrono::seconds(o.drain_timeout);
+  so.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.request_timeout * 1000));
   ModelOptions model_options = o.model;
   model_options.max_context = paged_context_limit(o.model, o.ctx_size, "-c/--max-model-len");
   server::OpenAiServer server(so);  // bound now: a taken port fails before the model loads
@@ -57,6 +58,11 @@ int run_serve(const ServeOptions& o) {
   // The prefix cache keeps finished sequences open: the runner holds them beside the running ones.
   RunnerOptions runner_options{.max_sequences = o.max_running + o.prefix_cache, .max_context = opened.spec.max_context};
   runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
+  runner_options.kv_memory_fraction = o.memory_fraction;
+  if (o.memory_fraction > 0 && opened.spec.device.kind == DeviceKind::CPU)
+    throw InputError(fmt::format("--gpu-memory-utilization sizes the KV cache on a GPU; this model runs on the CPU ({}): "
+                                 "use --kv-cache-gb",
+                                 opened.spec.device_origin));
   auto runner = opened.model->new_runner(runner_options);
   server::ServedModel served;
   served.name = o.served_model_name.empty() ? o.model.config : o.served_model_name;
@@ -113,6 +119,15 @@ void add_serve_command(CLI::App& app, Action& run) {
   cmd->add_option("--kv-cache-gb", options->kv_cache_gb,
                   "The KV page pool's size (default: most of the free device memory, or a quarter of host memory)")
       ->check(number_in(0.0, 1e6));
+  cmd->add_option("--gpu-memory-utilization", options->memory_fraction,
+                  "Size the KV cache so that the GPU's memory in use (weights, cache, 2 GiB for activations) stays "
+                  "within this fraction of its total (vLLM's option; instead of --kv-cache-gb)")
+      ->check(number_in(0.01, 1.0))
+      ->excludes("--kv-cache-gb");
+  cmd->add_option("--request-timeout", options->request_timeout,
+                  "Seconds a request may take from arrival to its last token; later it is cancelled and answered "
+                  "504 (0: no limit)")
+      ->check(number_in(0.0, 1e7));
   cmd->add_option("--prefix-cache-entries", options->prefix_cache,
                   "Finished sequences kept for their prompts' prefixes (whole 16-token pages are reused; 0: no "
                   "prefix cache)")

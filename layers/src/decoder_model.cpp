@@ -39,6 +39,18 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
                                                            !step.outputs.logits))
     throw InputError(fmt::format("{}: top_logprobs {} needs a sampled token and lies within [0, {}]", c.family, n,
                                  kMaxTopLogprobs));
+  if (const auto& ids = step.outputs.score_ids; !ids.empty() || step.outputs.score_top != 0) {
+    if (!step.outputs.logits || !step.outputs.all_positions || static_cast<std::int64_t>(ids.size()) > T)
+      throw InputError(fmt::format("{}: scoring {} ids needs logits at all positions of a step of at least as many "
+                                   "tokens ({})",
+                                   c.family, ids.size(), T));
+    if (step.outputs.score_top < 0 || step.outputs.score_top > kMaxTopLogprobs)
+      throw InputError(fmt::format("{}: score_top {} lies outside [0, {}]", c.family, step.outputs.score_top,
+                                   kMaxTopLogprobs));
+    for (auto id : ids)
+      if (id < 0 || id >= c.vocab_size)
+        throw InputError(fmt::format("{}: scored id {} is outside the vocabulary [0, {})", c.family, id, c.vocab_size));
+  }
   const auto tables = static_cast<int>(table_rows.size());
   if (step.outputs.head_table < -1 || step.outputs.head_table >= tables)
     throw InputError(fmt::format("{}: head table {} does not exist ({} row tables)", c.family, step.outputs.head_table, tables));

@@ -38,6 +38,14 @@ std::int64_t pool_pages(const DecoderSpec& c, const RunnerOptions& options, std:
     return pages;
   }
   const auto affordable = static_cast<std::int64_t>(budget_bytes / static_cast<double>(page_bytes));
+  if (options.kv_memory_fraction > 0) {
+    if (affordable < per_sequence)
+      throw InputError(fmt::format("{}: a memory fraction of {} leaves {:.3f} GB for the KV cache: {} pages of {} "
+                                   "tokens, fewer than one sequence at the context limit {} needs ({})",
+                                   c.family, options.kv_memory_fraction, std::max(0.0, budget_bytes) / 1e9,
+                                   std::max<std::int64_t>(affordable, 0), kKvPageTokens, context, per_sequence));
+    return affordable;
+  }
   const std::int64_t sequences = std::max<std::int64_t>(options.max_sequences, 1);
   return std::clamp<std::int64_t>(std::min(per_sequence * sequences, affordable), per_sequence, std::int64_t{1} << 30);
 }

@@ -1,5 +1,7 @@
 #include "engine_worker.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -7,8 +9,9 @@
 
 namespace zoo::server {
 
-EngineWorker::EngineWorker(Runner& runner, engine::EngineOptions options, std::int64_t max_waiting)
-    : runner_(runner), engine_(runner, options), max_in_flight_(options.max_running + max_waiting) {
+EngineWorker::EngineWorker(Runner& runner, engine::EngineOptions options, std::int64_t max_waiting,
+                           std::chrono::milliseconds timeout)
+    : runner_(runner), engine_(runner, options), max_in_flight_(options.max_running + max_waiting), timeout_(timeout) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -20,7 +23,8 @@ bool EngineWorker::submit(std::int64_t ticket, engine::GenerationRequest request
     if (stopping_) return false;
     if (in_flight_.load() >= max_in_flight_) return false;
     ++in_flight_;
-    inbox_.push_back({ticket, std::move(request), std::move(sink)});
+    const auto deadline = timeout_.count() > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
+    inbox_.push_back({ticket, std::move(request), std::move(sink), deadline});
   }
   wake_.notify_one();
   return true;
@@ -58,6 +62,22 @@ void EngineWorker::drop(std::int64_t request) {
   --in_flight_;
 }
 
+// Requests past their deadline leave, waiting or running, and hear 504.
+void EngineWorker::expire() {
+  if (timeout_.count() <= 0) return;
+  const auto now = Clock::now();
+  std::vector<std::int64_t> late;
+  for (const auto& [request, live] : live_)
+    if (live.deadline <= now) late.push_back(request);
+  for (const auto request : late) {
+    const auto sink = live_.at(request).sink;
+    engine_.cancel(request);
+    drop(request);
+    sink->failed(504, fmt::format("the request timed out after {:.3g} s (the server's --request-timeout)",
+                                  std::chrono::duration<double>(timeout_).count()));
+  }
+}
+
 void EngineWorker::fail_all(int status, const std::string& message) {
   std::vector<std::int64_t> requests;
   for (const auto& [request, live] : live_) requests.push_back(request);
@@ -92,7 +112,7 @@ void EngineWorker::loop() {
     for (auto& s : inbox) {
       try {
         const std::int64_t request = engine_.add(std::move(s.request));
-        live_[request] = {s.ticket, s.sink};
+        live_[request] = {s.ticket, s.sink, s.deadline};
         by_ticket_[s.ticket] = request;
       } catch (const InputError& e) {
         --in_flight_;
@@ -106,6 +126,7 @@ void EngineWorker::loop() {
       engine_.cancel(request);
       drop(request);
     }
+    expire();
     if (engine_.idle()) continue;
     std::vector<engine::Completion> done;
     try {
@@ -117,7 +138,9 @@ void EngineWorker::loop() {
     }
     for (const auto& event : engine_.last_tokens()) {
       const auto it = live_.find(event.request);
-      if (it != live_.end()) it->second.sink->token(event.token);
+      if (it == live_.end()) continue;
+      if (!event.prompt_scores.empty()) it->second.sink->prompt_scores(event.prompt_scores);
+      it->second.sink->token(event.token);
     }
     for (const auto& completion : done) {
       const auto it = live_.find(completion.request);
@@ -135,6 +158,8 @@ void EngineWorker::loop() {
     counters_.prefix_queries = st.prefix_queries;
     counters_.prefix_hits = st.prefix_hits;
     counters_.prefix_hit_tokens = st.prefix_hit_tokens;
+    counters_.step_seconds = st.seconds;
+    counters_.host_seconds = st.host_seconds;
     counters_.running = engine_.running();
     counters_.waiting = engine_.waiting();
     const auto pool = runner_.pool();

@@ -4,6 +4,7 @@
 // it finished, its completion. Requests a step finishes leave at once, and so do cancelled ones,
 // pages and all.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -23,6 +24,8 @@ class RequestSink {
   virtual ~RequestSink() = default;
   // A new token. An owner that wants no more (a stop string matched) calls EngineWorker::cancel.
   virtual void token(const SampledToken& token) = 0;
+  // Before the first token of a request that scores its prompt (prompt_logprobs): the scores.
+  virtual void prompt_scores(const std::vector<SampledToken>&) {}
   virtual void done(const engine::Completion& completion) = 0;
   // The request could not run (status: HTTP); nothing else follows.
   virtual void failed(int status, const std::string& message) = 0;
@@ -30,7 +33,9 @@ class RequestSink {
 
 class EngineWorker {
  public:
-  EngineWorker(Runner& runner, engine::EngineOptions options, std::int64_t max_waiting);
+  // A request still in flight `timeout` after submit() is cancelled and fails with 504 (0: never).
+  EngineWorker(Runner& runner, engine::EngineOptions options, std::int64_t max_waiting,
+               std::chrono::milliseconds timeout = {});
   ~EngineWorker();
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -50,26 +55,32 @@ class EngineWorker {
     std::int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0, running = 0, waiting = 0;
     std::int64_t pages_used = 0, pages_capacity = 0;
     std::int64_t prefix_queries = 0, prefix_hits = 0, prefix_hit_tokens = 0;
+    double step_seconds = 0, host_seconds = 0;
   };
   Counters counters() const;
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Submission {
     std::int64_t ticket;
     engine::GenerationRequest request;
     std::shared_ptr<RequestSink> sink;
+    Clock::time_point deadline;
   };
   struct Live {
     std::int64_t ticket;
     std::shared_ptr<RequestSink> sink;
+    Clock::time_point deadline;
   };
   void loop();
   void drop(std::int64_t request);
+  void expire();
   void fail_all(int status, const std::string& message);
 
   Runner& runner_;
   engine::Engine engine_;
   const std::int64_t max_in_flight_;
+  const std::chrono::milliseconds timeout_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<Submission> inbox_;

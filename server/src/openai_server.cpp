@@ -105,6 +105,8 @@ struct Sampling {
   int n = 1;
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
+  bool echo = false;     // completions: the prompt's text (and its tokens' logprobs) before the completion
+  bool fill_context = false;  // chat without a length: what the context leaves
   int logprobs = -1;
 };
 
@@ -131,12 +133,11 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
     if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none"))
       throw ApiError(400, "'tool_choice' is not supported yet (only \"none\")", "tool_choice", "unsupported");
   }
-  if (bool_field(body, "echo", false))
-    throw ApiError(400, "'echo' is not supported yet", "echo", "unsupported");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
     throw ApiError(400, "'suffix' is not supported", "suffix", "unsupported");
 
   Sampling s;
+  s.echo = !chat && bool_field(body, "echo", false);
   s.n = static_cast<int>(int_field(body, "n", 1, 1, 64));
   if (const json* v = field(body, "best_of"); v && !(v->is_number_integer() && v->get<std::int64_t>() == s.n))
     throw ApiError(400, "'best_of' other than n is not supported", "best_of", "unsupported");
@@ -162,10 +163,13 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
     throw ApiError(400, e.what(), "temperature");
   }
   // Completions default to OpenAI's 16 tokens; chat to what the context leaves (as vLLM does),
-  // checked against each prompt's length by the caller (0 here: "the rest").
+  // checked against each prompt's length by the caller. With `echo`, 0 scores the prompt only.
   const char* length_field = chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  s.base.max_new_tokens = static_cast<int>(
-      int_field(body, length_field, chat ? 0 : std::min<std::int64_t>(16, context_limit - 1), 1, context_limit));
+  s.fill_context = chat && !field(body, length_field);
+  s.base.max_new_tokens = s.fill_context ? 0
+                                         : static_cast<int>(int_field(body, length_field,
+                                                                      std::min<std::int64_t>(16, context_limit - 1),
+                                                                      s.echo ? 0 : 1, context_limit));
   if (const json* v = field(body, "stop")) {
     if (v->is_string()) {
       s.stop.push_back(v->get<std::string>());
@@ -201,6 +205,8 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
     s.logprobs = static_cast<int>(int_field(body, "logprobs", 0, 0, kMaxTopLogprobs));
   }
   s.base.top_logprobs = s.logprobs;
+  // An echo with logprobs scores the prompt; one of no new tokens runs the prompt all the same.
+  if (s.echo && (s.logprobs >= 0 || s.base.max_new_tokens == 0)) s.base.prompt_logprobs = std::max(s.logprobs, 0);
   if (!bool_field(body, "ignore_eos", false)) s.base.eos_token_ids = model.eos_token_ids;
   return s;
 }
@@ -356,6 +362,8 @@ struct ChoiceText {
 
 struct Choice {
   int index = 0;
+  std::vector<SampledToken> prompt_scores;  // with echo and logprobs
+  bool echoed = false;                      // the prompt's part is out (streaming)
   Clock::time_point last_token{};  // for the inter-token latency
   std::size_t prompt = 0;  // which prompt
   std::int64_t ticket = -1;
@@ -382,9 +390,9 @@ std::string token_text(const Tokenizer* tokenizer, std::int64_t id) {
 class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  public:
   CompletionJob(std::string id, bool chat, const ServedModel& model, Sampling sampling,
-                std::vector<std::size_t> prompt_sizes, std::shared_ptr<Responder> responder, Metrics& metrics)
+                std::vector<std::vector<std::int64_t>> prompts, std::shared_ptr<Responder> responder, Metrics& metrics)
       : id_(std::move(id)), chat_(chat), model_(model), metrics_(metrics), sampling_(std::move(sampling)),
-        prompt_sizes_(std::move(prompt_sizes)), responder_(std::move(responder)), created_(std::time(nullptr)),
+        prompts_(std::move(prompts)), responder_(std::move(responder)), created_(std::time(nullptr)),
         started_(Clock::now()) {}
 
   std::vector<Choice>& choices() { return choices_; }
@@ -410,6 +418,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
    public:
     Sink(std::shared_ptr<CompletionJob> job, std::size_t choice, std::function<void()> cancel)
         : job_(std::move(job)), choice_(choice), cancel_(std::move(cancel)) {}
+    void prompt_scores(const std::vector<SampledToken>& scores) override {
+      job_->responder_->run([job = job_, c = choice_, scores] { job->on_prompt_scores(c, scores); });
+    }
     void token(const SampledToken& token) override {
       job_->responder_->run([job = job_, c = choice_, token, cancel = cancel_] {
         if (!job->on_token(c, token)) cancel();
@@ -428,10 +439,15 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     std::function<void()> cancel_;
   };
 
+  void on_prompt_scores(std::size_t c, const std::vector<SampledToken>& scores) {
+    std::lock_guard lock(mutex_);
+    choices_[c].prompt_scores = scores;
+  }
   bool on_token(std::size_t c, const SampledToken& token) {
     std::lock_guard lock(mutex_);
     Choice& choice = choices_[c];
     if (choice.over || failed_) return true;  // nothing to cancel: it ended already
+    if (sampling_.stream) send_echo(choice);
     const auto now = Clock::now();
     if (choice.tokens.empty()) metrics_.ttft.observe(std::chrono::duration<double>(now - started_).count());
     else metrics_.itl.observe(std::chrono::duration<double>(now - choice.last_token).count());
@@ -448,6 +464,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     Choice& choice = choices_[c];
     choice.cached_tokens = completion.cached_tokens;
     if (choice.over || failed_) return;
+    if (!completion.prompt_scores.empty()) choice.prompt_scores = completion.prompt_scores;
+    if (sampling_.stream) send_echo(choice);
     choice.text.finish();
     const std::string reason = choice.text.stopped ? "stop" : engine::finish_reason_name(completion.finish);
     if (sampling_.stream) send_delta(choice, reason, false);
@@ -459,32 +477,60 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     failed_ = true;
     ++metrics_.failed;
     log(status);
+    const char* type = status >= 500 ? "server_error" : "invalid_request_error";
+    const char* code = status == 504 ? "timeout" : "";
     if (sampling_.stream) {
-      responder_->write(fmt::format("data: {}\n\n", error_body(message, status >= 500 ? "server_error" : "invalid_request_error", "", "")));
+      responder_->write(fmt::format("data: {}\n\n", error_body(message, type, "", code)));
       responder_->end();
     } else {
-      reply_error(*responder_, ApiError(status, message, "", "", status >= 500 ? "server_error" : "invalid_request_error"));
+      reply_error(*responder_, ApiError(status, message, "", code, type));
     }
   }
 
  private:
-  ojson logprobs_of(const Choice& choice, std::size_t from, std::size_t count) const {
+  // Completions' shape: {tokens, token_logprobs, top_logprobs, text_offset}. With echo (whole
+  // answers, and a stream's first chunk) the prompt's tokens come first; its first token has no
+  // logprob (null), as in OpenAI's and vLLM's answers.
+  ojson logprobs_of(const Choice& choice, std::size_t from, std::size_t count, bool with_prompt) const {
     ojson tokens = ojson::array(), token_logprobs = ojson::array(), top = ojson::array(), offsets = ojson::array();
     std::size_t offset = 0;
-    for (std::size_t i = 0; i < from; ++i) offset += token_text(model_.tokenizer, choice.ids[i]).size();
-    for (std::size_t i = from; i < from + count && i < choice.tokens.size(); ++i) {
-      const SampledToken& t = choice.tokens[i];
-      const std::string piece = token_text(model_.tokenizer, t.id);
+    const auto add = [&](std::int64_t id, const SampledToken* t) {
+      const std::string piece = token_text(model_.tokenizer, id);
       tokens.push_back(piece);
-      token_logprobs.push_back(t.logprob);
+      token_logprobs.push_back(t ? ojson(t->logprob) : ojson());
       ojson alternatives = ojson::object();
       // Keyed by text as OpenAI does: tokens of the same text keep the likelier one's (the first).
-      for (const auto& [id, lp] : t.top) alternatives.emplace(token_text(model_.tokenizer, id), lp);
-      top.push_back(alternatives);
+      if (t)
+        for (const auto& [alt, lp] : t->top) alternatives.emplace(token_text(model_.tokenizer, alt), lp);
+      top.push_back(t ? alternatives : ojson());
       offsets.push_back(offset);
       offset += piece.size();
+    };
+    const auto& prompt = prompts_[choice.prompt];
+    if (with_prompt) {
+      for (std::size_t i = 0; i < prompt.size(); ++i)
+        add(prompt[i], i > 0 && i - 1 < choice.prompt_scores.size() ? &choice.prompt_scores[i - 1] : nullptr);
+    } else if (sampling_.echo) {
+      for (const auto id : prompt) offset += token_text(model_.tokenizer, id).size();
     }
+    for (std::size_t i = 0; i < from; ++i) offset += token_text(model_.tokenizer, choice.ids[i]).size();
+    for (std::size_t i = from; i < from + count && i < choice.tokens.size(); ++i) add(choice.tokens[i].id, &choice.tokens[i]);
     return ojson{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+  }
+  // The prompt's text as a completion's text is made (special tokens skipped).
+  std::string prompt_text(const Choice& choice) const {
+    ChoiceText text{.tokenizer = model_.tokenizer};
+    for (const auto id : prompts_[choice.prompt]) text.push(id);
+    text.finish();
+    return text.take(true);
+  }
+  // A stream's echo: the prompt's text (and its logprobs when asked) in a chunk of its own.
+  void send_echo(Choice& choice) {
+    if (!sampling_.echo || choice.echoed) return;
+    choice.echoed = true;
+    ojson c{{"index", choice.index}, {"text", prompt_text(choice)}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (sampling_.logprobs >= 0) c["logprobs"] = logprobs_of(choice, 0, 0, true);
+    responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
   }
   // Chat's shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
   ojson chat_logprobs_of(const Choice& choice, std::size_t from, std::size_t count) const {
@@ -526,14 +572,14 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     c["finish_reason"] = finish.empty() ? ojson() : ojson(finish);
     if (with_logprobs)
       c["logprobs"] = chat_ ? chat_logprobs_of(choice, choice.tokens.size() - 1, 1)
-                            : logprobs_of(choice, choice.tokens.size() - 1, 1);
+                            : logprobs_of(choice, choice.tokens.size() - 1, 1, false);
     responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
   }
   ojson usage() const {
     std::int64_t prompt = 0, completion = 0;
-    for (const auto size : prompt_sizes_) prompt += static_cast<std::int64_t>(size);
+    for (const auto& ids : prompts_) prompt += static_cast<std::int64_t>(ids.size());
     // Cached tokens: the most any choice of each prompt got (choices of one prompt share it).
-    std::vector<std::int64_t> cached(prompt_sizes_.size(), 0);
+    std::vector<std::int64_t> cached(prompts_.size(), 0);
     for (const auto& c : choices_) {
       completion += static_cast<std::int64_t>(c.tokens.size());
       cached[c.prompt] = std::max(cached[c.prompt], c.cached_tokens);
@@ -564,11 +610,12 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     for (auto& c : choices_) {
       ojson item{{"index", c.index}};
       if (chat_) item["message"] = ojson{{"role", "assistant"}, {"content", c.text.take(true)}};
-      else item["text"] = c.text.take(true);
+      else item["text"] = (sampling_.echo ? prompt_text(c) : std::string()) + c.text.take(true);
       item["logprobs"] = nullptr;
       item["finish_reason"] = c.finish_reason;
       if (sampling_.logprobs >= 0)
-        item["logprobs"] = chat_ ? chat_logprobs_of(c, 0, c.tokens.size()) : logprobs_of(c, 0, c.tokens.size());
+        item["logprobs"] = chat_ ? chat_logprobs_of(c, 0, c.tokens.size())
+                                 : logprobs_of(c, 0, c.tokens.size(), sampling_.echo);
       out.push_back(item);
     }
     ojson body = chunk(out);
@@ -588,7 +635,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   const ServedModel& model_;
   Metrics& metrics_;
   Sampling sampling_;
-  std::vector<std::size_t> prompt_sizes_;
+  std::vector<std::vector<std::int64_t>> prompts_;
   std::shared_ptr<Responder> responder_;
   std::time_t created_;
   Clock::time_point started_;
@@ -687,6 +734,9 @@ struct OpenAiServer::Impl {
         c.prompt_tokens);
     add("zoo_generation_tokens_total", "counter", "Tokens generated", c.generated_tokens);
     add("zoo_engine_steps_total", "counter", "Forward steps", c.steps);
+    add("zoo_engine_step_seconds_total", "counter", "Seconds in engine steps", c.step_seconds);
+    add("zoo_engine_host_seconds_total", "counter",
+        "Of those, the host's scheduling before and picks after each forward pass (the device waits)", c.host_seconds);
     add("zoo_preemptions_total", "counter", "Sequences preempted (recomputed later) when KV pages ran out",
         c.preemptions);
     add("zoo_kv_pages_used", "gauge", "KV cache pages in use (the fullest group)", c.pages_used);
@@ -789,7 +839,7 @@ struct OpenAiServer::Impl {
     Sampling sampling = parse_sampling(body, model, context_limit, chat);
     const auto prompts = chat ? std::vector<std::vector<std::int64_t>>{chat_prompt(request, body)}
                               : parse_prompts(body, model);
-    if (sampling.base.max_new_tokens == 0) {  // chat without a length: what the context leaves
+    if (sampling.fill_context) {  // chat without a length: what the context leaves
       const auto longest = static_cast<std::int64_t>(prompts.front().size());
       if (longest >= context_limit)
         throw ApiError(400, fmt::format("the conversation's {} tokens fill the context limit of {} tokens", longest,
@@ -806,9 +856,7 @@ struct OpenAiServer::Impl {
                        "max_tokens", "context_length_exceeded");
     }
     const std::string id = fmt::format("{}-{:x}", chat ? "chatcmpl" : "cmpl", next_id++);
-    std::vector<std::size_t> sizes;
-    for (const auto& ids : prompts) sizes.push_back(ids.size());
-    auto job = std::make_shared<CompletionJob>(id, chat, model, sampling, sizes, responder, metrics);
+    auto job = std::make_shared<CompletionJob>(id, chat, model, sampling, prompts, responder, metrics);
     std::random_device random;
     for (std::size_t p = 0; p < prompts.size(); ++p)
       for (int i = 0; i < sampling.n; ++i) {
@@ -867,7 +915,8 @@ void OpenAiServer::ready(ServedModel model) {
   if (!model.runner) throw std::logic_error("OpenAiServer::ready: no runner");
   impl_->model = std::move(model);
   impl_->context_limit = impl_->model.runner->max_context();
-  impl_->worker = std::make_unique<EngineWorker>(*impl_->model.runner, impl_->options.engine, impl_->options.max_queue);
+  impl_->worker = std::make_unique<EngineWorker>(*impl_->model.runner, impl_->options.engine, impl_->options.max_queue,
+                                                 impl_->options.request_timeout);
   impl_->ready = true;
 }
 

@@ -193,7 +193,7 @@ TEST_CASE("higgs refuses OutputRequest::sample", "[higgs]") {
   OutputRequest outputs;
   outputs.sample = SampleRequest{};
   CHECK_THROWS_WITH(opened.model->new_session()->forward(prompt.step(outputs)),
-                    Catch::Contains("higgs_audio: cannot sample text tokens") && Catch::Contains("zoo tts"));
+                    Catch::Contains("higgs_audio: cannot sample or score text tokens") && Catch::Contains("zoo tts"));
 }
 
 }  // namespace zoo::ptest

@@ -69,6 +69,7 @@ class EchoModel : public Model {
 
 ForwardResult EchoSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
   if (step.ids.empty()) throw InputError("echo: forward step without ids");
+  if (!step.outputs.score_ids.empty()) throw InputError("echo: scoring given ids is not supported");
   const std::size_t first = step.outputs.all_positions ? 0 : step.ids.size() - 1;
   const auto rows = static_cast<std::int64_t>(step.ids.size() - first);
   ForwardResult result;

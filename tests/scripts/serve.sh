@@ -2,8 +2,9 @@
 # `zoo serve` over loopback with curl and Python's http.client (bounded: a tiny fixture, every
 # request with a timeout): health, models, greedy completions equal to `zoo generate --input` for
 # the same prompts alone and under 16 concurrent requests, streaming (deltas add up to the whole,
-# usage, [DONE]), stop strings, seeds, n and lists of prompts, OpenAI-shaped errors with the
-# param named, the API key, a client that leaves mid-stream, and SIGTERM draining to exit 0.
+# usage, [DONE]), stop strings, seeds, n and lists of prompts, echo with prompt logprobs (checked
+# against the distributions sampling reports), OpenAI-shaped errors with the param named, the API
+# key, a client that leaves mid-stream, a request timeout, and SIGTERM draining to exit 0.
 # Usage: serve.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-serve "$@"
@@ -112,6 +113,35 @@ lp = got["choices"][0]["logprobs"]
 # (top_logprobs maps token text to logprob as OpenAI does: tokens with the same text share a key)
 check(len(lp["token_logprobs"]) == 4 and all(1 <= len(t) <= 3 for t in lp["top_logprobs"]) and all(x <= 0 for x in lp["token_logprobs"]), f"logprobs {lp}")
 check(all(max(t.values()) >= x - 1e-6 for t, x in zip(lp["top_logprobs"], lp["token_logprobs"])), f"top >= chosen {lp}")
+# Echo: the prompt's text and tokens first (its first token's logprob null), then the completion.
+s, text, _ = request("POST", "/tokenize", {"prompt": prompts[3]})
+pids = json.loads(text)["tokens"]
+got = complete(prompts[3], echo=True)
+check(got["choices"][0]["text"] == prompts[3] + reference[3]["text"], f"echo text {got['choices'][0]['text']!r}")
+got = complete(prompts[3], echo=True, logprobs=2, max_tokens=3)
+lp = got["choices"][0]["logprobs"]
+check(len(lp["tokens"]) == len(pids) + 3 and lp["token_logprobs"][0] is None and lp["top_logprobs"][0] is None
+      and all(x is not None and x <= 0 for x in lp["token_logprobs"][1:]) and lp["text_offset"][0] == 0
+      and lp["text_offset"] == sorted(lp["text_offset"]), f"echo logprobs {lp}")
+# Scoring agrees with sampling: the distribution an echo scores prompt token k against is the one a
+# request for prompt[:k] samples its first token from (top entries and the token's logprob).
+scored = complete(pids, echo=True, logprobs=5, max_tokens=0)
+check(scored["choices"][0]["text"] == prompts[3] and scored["usage"]["completion_tokens"] == 0
+      and scored["choices"][0]["finish_reason"] == "length", f"echo of max_tokens 0: {scored}")
+slp = scored["choices"][0]["logprobs"]
+for k in range(1, len(pids)):
+    head = complete(pids[:k], logprobs=5, max_tokens=1)["choices"][0]["logprobs"]["top_logprobs"][0]
+    mine = slp["top_logprobs"][k]
+    check(mine.keys() == head.keys() and all(abs(mine[t] - head[t]) < 1e-4 for t in head),
+          f"scored position {k}: {mine} vs sampled {head}")
+    if slp["tokens"][k] in head:
+        check(abs(slp["token_logprobs"][k] - head[slp["tokens"][k]]) < 1e-4, f"scored token {k}: {slp['token_logprobs'][k]} vs {head}")
+# ... and streamed: a first chunk of the prompt, then the completion's deltas.
+events = stream(prompts[3], echo=True, logprobs=1)
+check(events and events[0]["choices"][0]["text"] == prompts[3]
+      and len(events[0]["choices"][0]["logprobs"]["tokens"]) == len(pids)
+      and "".join(e["choices"][0]["text"] for e in events if e["choices"]) == prompts[3] + reference[3]["text"],
+      f"streamed echo {events[:2]}")
 # Errors: OpenAI's shape, the param named.
 for body, status, param in [
     ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
@@ -243,6 +273,16 @@ wait $curl_pid
 [[ $SERVER_RC == 0 ]] || fail "SIGTERM: exit $SERVER_RC: $(tail -3 "$TMP/server.err")"
 grep -q '"finish_reason":"length"' "$TMP/drained" || fail "the request in flight at SIGTERM: $(head -c 300 "$TMP/drained")"
 
+# --request-timeout: a request still running at its deadline is cancelled and answered 504; the
+# server serves on.
+start_server "$M" --request-timeout 0.001
+((cases++))
+code=$(curl -s -o "$TMP/late" -w '%{http_code}' --max-time 20 "$BASE/v1/completions" \
+  -d '{"prompt":"Hello","max_tokens":200,"ignore_eos":true,"temperature":0}')
+[[ $code == 504 ]] && grep -q "timed out after" "$TMP/late" || fail "timeout: $code $(head -c 300 "$TMP/late")"
+curl -sf --max-time 5 "$BASE/health" | grep -q '"ok"' || fail "health after a timeout"
+stop_server
+
 # --api-key: /v1 needs the key, /health does not.
 start_server "$M" --api-key sekret
 ((cases++))
@@ -267,6 +307,11 @@ grep -q "^HTTP/1.1 429" "$TMP/h429" && grep -qi "^retry-after: 1" "$TMP/h429" &&
 wait $first_pid
 grep -q '"finish_reason":"length"' "$TMP/first" || fail "the running request: $(head -c 200 "$TMP/first")"
 stop_server
+
+# --gpu-memory-utilization sizes a GPU's pool: on the CPU it is refused, naming the flag.
+run memory-fraction-cpu serve "$M" --port 0 --gpu-memory-utilization 0.5
+rc 2
+has err "--gpu-memory-utilization"
 
 # A port in use is an error naming it, before any model work.
 start_server "$M"

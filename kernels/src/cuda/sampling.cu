@@ -796,8 +796,10 @@ __global__ void __launch_bounds__(kSelectThreads)
 constexpr int kLogprobThreads = 512;
 __global__ void __launch_bounds__(kLogprobThreads)
     logprob_rows_kernel(const float* __restrict__ logits, int n, const std::int32_t* __restrict__ rows, int top,
-                        double* __restrict__ lse, std::int32_t* __restrict__ top_ids, float* __restrict__ top_values) {
+                        double* __restrict__ lse, std::int32_t* __restrict__ top_ids, float* __restrict__ top_values,
+                        const std::int32_t* __restrict__ ids, float* __restrict__ id_values) {
   const float* x = logits + static_cast<std::int64_t>(rows[blockIdx.x]) * n;
+  if (ids && threadIdx.x == 0 && ids[blockIdx.x] >= 0 && ids[blockIdx.x] < n) id_values[blockIdx.x] = x[ids[blockIdx.x]];
   __shared__ float fscratch[32];
   __shared__ double dscratch[32];
   __shared__ PrepPartial pscratch[32];
@@ -1075,13 +1077,15 @@ void sample_rows(const float* logits, std::int64_t n, SampleMode mode, const std
 }
 
 void logprob_rows(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count, int top,
-                  double* lse, std::int32_t* top_ids, float* top_values, cudaStream_t stream) {
+                  double* lse, std::int32_t* top_ids, float* top_values, cudaStream_t stream, const std::int32_t* ids,
+                  float* id_values) {
   check_rows(count, n, "logprob_rows");
   if (top < 0 || top > kMaxLogprobTop)
     throw std::invalid_argument("logprob_rows: top must be in [0, " + std::to_string(kMaxLogprobTop) + "]");
   if (count == 0) return;
   logprob_rows_kernel<<<static_cast<unsigned>(count), kLogprobThreads, 0, stream>>>(logits, static_cast<int>(n), rows,
-                                                                                   top, lse, top_ids, top_values);
+                                                                                   top, lse, top_ids, top_values, ids,
+                                                                                   id_values);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

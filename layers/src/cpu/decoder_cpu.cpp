@@ -60,7 +60,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
   // `owner` keeps `spec` and `weights` alive for as long as this runner lives.
   CpuRunner(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
             const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner")
-      : KvRunner(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers), host_budget()),
+      : KvRunner(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers), host_budget(spec, options)),
         owner_(std::move(owner)), c_(spec), w_(weights), k_(spec.num_layers), v_(spec.num_layers), stored_(kv_.groups().size(), 0),
         in_use_(fmt::format("a {} CPU {} (its KV cache)", spec.family, what)) {}
 
@@ -114,7 +114,11 @@ class CpuRunner : public KvRunner, private DecoderOps {
     return 2 * layers * kKvPageTokens * c.kv_dim() * static_cast<std::int64_t>(sizeof(float));
   }
   // A default pool within a quarter of the host's memory (stored only as used).
-  static double host_budget() {
+  static double host_budget(const DecoderSpec& spec, const RunnerOptions& options) {
+    if (options.kv_memory_fraction > 0)
+      throw InputError(fmt::format("{}: a KV memory fraction sizes a device's pool; the CPU runner's pages come from "
+                                   "host memory as they are used (give KV bytes or pages instead)",
+                                   spec.family));
     return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 4;
   }
   // Storage for the group's layers up to page `page`, grown geometrically within the pool.
@@ -175,7 +179,18 @@ class CpuRunner : public KvRunner, private DecoderOps {
           std::copy_n(&x_[static_cast<std::size_t>(out_rows_[first_out + r] * H)], H, hidden.as<float>() + r * H);
         slice.result.hidden = std::move(hidden);
       }
-      if (out.logits && !slice.result.sampled) slice.result.logits = take_rows(logits_, first_out, rows);
+      if (!out.score_ids.empty()) {
+        const std::int64_t V = c_.vocab_size;
+        for (std::size_t r = 0; r < out.score_ids.size(); ++r) {
+          const auto row = logits_.span<float>().subspan((first_out + r) * V, static_cast<std::size_t>(V));
+          SampledToken& scored = slice.result.scores.emplace_back();
+          scored.id = out.score_ids[r];
+          scored.logit = row[static_cast<std::size_t>(scored.id)];
+          fill_logprobs(row, scored, out.score_top);
+        }
+      } else if (out.logits && !slice.result.sampled) {
+        slice.result.logits = take_rows(logits_, first_out, rows);
+      }
       if (out.head_table >= 0) slice.result.extra.emplace_back(w_.tables[out.head_table].first, take_rows(head_, first_out, rows));
       first_out += static_cast<std::size_t>(rows);
     }

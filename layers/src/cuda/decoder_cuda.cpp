@@ -156,6 +156,8 @@ void CudaSession::run_graph(std::int64_t rows, const StepVariant& v, DiagnosticH
 ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
   const ExclusiveUse::Scope one_thread(b_.in_use_);
   check_step(c_, step, pos_, b_.max_context_, b_.w_.table_rows);
+  if (!step.outputs.score_ids.empty())
+    throw InputError(c_.family + ": the CUDA session scores no given ids (the CUDA runner does)");
   const auto T = static_cast<std::int64_t>(step.ids.size());
   const std::int64_t H = c_.hidden_size, V = c_.vocab_size;
   ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));

@@ -26,7 +26,7 @@ class CudaRunner : public KvRunner, private CudaRows {
  public:
   CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options)
       : KvRunner(backend->c_, options, backend->max_context_, page_bytes_of(backend->c_, backend->c_.num_layers),
-                 device_budget()),
+                 device_budget(options)),
         CudaRows(std::move(backend)), storage_(kv_.groups().size()) {
     // Each group's keys and values: [layers of the group][pages][16][kv_heads][head_dim], bf16.
     for (std::size_t g = 0; g < storage_.size(); ++g) {
@@ -78,7 +78,8 @@ class CudaRunner : public KvRunner, private CudaRows {
     if (logprobs_ > 0)
       cu::logprob_rows(logits_dev_.as<float>(), c_.vocab_size, logprob_rows_dev_.as<std::int32_t>(), logprobs_,
                        logprob_top_, lse_dev_.as<double>(), top_ids_dev_.as<std::int32_t>(),
-                       top_values_dev_.as<float>(), s);
+                       top_values_dev_.as<float>(), s, scores_ > 0 ? score_ids_dev_.as<std::int32_t>() : nullptr,
+                       id_values_dev_.as<float>());
     download_results();
     pending_ = true;
   }
@@ -95,8 +96,17 @@ class CudaRunner : public KvRunner, private CudaRows {
         const cu::SampleOutput& p = sample_out_host_.as<cu::SampleOutput>()[slice.sample_slot];
         result.sampled = SampledToken{.id = p.id, .logit = p.logit, .bad_index = p.bad_index, .bad_value = p.bad_value,
                                       .all_masked = p.unmasked == 0};
-        if (slice.logprob_slot >= 0) fill_device_logprobs(slice, *result.sampled);
-      } else if (out.logits) {
+        if (slice.logprob_slot >= 0)
+          fill_device_logprobs(static_cast<std::size_t>(slice.logprob_slot), out.top_logprobs, *result.sampled);
+      }
+      for (std::size_t r = 0; r < out.score_ids.size(); ++r) {
+        const auto k = static_cast<std::size_t>(slice.score_slot) + r;
+        SampledToken& scored = result.scores.emplace_back();
+        scored.id = out.score_ids[r];
+        scored.logit = id_values_host_.as<float>()[k];
+        fill_device_logprobs(k, out.score_top, scored);
+      }
+      if (slice.sample_slot < 0 && out.logits && out.score_ids.empty()) {
         result.logits = std::move(slice.logits);
       }
       if (out.hidden) result.hidden = std::move(slice.hidden);
@@ -118,6 +128,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     std::int64_t out_row = 0, out_count = 0;  // its rows among the gathered output rows
     int sample_slot = -1;                     // its pick among the device's sample outputs
     int logprob_slot = -1;                    // its row among the device's logprob rows
+    int score_slot = -1;                      // the first of its scored rows among them
     HostTensor logits, hidden;
   };
 
@@ -125,12 +136,20 @@ class CudaRunner : public KvRunner, private CudaRows {
     return 2 * layers * kKvPageTokens * c.kv_dim() * static_cast<std::int64_t>(sizeof(Bf16));
   }
   std::int64_t page_bytes(std::int64_t layers) const { return page_bytes_of(c_, layers); }
-  // The default pool: 90% of the device memory free after the weights, less 2 GiB for a step's
-  // activations and logits.
-  static double device_budget() {
+  // Bytes for the pool. Default: 90% of the device memory free after the weights, less 2 GiB for a
+  // step's activations and logits; with a memory fraction: that share of the total, less what is
+  // in use now and the same 2 GiB.
+  static double device_budget(const RunnerOptions& options) {
     std::size_t free = 0, total = 0;
     ZOO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    return std::max(0.0, 0.9 * static_cast<double>(free) - 2.0 * (1 << 30));
+    constexpr double kActivations = 2.0 * (1 << 30);
+    if (options.kv_memory_fraction > 0) {
+      if (options.kv_memory_fraction > 1)
+        throw InputError(fmt::format("the KV memory fraction must be in (0, 1], got {}", options.kv_memory_fraction));
+      const double used = static_cast<double>(total - free);
+      return options.kv_memory_fraction * static_cast<double>(total) - used - kActivations;
+    }
+    return std::max(0.0, 0.9 * static_cast<double>(free) - kActivations);
   }
   Bf16* layer_k(std::int64_t l) {
     const std::size_t g = kv_.group_of(l);
@@ -204,6 +223,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       }
     }
     mode_begin_[3] = samples;
+    // Logprob rows: the picks that ask, then every scored row.
     logprobs_ = logprob_top_ = 0;
     for (Slice& slice : slices_) {
       any_sample_ = any_sample_ || slice.sample_slot >= 0;
@@ -211,6 +231,15 @@ class CudaRunner : public KvRunner, private CudaRows {
         slice.logprob_slot = logprobs_++;
         logprob_top_ = std::max(logprob_top_, slice.step->outputs.top_logprobs);
       }
+    }
+    scores_ = 0;
+    for (Slice& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      if (out.score_ids.empty()) continue;
+      slice.score_slot = logprobs_;
+      logprobs_ += static_cast<int>(out.score_ids.size());
+      scores_ += static_cast<int>(out.score_ids.size());
+      logprob_top_ = std::max(logprob_top_, out.score_top);
     }
     out_rows_count_ = out_rows;
     samples_ = samples;
@@ -406,14 +435,23 @@ class CudaRunner : public KvRunner, private CudaRows {
   // buffer of its own, so graph steps use it too).
   void upload_logprob_rows() {
     if (logprobs_ == 0) return;
-    std::vector<std::int32_t> rows(static_cast<std::size_t>(logprobs_));
-    for (const Slice& slice : slices_)
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(logprobs_)), ids(rows.size(), -1);
+    for (const Slice& slice : slices_) {
       if (slice.logprob_slot >= 0)
         rows[static_cast<std::size_t>(slice.logprob_slot)] =
             static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);  // a graph step's too
+      const auto& scored = slice.step->outputs.score_ids;
+      for (std::size_t r = 0; r < scored.size(); ++r) {
+        rows[static_cast<std::size_t>(slice.score_slot) + r] = static_cast<std::int32_t>(slice.out_row + r);
+        ids[static_cast<std::size_t>(slice.score_slot) + r] = static_cast<std::int32_t>(scored[r]);
+      }
+    }
     if (logprob_slots_ < logprobs_) {
       const auto n = static_cast<std::size_t>(logprobs_);
       logprob_rows_dev_ = cu::DeviceBuffer(n * 4);
+      score_ids_dev_ = cu::DeviceBuffer(n * 4);
+      id_values_dev_ = cu::DeviceBuffer(n * 4);
+      id_values_host_ = cu::PinnedBuffer(n * 4);
       lse_dev_ = cu::DeviceBuffer(n * sizeof(double));
       top_ids_dev_ = cu::DeviceBuffer(n * cu::kMaxLogprobTop * 4);
       top_values_dev_ = cu::DeviceBuffer(n * cu::kMaxLogprobTop * 4);
@@ -423,17 +461,17 @@ class CudaRunner : public KvRunner, private CudaRows {
       logprob_slots_ = logprobs_;
     }
     logprob_rows_dev_.upload(rows.data(), rows.size() * 4);
+    if (scores_ > 0) score_ids_dev_.upload(ids.data(), ids.size() * 4);
   }
   // log p by the SDK's rule (fill_logprobs): the row's value less its log-sum-exp, NaN as -inf.
-  void fill_device_logprobs(const Slice& slice, SampledToken& token) const {
-    const auto k = static_cast<std::size_t>(slice.logprob_slot);
+  void fill_device_logprobs(std::size_t k, int top, SampledToken& token) const {
     const double lse = lse_host_.as<double>()[k];
     const auto logprob = [&](float v) {
       return static_cast<float>(static_cast<double>(std::isnan(v) ? -INFINITY : v) - lse);
     };
     token.logprob = logprob(token.logit);
     token.top.clear();
-    const int want = std::min<int>(slice.step->outputs.top_logprobs, static_cast<int>(c_.vocab_size));
+    const int want = std::min<int>(top, static_cast<int>(c_.vocab_size));
     for (int r = 0; r < want; ++r) {
       const std::size_t at = k * static_cast<std::size_t>(logprob_top_) + static_cast<std::size_t>(r);
       token.top.emplace_back(top_ids_host_.as<std::int32_t>()[at], logprob(top_values_host_.as<float>()[at]));
@@ -450,6 +488,8 @@ class CudaRunner : public KvRunner, private CudaRows {
     if (logprobs_ > 0) {
       const auto n = static_cast<std::size_t>(logprobs_), top = n * static_cast<std::size_t>(logprob_top_) * 4;
       ZOO_CUDA_CHECK(cudaMemcpyAsync(lse_host_.data(), lse_dev_.data(), n * sizeof(double), cudaMemcpyDeviceToHost, s));
+      if (scores_ > 0)
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(id_values_host_.data(), id_values_dev_.data(), n * 4, cudaMemcpyDeviceToHost, s));
       if (top > 0) {
         ZOO_CUDA_CHECK(cudaMemcpyAsync(top_ids_host_.data(), top_ids_dev_.data(), top, cudaMemcpyDeviceToHost, s));
         ZOO_CUDA_CHECK(cudaMemcpyAsync(top_values_host_.data(), top_values_dev_.data(), top, cudaMemcpyDeviceToHost, s));
@@ -457,7 +497,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     }
     for (Slice& slice : slices_) {
       const OutputRequest& out = slice.step->outputs;
-      if (out.logits && slice.sample_slot < 0) {
+      if (out.logits && slice.sample_slot < 0 && out.score_ids.empty()) {
         slice.logits = HostTensor(DType::F32, {slice.out_count, V});
         ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.logits.data(), logits_dev_.as<float>() + slice.out_row * V,
                                        slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
@@ -569,7 +609,8 @@ class CudaRunner : public KvRunner, private CudaRows {
   std::int64_t decodes_ = 0, out_rows_count_ = 0, max_decode_len_ = 0;
   int samples_ = 0, greedy_ = 0;  // picks on the device; the first greedy_ are greedy
   std::array<int, 4> mode_begin_{};  // the first slot of each SampleMode; [3]: samples_
-  int logprobs_ = 0, logprob_top_ = 0;  // rows asking for logprobs, the most top entries asked
+  int logprobs_ = 0, logprob_top_ = 0;  // rows asking for logprobs (picks, then scored rows), the most top entries asked
+  int scores_ = 0;                      // scored rows (OutputRequest::score_ids) among them
   bool any_logits_ = false, any_sample_ = false;
   std::vector<GroupArrays> group_at_;
   std::size_t lens_at_ = 0, out_rows_at_ = 0, pick_rows_at_ = 0;
@@ -585,8 +626,8 @@ class CudaRunner : public KvRunner, private CudaRows {
   cu::PinnedBuffer sample_out_host_;
   int sample_slots_ = 0;
   cu::DeviceBuffer sample_temp_;  // the sort mode's segmented sort
-  cu::DeviceBuffer logprob_rows_dev_, lse_dev_, top_ids_dev_, top_values_dev_;
-  cu::PinnedBuffer lse_host_, top_ids_host_, top_values_host_;
+  cu::DeviceBuffer logprob_rows_dev_, lse_dev_, top_ids_dev_, top_values_dev_, score_ids_dev_, id_values_dev_;
+  cu::PinnedBuffer lse_host_, top_ids_host_, top_values_host_, id_values_host_;
   int logprob_slots_ = 0;
 };
 

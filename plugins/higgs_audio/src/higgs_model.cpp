@@ -58,9 +58,9 @@ class HiggsSession : public Session {
   ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
     // There are no text logits to pick a token from (the audio codebooks are sampled by the TTS
     // loop): say so rather than return nothing.
-    if (step.outputs.sample)
-      throw InputError("higgs_audio: cannot sample text tokens (OutputRequest::sample): it predicts audio codes; "
-                       "use `zoo tts`");
+    if (step.outputs.sample || !step.outputs.score_ids.empty())
+      throw InputError("higgs_audio: cannot sample or score text tokens (OutputRequest::sample, score_ids): it "
+                       "predicts audio codes; use `zoo tts`");
     ForwardStep body_step = step;
     body_step.outputs = {.hidden = step.outputs.hidden, .logits = false, .all_positions = false,
                          .head_table = table_.index};

@@ -31,11 +31,17 @@ struct EngineOptions {
 
 struct GenerationRequest {
   std::vector<std::int64_t> prompt;
-  int max_new_tokens = 16;
+  int max_new_tokens = 16;  // 0 only with prompt_logprobs: the prompt is scored, nothing generated
   SamplingOptions sampling;
   std::vector<std::int64_t> eos_token_ids;  // empty: only the length ends it
   int top_logprobs = -1;                    // >= 0: each token's logprob (and the top n) in Completion
+  // >= 0: every prompt token after the first is scored (its logprob given what precedes it, and
+  // the n likeliest), as a completions API's `echo` with `logprobs` needs. Such a request takes
+  // nothing from the prefix cache (cached tokens have no logits) and computes at most
+  // kScoreChunkTokens prompt tokens per step (each scored row is a row of logits on the device).
+  int prompt_logprobs = -1;
 };
+inline constexpr std::int64_t kScoreChunkTokens = 512;
 
 enum class FinishReason { length, stop };
 const char* finish_reason_name(FinishReason reason);
@@ -47,12 +53,17 @@ struct Completion {
   FinishReason finish = FinishReason::length;
   std::int64_t prompt_tokens = 0;
   std::int64_t cached_tokens = 0;  // prompt tokens the prefix cache supplied
+  // With prompt_logprobs: prompt_scores[j] scores prompt token j + 1 (prompt_tokens - 1 of them).
+  std::vector<SampledToken> prompt_scores;
 };
 
 // A token a request got in a step (streaming reads these; the Completion repeats them).
 struct TokenEvent {
   std::int64_t request = -1;
   SampledToken token;
+  // With the first token of a request with prompt_logprobs: its prompt's scores (a streaming
+  // `echo` sends them before the first token).
+  std::vector<SampledToken> prompt_scores;
 };
 
 struct EngineStats {
@@ -61,6 +72,9 @@ struct EngineStats {
   std::int64_t peak_pages_used = 0, pages_capacity = 0;  // of the fullest group
   std::int64_t prefix_queries = 0, prefix_hits = 0, prefix_hit_tokens = 0, prefix_evictions = 0;
   double seconds = 0;                                    // in step()
+  // Of those, the host's own work while the device waits for it: scheduling before submit() and
+  // the picks after wait() (what preparing step n+1 during step n could hide).
+  double host_seconds = 0;
 };
 
 class Engine {
@@ -102,6 +116,10 @@ class Engine {
   // Closes the least recently used cached prefix; false when none is left. `free` gains its pages.
   bool evict_one(std::vector<std::int64_t>* free);
   void preempt(Sequence& sequence);
+  // Whether computing `tokens` of the sequence ends its prompt and draws a token.
+  static bool samples(const Sequence& sequence, std::int64_t tokens);
+  // Its Completion; the sequence retires (cached or closed).
+  Completion complete(Sequence& sequence, FinishReason finish);
   void note_pool();
 
   Runner& runner_;

@@ -49,6 +49,11 @@ struct RunnerOptions {
   std::int64_t max_sequences = 256;  // open sequences at once
   // A sequence's context limit, in tokens; 0: the model's (ModelArgs::max_context).
   std::int64_t max_context = 0;
+  // > 0 (kv_pages and kv_bytes 0): as many pages as keep the device's memory in use (the weights,
+  // whatever else holds memory there, the pool and the backend's room for a step's activations)
+  // within this fraction of its total, as vLLM's --gpu-memory-utilization. Fewer pages than one
+  // sequence at the context limit needs is an InputError; a backend without device memory refuses it.
+  double kv_memory_fraction = 0;
 };
 
 // The pool's state, for admission and reports. Per group of layers that share a page table (full

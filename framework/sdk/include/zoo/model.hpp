@@ -97,6 +97,13 @@ struct OutputRequest {
   // before temperature and filters) and, when > 0, the `top_logprobs` likeliest tokens with theirs,
   // in SampledToken. A session that cannot compute them refuses the step (InputError).
   int top_logprobs = -1;
+  // Scoring given tokens (prompt logprobs, as `echo` in a completions API needs): with `logits` and
+  // `all_positions`, row r of the step is scored against score_ids[r] (r < rows): that id's logit
+  // and log-probability (fill_logprobs' rule) and the `score_top` likeliest come back in
+  // ForwardResult::scores, one per id, and the step returns no logits rows. `sample` still picks
+  // from the last row. A session or runner that cannot score refuses the step (InputError).
+  std::span<const std::int64_t> score_ids;
+  int score_top = 0;
 };
 inline constexpr int kMaxTopLogprobs = 20;
 
@@ -167,6 +174,7 @@ struct ForwardResult {
   // all -inf segments, so the caller judges validity by the rule, not by valid().
   std::vector<SampledToken> head_sampled;
   std::vector<std::pair<std::string, HostTensor>> extra;
+  std::vector<SampledToken> scores;  // when OutputRequest::score_ids was given: one per id, in order
 
   const HostTensor* find_extra(std::string_view name) const {
     for (const auto& [key, tensor] : extra)

@@ -23,8 +23,9 @@
 // ForwardResult::head_sampled). 6: Model::code_encoder (appended after every other virtual).
 // 7: the batch runtime (zoo/batch.hpp, Model::new_runner appended), min-p and logprobs in sampling.
 // 8: extensions found at run time (Model::find_extension, zoo/extension.hpp); row tables, speech
-// and the codec left Model for the RowTables, Speech and Codec extensions.
-#define ZOO_PLUGIN_ABI_VERSION 8u
+// and the codec left Model for the RowTables, Speech and Codec extensions. 9: scoring given ids
+// (OutputRequest::score_ids, ForwardResult::scores), RunnerOptions::kv_memory_fraction.
+#define ZOO_PLUGIN_ABI_VERSION 9u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)

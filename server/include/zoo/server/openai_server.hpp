@@ -34,6 +34,8 @@ struct ServerOptions {
   std::int64_t max_queue = 1024;  // requests waiting beyond the running ones; more: 429
   std::string api_key;            // non-empty: requests need "Authorization: Bearer KEY"
   std::chrono::seconds drain_timeout{30};
+  // A request still unanswered this long after it arrived is cancelled (504); 0: no limit.
+  std::chrono::milliseconds request_timeout{0};
 };
 
 class OpenAiServer {

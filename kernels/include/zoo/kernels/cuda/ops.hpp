@@ -192,9 +192,12 @@ void sample_rows(const float* logits, std::int64_t n, SampleMode mode, const std
 // so log p(j) = row[j] - lse[i]; and the `top` (<= kMaxLogprobTop) likeliest entries, most likely
 // first, ties to the lower index: top_ids[i * top + r] and their values (NaN as -inf). One block
 // per row; the sums run in another order than the host's (float64, so the float results agree).
+// With `ids`: id_values[i] = the row's value at ids[i] (a scored token's logit; skipped where
+// ids[i] is negative).
 inline constexpr int kMaxLogprobTop = 20;
 void logprob_rows(const float* logits, std::int64_t n, const std::int32_t* rows, std::int64_t count, int top,
-                  double* lse, std::int32_t* top_ids, float* top_values, cudaStream_t stream);
+                  double* lse, std::int32_t* top_ids, float* top_values, cudaStream_t stream,
+                  const std::int32_t* ids = nullptr, float* id_values = nullptr);
 
 // One pick per segment of a float32 row: logits[s * width, (s + 1) * width) for s < segments, by
 // the rule zoo::SegmentSampleRule::threshold_top_k_index_cdf (zoo/model.hpp): temperature 0 is the
