@@ -305,6 +305,7 @@ std::vector<Completion> Engine::step() {
   }
   const auto submitting = std::chrono::steady_clock::now();
   runner_.submit(batch);
+  stats_.submit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - submitting).count();
   note_pool();
   std::vector<ForwardResult> results = runner_.wait();
   const auto waited = std::chrono::steady_clock::now();

@@ -160,6 +160,7 @@ void EngineWorker::loop() {
     counters_.prefix_hit_tokens = st.prefix_hit_tokens;
     counters_.step_seconds = st.seconds;
     counters_.host_seconds = st.host_seconds;
+    counters_.submit_seconds = st.submit_seconds;
     counters_.running = engine_.running();
     counters_.waiting = engine_.waiting();
     const auto pool = runner_.pool();

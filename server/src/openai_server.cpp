@@ -737,6 +737,9 @@ struct OpenAiServer::Impl {
     add("zoo_engine_step_seconds_total", "counter", "Seconds in engine steps", c.step_seconds);
     add("zoo_engine_host_seconds_total", "counter",
         "Of those, the host's scheduling before and picks after each forward pass (the device waits)", c.host_seconds);
+    add("zoo_engine_submit_seconds_total", "counter",
+        "Of those, preparing and launching each forward pass (the device runs what is launched meanwhile)",
+        c.submit_seconds);
     add("zoo_preemptions_total", "counter", "Sequences preempted (recomputed later) when KV pages ran out",
         c.preemptions);
     add("zoo_kv_pages_used", "gauge", "KV cache pages in use (the fullest group)", c.pages_used);

@@ -75,6 +75,7 @@ struct EngineStats {
   // Of those, the host's own work while the device waits for it: scheduling before submit() and
   // the picks after wait() (what preparing step n+1 during step n could hide).
   double host_seconds = 0;
+  double submit_seconds = 0;  // in Runner::submit(): preparing the step and launching it
 };
 
 class Engine {
