@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "engine_worker.hpp"
+#include "zoo/engine/text_stream.hpp"
 #include "zoo/error.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/utf8_stream.hpp"
@@ -304,62 +305,6 @@ struct Metrics {
 
 // ---- one completion request --------------------------------------------------------------------
 
-// A choice's text as its tokens arrive: each token's bytes (special tokens skipped) through a
-// UTF-8 stream, stop strings searched in what is not yet sent, and the tail that could still
-// begin a stop string held back while streaming.
-struct ChoiceText {
-  const Tokenizer* tokenizer = nullptr;
-  std::vector<std::string> stop;
-  Utf8Stream utf8;
-  std::string text;   // all of it so far (cut at a stop string)
-  std::size_t sent = 0;  // bytes of `text` already streamed
-  std::size_t searched = 0;  // stop strings cannot start before this byte
-  bool stopped = false;
-
-  // Adds a token's text; true when a stop string ended the choice.
-  bool push(std::int64_t id) {
-    if (!tokenizer || tokenizer->is_special(id)) return false;
-    if (const auto bytes = tokenizer->token_bytes(id)) text += utf8.push(*bytes);
-    return find_stop();
-  }
-  void finish() {
-    if (!stopped && tokenizer) {
-      text += utf8.finish();
-      find_stop();
-    }
-  }
-  bool find_stop() {
-    std::size_t longest = 0;
-    for (const auto& s : stop) longest = std::max(longest, s.size());
-    std::size_t best = std::string::npos;
-    for (const auto& s : stop) {
-      const auto at = text.find(s, searched);
-      if (at != std::string::npos) best = std::min(best, at);
-    }
-    if (best != std::string::npos) {
-      text.resize(best);
-      stopped = true;
-      return true;
-    }
-    // A stop string may still begin in the last longest - 1 bytes; none can begin before them.
-    if (text.size() + 1 > longest) searched = std::max(searched, text.size() + 1 - std::max<std::size_t>(longest, 1));
-    return false;
-  }
-  // What may be streamed now: all but a tail that could still start a stop string (cut back to a
-  // character boundary), or everything once the choice is over.
-  std::string take(bool over) {
-    std::size_t until = text.size();
-    if (!over && !stopped) {
-      until = std::min(until, searched);
-      while (until > sent && until < text.size() && (static_cast<unsigned char>(text[until]) & 0xC0) == 0x80) --until;
-    }
-    if (until <= sent) return {};
-    std::string out = text.substr(sent, until - sent);
-    sent = until;
-    return out;
-  }
-};
-
 struct Choice {
   int index = 0;
   std::vector<SampledToken> prompt_scores;  // with echo and logprobs
@@ -367,7 +312,7 @@ struct Choice {
   Clock::time_point last_token{};  // for the inter-token latency
   std::size_t prompt = 0;  // which prompt
   std::int64_t ticket = -1;
-  ChoiceText text;
+  engine::TextStream text;
   std::vector<std::int64_t> ids;
   std::vector<SampledToken> tokens;
   std::string finish_reason;
@@ -467,7 +412,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     if (!completion.prompt_scores.empty()) choice.prompt_scores = completion.prompt_scores;
     if (sampling_.stream) send_echo(choice);
     choice.text.finish();
-    const std::string reason = choice.text.stopped ? "stop" : engine::finish_reason_name(completion.finish);
+    const std::string reason = choice.text.stopped() ? "stop" : engine::finish_reason_name(completion.finish);
     if (sampling_.stream) send_delta(choice, reason, false);
     finish_choice(choice, reason);
   }
@@ -519,7 +464,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
   // The prompt's text as a completion's text is made (special tokens skipped).
   std::string prompt_text(const Choice& choice) const {
-    ChoiceText text{.tokenizer = model_.tokenizer};
+    engine::TextStream text(model_.tokenizer);
     for (const auto id : prompts_[choice.prompt]) text.push(id);
     text.finish();
     return text.take(true);
@@ -867,8 +812,7 @@ struct OpenAiServer::Impl {
         choice.index = static_cast<int>(job->choices().size());
         choice.prompt = p;
         choice.ticket = worker->ticket();
-        choice.text.tokenizer = model.tokenizer;
-        choice.text.stop = sampling.stop;
+        choice.text = engine::TextStream(model.tokenizer, sampling.stop);
         job->choices().push_back(std::move(choice));
       }
     // The engine may answer as soon as the first request is in: build every choice first.
