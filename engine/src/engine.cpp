@@ -59,25 +59,52 @@ Engine::~Engine() {
   for (const auto& entry : cache_) runner_.close_sequence(entry.id);
 }
 
+std::vector<std::uint64_t> Engine::page_hashes(const std::vector<std::int64_t>& tokens, std::size_t pages) {
+  std::vector<std::uint64_t> out;
+  std::uint64_t h = 0x6a09e667f3bcc908ull;
+  for (std::size_t p = 0; p < pages; ++p) {
+    for (std::size_t t = p * kKvPageTokens; t < (p + 1) * kKvPageTokens; ++t) {
+      // splitmix64 of the running hash and the token: chained, so page p's hash names pages 0 .. p.
+      std::uint64_t z = h ^ (static_cast<std::uint64_t>(tokens[t]) + 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      h = z ^ (z >> 31);
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+void Engine::forget_hashes(const CachedPrefix& entry) {
+  for (const auto h : entry.page_hashes) {
+    const auto it = by_hash_.find(h);
+    if (it == by_hash_.end()) continue;
+    std::erase(it->second, entry.uid);
+    if (it->second.empty()) by_hash_.erase(it);
+  }
+}
+
 void Engine::open_with_prefix(Sequence& sequence) {
   sequence.computed = 0;
   if (cache_on_ && !sequence.scores()) {
     ++stats_.prefix_queries;
-    // The longest common prefix in whole pages, leaving at least one token to compute (its logits
-    // are what the step needs).
-    const auto limit = static_cast<std::int64_t>(sequence.tokens.size()) - 1;
+    // The longest prefix of whole pages some entry holds, leaving at least one token to compute
+    // (its logits are what the step needs): the prompt's chained page hashes, longest first; a hit
+    // is checked token by token (a hash collision is not a match); ties go to the latest used.
+    const std::size_t pages = (sequence.tokens.size() - 1) / kKvPageTokens;
+    const auto hashes = page_hashes(sequence.tokens, pages);
     CachedPrefix* best = nullptr;
     std::int64_t best_tokens = 0;
-    for (auto& entry : cache_) {
-      const auto n = std::min<std::int64_t>(limit, static_cast<std::int64_t>(entry.tokens.size()));
-      std::int64_t same = 0;
-      while (same < n && entry.tokens[static_cast<std::size_t>(same)] == sequence.tokens[static_cast<std::size_t>(same)])
-        ++same;
-      same = same / kKvPageTokens * kKvPageTokens;
-      if (same > best_tokens || (same == best_tokens && best && same > 0 && entry.last_use > best->last_use)) {
-        best = &entry;
-        best_tokens = same;
+    for (std::size_t p = pages; p-- > 0 && !best;) {
+      const auto it = by_hash_.find(hashes[p]);
+      if (it == by_hash_.end()) continue;
+      const auto n = static_cast<std::ptrdiff_t>((p + 1) * kKvPageTokens);
+      for (auto& entry : cache_) {
+        if (std::find(it->second.begin(), it->second.end(), entry.uid) == it->second.end()) continue;
+        if (!std::equal(sequence.tokens.begin(), sequence.tokens.begin() + n, entry.tokens.begin())) continue;
+        if (!best || entry.last_use > best->last_use) best = &entry;
       }
+      if (best) best_tokens = n;
     }
     if (best && best_tokens > 0) {
       sequence.id = runner_.fork_sequence(best->id, best_tokens);
@@ -96,9 +123,12 @@ void Engine::retire(Sequence& sequence) {
   if (!cache_on_ || sequence.computed < kKvPageTokens) {
     runner_.close_sequence(sequence.id);
   } else {
-    cache_.push_back({sequence.id,
-                      std::vector<std::int64_t>(sequence.tokens.begin(), sequence.tokens.begin() + sequence.computed),
-                      ++clock_});
+    CachedPrefix entry{sequence.id,
+                       std::vector<std::int64_t>(sequence.tokens.begin(), sequence.tokens.begin() + sequence.computed),
+                       ++clock_, next_uid_++, {}};
+    entry.page_hashes = page_hashes(entry.tokens, entry.tokens.size() / kKvPageTokens);
+    for (const auto h : entry.page_hashes) by_hash_[h].push_back(entry.uid);
+    cache_.push_back(std::move(entry));
     if (static_cast<std::int64_t>(cache_.size()) > options_.prefix_cache_entries) evict_one(nullptr);
   }
   sequence.id = -1;
@@ -110,6 +140,7 @@ bool Engine::evict_one(std::vector<std::int64_t>* free) {
                                        [](const auto& a, const auto& b) { return a.last_use < b.last_use; });
   const auto before = runner_.pool().groups;
   runner_.close_sequence(oldest->id);
+  forget_hashes(*oldest);
   cache_.erase(oldest);
   ++stats_.prefix_evictions;
   if (free) {

@@ -4,7 +4,8 @@
 # the same prompts alone and under 16 concurrent requests, streaming (deltas add up to the whole,
 # usage, [DONE]), stop strings, seeds, n and lists of prompts, echo with prompt logprobs (checked
 # against the distributions sampling reports), OpenAI-shaped errors with the param named, the API
-# key, a client that leaves mid-stream, a request timeout, and SIGTERM draining to exit 0.
+# key, a client that leaves mid-stream, a request timeout, a load test at concurrency 1, 8 and 64,
+# and SIGTERM draining to exit 0.
 # Usage: serve.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-serve "$@"
@@ -262,6 +263,21 @@ bad = [i for i, x in enumerate(ok) if not x]
 print(f"{300 - len(bad)}/300 streams complete")
 sys.exit(1 if bad else 0)
 PY
+
+# A load test at concurrency 1, 8 and 64 (the bench tool's own client): no errors, every token
+# counted, each request's usage exact.
+((cases++))
+CASE=load
+for c in 1 8 64; do
+  timeout 60 python3 "$SRC/tools/bench/bench_serve.py" "$BASE" --model tiny --vocab 384 --requests $((2 * c)) \
+    --concurrency $c --prompt-len 24 --max-tokens 16 --json >"$TMP/load$c" 2>&1 || fail "load at $c: $(tail -3 "$TMP/load$c")"
+  python3 - "$TMP/load$c" $((2 * c)) <<'PY' || fail "load at $c: $(tail -3 "$TMP/load$c")"
+import json, sys
+out = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+n = int(sys.argv[2])
+assert out["errors"] == 0 and out["output_tokens"] == 16 * n, out
+PY
+done
 
 # SIGTERM: stops accepting, lets the request in flight finish, exits 0.
 ((cases++))

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "zoo/batch.hpp"
@@ -107,7 +108,12 @@ class Engine {
     SequenceId id = -1;
     std::vector<std::int64_t> tokens;  // what the runner's sequence holds
     std::uint64_t last_use = 0;
+    std::uint64_t uid = 0;
+    std::vector<std::uint64_t> page_hashes;  // chained: page i's hash covers pages 0 .. i
   };
+  // Chained hashes of the first `pages` whole pages of `tokens`.
+  static std::vector<std::uint64_t> page_hashes(const std::vector<std::int64_t>& tokens, std::size_t pages);
+  void forget_hashes(const CachedPrefix& entry);
   bool fits(const std::vector<std::int64_t>& needed, std::vector<std::int64_t>& free) const;
   // Opens the runner's sequence for a waiting one: a fork of the longest cached prefix of its
   // tokens (whole pages, at least one token left to compute), else a new sequence.
@@ -131,6 +137,10 @@ class Engine {
   EngineStats stats_;
   std::vector<TokenEvent> last_tokens_;
   std::vector<CachedPrefix> cache_;
+  // Each cached page's chained hash -> the entries (uids) holding that prefix: a lookup walks the
+  // prompt's pages, not the entries.
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> by_hash_;
+  std::uint64_t next_uid_ = 0;
   std::uint64_t clock_ = 0;
   bool cache_on_ = false;
 };
