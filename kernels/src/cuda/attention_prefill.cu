@@ -37,6 +37,10 @@ struct PrefillParams {
   float scale, softcap;
   std::int64_t window;
   const std::int32_t* pages;  // null: a contiguous cache
+  // Non-null: one block row per tile of several chunks (attention_prefill_tiles): tile y is
+  // tiles[kPrefillTileInts * y ..] = {q_row, tokens, start, pages offset, q0}.
+  const std::int32_t* tiles;
+  std::int64_t tile_count;
 };
 
 template <int D, int WARPS, int BC, bool Q_REGS>
@@ -61,19 +65,33 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int head = blockIdx.x, kv_head = head / p.group;
+  // This block's chunk: the launch's one, or its tile's (the host orders tiles heaviest first).
   // Heaviest (last) query tiles first: causal work grows with the tile index.
-  const std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * BR;
-  const bf16* qg = p.q + static_cast<std::int64_t>(head) * D;
+  std::int64_t q0 = static_cast<std::int64_t>(gridDim.y - 1 - blockIdx.y) * BR;
+  std::int64_t tokens = p.tokens, start = p.start;
+  const bf16* q_base = p.q;
+  bf16* out_base = p.out;
+  const std::int32_t* pages = p.pages;
+  if (p.tiles) {
+    const std::int32_t* t = p.tiles + static_cast<std::int64_t>(kPrefillTileInts) * blockIdx.y;
+    q_base += static_cast<std::int64_t>(t[0]) * p.q_stride;
+    out_base += static_cast<std::int64_t>(t[0]) * p.out_stride;
+    tokens = t[1];
+    start = t[2];
+    pages += t[3];
+    q0 = t[4];
+  }
+  const bf16* qg = q_base + static_cast<std::int64_t>(head) * D;
   const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
   const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
 
-  const std::int64_t q_rows = p.tokens - q0 < BR ? p.tokens - q0 : BR;
-  const std::int64_t first_pos = p.start + q0;           // position of the tile's first query
+  const std::int64_t q_rows = tokens - q0 < BR ? tokens - q0 : BR;
+  const std::int64_t first_pos = start + q0;             // position of the tile's first query
   const std::int64_t kv_end = first_pos + q_rows;        // keys this tile can see: [0, kv_end)
   const int n_tiles = static_cast<int>((kv_end + BC - 1) / BC);
 
-  load_tile_async<BR, D, NT>(sQ, qg, p.q_stride, q0, p.tokens, tid);
-  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, 0, kv_end, tid, p.pages);
+  load_tile_async<BR, D, NT>(sQ, qg, p.q_stride, q0, tokens, tid);
+  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, 0, kv_end, tid, pages);
   cp_async_commit();
 
   std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
@@ -87,7 +105,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
 
   for (int j = 0; j < n_tiles; ++j) {
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
-    load_tile_async<BC, D, NT>(sV, vg, p.kv_stride, k0, kv_end, tid, p.pages);
+    load_tile_async<BC, D, NT>(sV, vg, p.kv_stride, k0, kv_end, tid, pages);
     cp_async_commit();
     cp_async_wait<1>();  // Q (first time) and K_j have landed
     __syncthreads();
@@ -102,7 +120,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     float s[BC / 8][4];
     if (active) compute_scores<D, BC, Q_REGS>(s, qf, sQ, warp * 16, sK, lane);
     __syncthreads();  // every warp is done reading K_j
-    if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid, p.pages);
+    if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid, pages);
     cp_async_commit();
     if (active) {
       if constexpr (MASKED) {
@@ -157,9 +175,9 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     const int idx = lane + 32 * i;
     const int r = idx / CH, c = idx % CH;
     const std::int64_t token = q0 + warp * 16 + r;
-    if (token < p.tokens) {
+    if (token < tokens) {
       const uint4 v = *reinterpret_cast<const uint4*>(smem + swz<D>(warp * 16 + r, c));
-      *reinterpret_cast<uint4*>(p.out + token * p.out_stride + static_cast<std::int64_t>(head) * D + c * 8) = v;
+      *reinterpret_cast<uint4*>(out_base + token * p.out_stride + static_cast<std::int64_t>(head) * D + c * 8) = v;
     }
   }
 }
@@ -169,7 +187,7 @@ void launch_prefill_variant(const PrefillParams& p, cudaStream_t stream) {
   using Cfg = PrefillConfig<D, WARPS, BC, Q_REGS>;
   auto kernel = attention_prefill_kernel<D, WARPS, BC, Q_REGS, MIN_BLOCKS, MASKED>;
   allow_dynamic_smem(kernel, Cfg::kSmem);
-  const std::int64_t q_tiles = (p.tokens + Cfg::kBR - 1) / Cfg::kBR;
+  const std::int64_t q_tiles = p.tiles ? p.tile_count : (p.tokens + Cfg::kBR - 1) / Cfg::kBR;
   if (q_tiles > 65535) throw std::invalid_argument("attention_prefill: too many tokens for one launch");
   const dim3 grid(static_cast<unsigned>(p.q_heads), static_cast<unsigned>(q_tiles));
   kernel<<<grid, Cfg::kThreads, Cfg::kSmem, stream>>>(p);
@@ -189,6 +207,7 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) 
 // ZOO_PREFILL_ROWS=64|128 forces one (tests, A/B runs); both give bitwise equal results (same key
 // tiles, same order per row).
 bool wide_tiles_128(const PrefillParams& p) {
+  if (p.tiles) return false;  // a tiles launch's rows per tile: attention_prefill_tile_rows
   if (const auto rows = env_int("ZOO_PREFILL_ROWS", 64, 128)) {
     if (*rows != 64 && *rows != 128) throw std::invalid_argument("ZOO_PREFILL_ROWS must be 64 or 128");
     return *rows == 128;
@@ -213,9 +232,8 @@ void check_args(const PrefillAttentionArgs& a) {
 }
 }  // namespace
 
-void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
-  check_args(a);
-  if (a.tokens == 0) return;
+namespace {
+PrefillParams params_of(const PrefillAttentionArgs& a) {
   const std::int64_t D = a.head_dim;
   PrefillParams p{};
   p.q = dev(a.q);
@@ -234,7 +252,11 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
   p.softcap = a.softcap;
   p.window = a.window;
   p.pages = a.pages;
-  switch (a.head_dim) {
+  return p;
+}
+
+void dispatch(const PrefillParams& p, int head_dim, cudaStream_t stream) {
+  switch (head_dim) {
     case 64: launch_prefill<64, 8, 64, true, 2>(p, stream); break;
     case 96: launch_prefill<96, 4, 64, true, 1>(p, stream); break;
     case 128:
@@ -246,6 +268,28 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
       break;
     default: launch_prefill<256, 4, 32, false, 1>(p, stream); break;
   }
+}
+}  // namespace
+
+void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
+  check_args(a);
+  if (a.tokens == 0) return;
+  dispatch(params_of(a), a.head_dim, stream);
+}
+
+std::int64_t attention_prefill_tile_rows(int head_dim) { return head_dim == 64 ? 128 : 64; }
+
+void attention_prefill_tiles(const PrefillAttentionArgs& a, const std::int32_t* tiles, std::int64_t tile_count,
+                             cudaStream_t stream) {
+  PrefillAttentionArgs shape = a;
+  shape.tokens = 0;
+  check_args(shape);
+  if (!tiles) throw std::invalid_argument("attention_prefill_tiles: no tiles");
+  if (tile_count == 0) return;
+  PrefillParams p = params_of(a);
+  p.tiles = tiles;
+  p.tile_count = tile_count;
+  dispatch(p, a.head_dim, stream);
 }
 
 struct PrefillAttention::Impl {

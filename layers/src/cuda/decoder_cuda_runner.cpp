@@ -389,11 +389,26 @@ class CudaRunner : public KvRunner, private CudaRows {
         blob.resize(blob.size() + static_cast<std::size_t>(at.decode_stride) - (*slices_[i].tables)[g].pages().size(),
                     trash_page(g));
       }
-      at.prefill_pages.clear();
+      std::vector<std::size_t> prefill_pages;
       for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
-        at.prefill_pages.push_back(blob.size());
+        prefill_pages.push_back(blob.size());
         append_pages(blob, (*slices_[i].tables)[g].pages(), g);
       }
+      // Every prefill chunk's query tiles, for one attention launch per layer; heaviest first.
+      const std::int64_t rows = cu::attention_prefill_tile_rows(static_cast<int>(c_.head_dim));
+      std::vector<std::array<std::int32_t, cu::kPrefillTileInts>> tiles;
+      for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
+        const Slice& slice = slices_[i];
+        for (std::int64_t q0 = 0; q0 < slice.tokens; q0 += rows)
+          tiles.push_back({static_cast<std::int32_t>(slice.row), static_cast<std::int32_t>(slice.tokens),
+                           static_cast<std::int32_t>(slice.start),
+                           static_cast<std::int32_t>(prefill_pages[i - static_cast<std::size_t>(decodes_)]),
+                           static_cast<std::int32_t>(q0)});
+      }
+      std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a[2] + a[4] > b[2] + b[4]; });
+      at.prefill_tiles = blob.size();
+      at.prefill_tile_count = static_cast<std::int64_t>(tiles.size());
+      for (const auto& tile : tiles) blob.insert(blob.end(), tile.begin(), tile.end());
     }
     lens_at_ = blob.size();
     max_decode_len_ = 0;
@@ -525,7 +540,6 @@ class CudaRunner : public KvRunner, private CudaRows {
   void attention(std::int64_t l) override {
     cudaStream_t s = *b_.stream_;
     const GroupArrays& at = group_at_[kv_.group_of(l)];
-    const std::int64_t qd = c_.q_dim();
     if (decodes_ > 0) {
       auto d = attention_args<cu::DecodeAttentionArgs>(l);
       d.k_cache = layer_k(l);
@@ -541,19 +555,14 @@ class CudaRunner : public KvRunner, private CudaRows {
       cu::attention_decode(d, s);
       profile_.mark("attention decode");
     }
-    for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
-      const Slice& slice = slices_[i];
+    if (at.prefill_tile_count > 0) {  // every prefill chunk in one launch
       auto p = attention_args<cu::PrefillAttentionArgs>(l);
-      p.q += slice.row * qd;
-      p.out += slice.row * qd;
       p.k_cache = layer_k(l);
       p.v_cache = layer_v(l);
-      p.tokens = slice.tokens;
-      p.start = slice.start;
-      p.pages = blob(at.prefill_pages[i - static_cast<std::size_t>(decodes_)]);
-      b_.prefill_attention_->run(p, s);
+      p.pages = blob(0);
+      cu::attention_prefill_tiles(p, blob(at.prefill_tiles), at.prefill_tile_count, s);
+      profile_.mark("attention prefill");
     }
-    if (decodes_ < static_cast<std::int64_t>(slices_.size())) profile_.mark("attention prefill");
   }
   void logits(bool every_row) override {
     if (every_row) throw std::logic_error("CUDA runner: no logits tap");
@@ -599,7 +608,8 @@ class CudaRunner : public KvRunner, private CudaRows {
   struct GroupArrays {
     std::size_t cache_rows = 0, decode_pages = 0;
     std::int64_t decode_stride = 1;
-    std::vector<std::size_t> prefill_pages;  // per prefill slice
+    std::size_t prefill_tiles = 0;  // every prefill chunk's query tiles (attention_prefill_tiles)
+    std::int64_t prefill_tile_count = 0;
   };
 
   std::vector<Storage> storage_;  // per group

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <algorithm>
+#include <array>
+#include <vector>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -443,5 +445,84 @@ TEST_CASE("attention_prefill over shuffled KV pages: a chunk after a cached pref
     stream.synchronize();
     CHECK(std::string(attention.last_engine()) == "zoo");
     check_attention(dout, in.ref);
+  }
+}
+
+TEST_CASE("attention_prefill_tiles: several chunks over their own pages in one launch equal each chunk alone, "
+          "bitwise",
+          "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(78);
+  Stream stream;
+  constexpr std::int64_t P = 16;
+  const int Hq = 8, Hk = 2;
+  for (const int D : {64, 96, 128, 256}) {
+    for (const float softcap : {0.0f, 30.0f}) {
+      INFO("D " << D << " softcap " << softcap);
+      // (tokens, start) per chunk: a chunk after a cached prefix, a first chunk, a long one, one row.
+      const std::vector<std::pair<std::int64_t, std::int64_t>> chunks = {{70, 45}, {16, 0}, {300, 200}, {1, 33}};
+      const std::int64_t row = static_cast<std::int64_t>(Hk) * D;
+      std::int64_t rows = 0, pool_pages = 0;
+      for (const auto& [T, start] : chunks) {
+        rows += T;
+        pool_pages += (start + T + P - 1) / P;
+      }
+      // Pages shuffled across the pool (reversed), each chunk its own table in one int32 array.
+      const auto k_pool = random_bf16_values(rng, pool_pages * P * row), v_pool = random_bf16_values(rng, pool_pages * P * row);
+      const auto q = random_bf16_values(rng, rows * Hq * D, -2.0f, 2.0f);
+      std::vector<std::int32_t> tables;
+      std::vector<std::int64_t> table_at, row_at;
+      std::int64_t next_page = 0, next_row = 0;
+      for (const auto& [T, start] : chunks) {
+        table_at.push_back(static_cast<std::int64_t>(tables.size()));
+        row_at.push_back(next_row);
+        next_row += T;
+        for (std::int64_t p = 0; p < (start + T + P - 1) / P; ++p)
+          tables.push_back(static_cast<std::int32_t>(pool_pages - 1 - next_page++));
+      }
+      DeviceBuffer dq = upload_bf16(q), dk = upload_bf16(k_pool), dv = upload_bf16(v_pool), dtables = upload(tables),
+                   alone(static_cast<std::size_t>(rows * Hq * D) * 2), together(alone.size());
+      PrefillAttentionArgs a;
+      a.k_cache = dk.as<Bf16>();
+      a.v_cache = dv.as<Bf16>();
+      a.q_heads = Hq;
+      a.kv_heads = Hk;
+      a.head_dim = D;
+      a.softcap = softcap;
+      alone.fill_bytes(0xff);
+      together.fill_bytes(0x7f);
+      std::vector<std::int32_t> tiles;
+      std::vector<std::array<std::int32_t, kPrefillTileInts>> list;
+      const std::int64_t tile_rows = attention_prefill_tile_rows(D);
+      for (std::size_t c = 0; c < chunks.size(); ++c) {
+        const auto [T, start] = chunks[c];
+        PrefillAttentionArgs one = a;
+        one.q = dq.as<Bf16>() + row_at[c] * Hq * D;
+        one.out = alone.as<Bf16>() + row_at[c] * Hq * D;
+        one.tokens = T;
+        one.start = start;
+        one.pages = dtables.as<std::int32_t>() + table_at[c];
+        attention_prefill(one, stream);
+        for (std::int64_t q0 = 0; q0 < T; q0 += tile_rows)
+          list.push_back({static_cast<std::int32_t>(row_at[c]), static_cast<std::int32_t>(T),
+                          static_cast<std::int32_t>(start), static_cast<std::int32_t>(table_at[c]),
+                          static_cast<std::int32_t>(q0)});
+      }
+      std::stable_sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x[2] + x[4] > y[2] + y[4]; });
+      for (const auto& t : list) tiles.insert(tiles.end(), t.begin(), t.end());
+      DeviceBuffer dtiles = upload(tiles);
+      a.q = dq.as<Bf16>();
+      a.out = together.as<Bf16>();
+      a.pages = dtables.as<std::int32_t>();
+      attention_prefill_tiles(a, dtiles.as<std::int32_t>(), static_cast<std::int64_t>(list.size()), stream);
+      stream.synchronize();
+      std::vector<std::uint16_t> x(static_cast<std::size_t>(rows * Hq * D)), y(x.size());
+      alone.download(x.data(), x.size() * 2);
+      together.download(y.data(), y.size() * 2);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) differ += x[i] != y[i];
+      CHECK(differ == 0);
+      CHECK(std::find(x.begin(), x.end(), std::uint16_t{0xffff}) == x.end());  // every row written
+    }
   }
 }

@@ -49,6 +49,20 @@ inline float attention_scale(float scale, int head_dim) {
 }
 void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 
+// Several prefill chunks in one launch (a batch step's prompt chunks: one launch per layer instead
+// of one per chunk, and blocks enough to fill the GPU where each chunk alone would not). `tiles`
+// (device, int32) holds tile_count tiles of kPrefillTileInts: {q_row, tokens, start, pages offset,
+// q0}: the chunk's queries are rows q_row .. q_row + tokens - 1 of args.q and args.out, at positions
+// start .., its page table is args.pages + pages offset, and the tile covers its queries q0 ..
+// q0 + attention_prefill_tile_rows(head_dim) - 1. Every tile of every chunk must be listed; order
+// them heaviest (largest start + q0) first. args.tokens and args.start are not read. Per row the
+// result is bitwise that of attention_prefill on the chunk alone (the same key tiles in the same
+// order).
+inline constexpr int kPrefillTileInts = 5;
+std::int64_t attention_prefill_tile_rows(int head_dim);
+void attention_prefill_tiles(const PrefillAttentionArgs& args, const std::int32_t* tiles, std::int64_t tile_count,
+                             cudaStream_t stream);
+
 // Prefill attention on the faster engine for the shape: cuDNN's fused flash attention (in builds
 // that found cuDNN >= 9.16, for prompts of at least cudnn_min_tokens() tokens, when cuDNN has an
 // engine for the shape) or else attention_prefill. cuDNN's Hopper kernels (wgmma, TMA) run 1.7-2.6x
