@@ -38,9 +38,13 @@ struct PrefillParams {
   std::int64_t window;
   const std::int32_t* pages;  // null: a contiguous cache
   // Non-null: one block row per tile of several chunks (attention_prefill_tiles): tile y is
-  // tiles[kPrefillTileInts * y ..] = {q_row, tokens, start, pages offset, q0}.
+  // tiles[kPrefillTileInts * y ..] = {q_row, tokens, start, pages offset, q0, key_lo, key_hi, slot}.
   const std::int32_t* tiles;
   std::int64_t tile_count;
+  // A tile with slot >= 0 covers keys [key_lo, key_hi) only and leaves its unnormalized output
+  // and per-row (max, sum) here (log2 units), for attention_prefill_merge.
+  float* part_o;   // [slot][head][BR][D]
+  float* part_ml;  // [slot][head][BR][2]
 };
 
 template <int D, int WARPS, int BC, bool Q_REGS>
@@ -72,6 +76,8 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
   const bf16* q_base = p.q;
   bf16* out_base = p.out;
   const std::int32_t* pages = p.pages;
+  std::int64_t key_lo = 0, key_hi = 0;
+  int slot = -1;
   if (p.tiles) {
     const std::int32_t* t = p.tiles + static_cast<std::int64_t>(kPrefillTileInts) * blockIdx.y;
     q_base += static_cast<std::int64_t>(t[0]) * p.q_stride;
@@ -80,6 +86,9 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     start = t[2];
     pages += t[3];
     q0 = t[4];
+    key_lo = t[5];
+    key_hi = t[6];
+    slot = t[7];
   }
   const bf16* qg = q_base + static_cast<std::int64_t>(head) * D;
   const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
@@ -89,9 +98,12 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
   const std::int64_t first_pos = start + q0;             // position of the tile's first query
   const std::int64_t kv_end = first_pos + q_rows;        // keys this tile can see: [0, kv_end)
   const int n_tiles = static_cast<int>((kv_end + BC - 1) / BC);
+  // The key tiles this block walks: all, or its split's (key_lo, key_hi multiples of 64 >= BC).
+  const int j_begin = static_cast<int>(key_lo / BC);
+  const int j_end = key_hi > 0 ? min(n_tiles, static_cast<int>((key_hi + BC - 1) / BC)) : n_tiles;
 
   load_tile_async<BR, D, NT>(sQ, qg, p.q_stride, q0, tokens, tid);
-  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, 0, kv_end, tid, pages);
+  load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, static_cast<std::int64_t>(j_begin) * BC, kv_end, tid, pages);
   cp_async_commit();
 
   std::uint32_t qf[Q_REGS ? D / 16 : 1][4];
@@ -103,14 +115,14 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
   const std::int64_t qpos[2] = {first_pos + row_in_tile, first_pos + row_in_tile + 8};
   const std::int64_t warp_last_pos = first_pos + warp * 16 + 15;
 
-  for (int j = 0; j < n_tiles; ++j) {
+  for (int j = j_begin; j < j_end; ++j) {
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
     load_tile_async<BC, D, NT>(sV, vg, p.kv_stride, k0, kv_end, tid, pages);
     cp_async_commit();
     cp_async_wait<1>();  // Q (first time) and K_j have landed
     __syncthreads();
     if constexpr (Q_REGS) {
-      if (j == 0) {
+      if (j == j_begin) {
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) load_a_frag<D>(qf[ks], sQ, warp * 16, ks, lane);
       }
@@ -120,7 +132,7 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     float s[BC / 8][4];
     if (active) compute_scores<D, BC, Q_REGS>(s, qf, sQ, warp * 16, sK, lane);
     __syncthreads();  // every warp is done reading K_j
-    if (j + 1 < n_tiles) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid, pages);
+    if (j + 1 < j_end) load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, k0 + BC, kv_end, tid, pages);
     cp_async_commit();
     if (active) {
       if constexpr (MASKED) {
@@ -151,6 +163,26 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     __syncthreads();  // every warp is done reading V_j before it is overwritten
   }
 
+  if (slot >= 0) {  // a split's partial: unnormalized rows, their max and sum
+    const std::int64_t base = (static_cast<std::int64_t>(slot) * p.q_heads + head) * BR;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + (lane >> 2) + 8 * h;
+      float* orow = p.part_o + (base + r) * D;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        const int col = n * 8 + 2 * (lane & 3);
+        orow[col] = o[n][2 * h];
+        orow[col + 1] = o[n][2 * h + 1];
+      }
+      const float total = quad_sum(l[h]);
+      if ((lane & 3) == 0) {
+        p.part_ml[(base + r) * 2] = m[h];
+        p.part_ml[(base + r) * 2 + 1] = total;
+      }
+    }
+    return;
+  }
   // Normalize and stage the warp's 16 rows in its own (no longer needed) rows of the Q tile, then
   // write them out with 16-byte stores.
   float inv[2];
@@ -279,8 +311,46 @@ void attention_prefill(const PrefillAttentionArgs& a, cudaStream_t stream) {
 
 std::int64_t attention_prefill_tile_rows(int head_dim) { return head_dim == 64 ? 128 : 64; }
 
+std::size_t attention_prefill_partial_bytes(int head_dim, int q_heads, std::int64_t slots) {
+  const auto rows = static_cast<std::size_t>(slots) * static_cast<std::size_t>(q_heads) *
+                    static_cast<std::size_t>(attention_prefill_tile_rows(head_dim));
+  return rows * (static_cast<std::size_t>(head_dim) + 2) * sizeof(float);
+}
+
+namespace {
+// One block per (head, merged tile): each of the tile's rows from its splits' partials, weighted by
+// exp2(m_s - max m), divided by the weighted sum (the online softmax's merge).
+constexpr int kMergeThreads = 256;
+__global__ void __launch_bounds__(kMergeThreads)
+    prefill_merge_kernel(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                         const std::int32_t* __restrict__ merges, int rows, int D, int q_heads, bf16* out,
+                         std::int64_t out_stride) {
+  const int head = blockIdx.x;
+  const std::int32_t* g = merges + static_cast<std::int64_t>(kPrefillMergeInts) * blockIdx.y;
+  const std::int64_t q_row = g[0], tokens = g[1], q0 = g[2];
+  const int first = g[3], slots = g[4];
+  for (int i = threadIdx.x; i < rows * D; i += blockDim.x) {
+    const int r = i / D, d = i % D;
+    if (q0 + r >= tokens) continue;
+    float mx = -INFINITY;
+    for (int s = 0; s < slots; ++s)
+      mx = fmaxf(mx, part_ml[((static_cast<std::int64_t>(first + s) * q_heads + head) * rows + r) * 2]);
+    const float base = mx == -INFINITY ? 0.0f : mx;
+    float sum = 0.0f, acc = 0.0f;
+    for (int s = 0; s < slots; ++s) {
+      const std::int64_t at = (static_cast<std::int64_t>(first + s) * q_heads + head) * rows + r;
+      const float w = exp2f(part_ml[at * 2] - base);
+      sum += w * part_ml[at * 2 + 1];
+      acc += w * part_o[at * D + d];
+    }
+    out[(q_row + q0 + r) * out_stride + static_cast<std::int64_t>(head) * D + d] =
+        __float2bfloat16(sum > 0.0f ? acc / sum : 0.0f);
+  }
+}
+}  // namespace
+
 void attention_prefill_tiles(const PrefillAttentionArgs& a, const std::int32_t* tiles, std::int64_t tile_count,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, const PrefillSplit* split) {
   PrefillAttentionArgs shape = a;
   shape.tokens = 0;
   check_args(shape);
@@ -289,7 +359,20 @@ void attention_prefill_tiles(const PrefillAttentionArgs& a, const std::int32_t* 
   PrefillParams p = params_of(a);
   p.tiles = tiles;
   p.tile_count = tile_count;
+  if (split) {
+    if (!split->partial || !split->merges) throw std::invalid_argument("attention_prefill_tiles: a split without buffers");
+    p.part_ml = static_cast<float*>(split->partial);
+    p.part_o = p.part_ml + 2 * split->slots * a.q_heads * attention_prefill_tile_rows(a.head_dim);
+  }
   dispatch(p, a.head_dim, stream);
+  if (split && split->merge_count > 0) {
+    if (split->merge_count > 65535) throw std::invalid_argument("attention_prefill_tiles: too many merged tiles");
+    const dim3 grid(static_cast<unsigned>(a.q_heads), static_cast<unsigned>(split->merge_count));
+    prefill_merge_kernel<<<grid, kMergeThreads, 0, stream>>>(
+        p.part_o, p.part_ml, split->merges, static_cast<int>(attention_prefill_tile_rows(a.head_dim)), a.head_dim,
+        a.q_heads, p.out, p.out_stride);
+    ZOO_CUDA_CHECK_LAUNCH();
+  }
 }
 
 struct PrefillAttention::Impl {

@@ -116,6 +116,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   }
 
  private:
+  struct GroupArrays;
   struct Storage {
     cu::DeviceBuffer k, v;
   };
@@ -394,21 +395,7 @@ class CudaRunner : public KvRunner, private CudaRows {
         prefill_pages.push_back(blob.size());
         append_pages(blob, (*slices_[i].tables)[g].pages(), g);
       }
-      // Every prefill chunk's query tiles, for one attention launch per layer; heaviest first.
-      const std::int64_t rows = cu::attention_prefill_tile_rows(static_cast<int>(c_.head_dim));
-      std::vector<std::array<std::int32_t, cu::kPrefillTileInts>> tiles;
-      for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
-        const Slice& slice = slices_[i];
-        for (std::int64_t q0 = 0; q0 < slice.tokens; q0 += rows)
-          tiles.push_back({static_cast<std::int32_t>(slice.row), static_cast<std::int32_t>(slice.tokens),
-                           static_cast<std::int32_t>(slice.start),
-                           static_cast<std::int32_t>(prefill_pages[i - static_cast<std::size_t>(decodes_)]),
-                           static_cast<std::int32_t>(q0)});
-      }
-      std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a[2] + a[4] > b[2] + b[4]; });
-      at.prefill_tiles = blob.size();
-      at.prefill_tile_count = static_cast<std::int64_t>(tiles.size());
-      for (const auto& tile : tiles) blob.insert(blob.end(), tile.begin(), tile.end());
+      plan_prefill_tiles(at, blob, prefill_pages);
     }
     lens_at_ = blob.size();
     max_decode_len_ = 0;
@@ -445,6 +432,58 @@ class CudaRunner : public KvRunner, private CudaRows {
     ensure_decode_workspace(decodes_);
   }
   const std::int32_t* blob(std::size_t at) const { return blob_base_ + at; }
+
+  // Every prefill chunk's query tiles, for one attention launch per layer, heaviest first. When the
+  // tiles cannot fill the GPU (a short chunk over a long cached prefix: one block per head), each
+  // tile with enough keys is split over them (256 keys or more per split, about two blocks per SM
+  // in all) and a merge launch combines the splits (split-K, as flash-decoding does).
+  // ZOO_PREFILL_SPLIT=0 turns the split off.
+  void plan_prefill_tiles(GroupArrays& at, std::vector<std::int32_t>& blob, const std::vector<std::size_t>& pages) {
+    using Tile = std::array<std::int32_t, cu::kPrefillTileInts>;
+    const std::int64_t rows = cu::attention_prefill_tile_rows(static_cast<int>(c_.head_dim));
+    std::vector<std::pair<std::int64_t, Tile>> tiles;  // (keys walked, tile)
+    std::vector<std::array<std::int32_t, cu::kPrefillMergeInts>> merges;
+    std::int64_t whole = 0;
+    for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i)
+      whole += (slices_[i].tokens + rows - 1) / rows;
+    const std::int64_t blocks = whole * c_.num_heads, target = 2 * cu::device_properties().multiprocessors;
+    const std::int64_t want = split_enabled_ && blocks > 0 && blocks < target ? (target + blocks - 1) / blocks : 1;
+    std::int32_t slots = 0;
+    for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
+      const Slice& slice = slices_[i];
+      const auto page_at = static_cast<std::int32_t>(pages[i - static_cast<std::size_t>(decodes_)]);
+      for (std::int64_t q0 = 0; q0 < slice.tokens; q0 += rows) {
+        const std::int64_t keys = slice.start + q0 + std::min(rows, slice.tokens - q0);
+        const std::int64_t blocks64 = (keys + 63) / 64;
+        const std::int64_t splits = std::min(want, blocks64 / 4);
+        const Tile base{static_cast<std::int32_t>(slice.row), static_cast<std::int32_t>(slice.tokens),
+                        static_cast<std::int32_t>(slice.start), page_at, static_cast<std::int32_t>(q0), 0, 0, -1};
+        if (splits < 2) {
+          tiles.emplace_back(keys, base);
+          continue;
+        }
+        merges.push_back({base[0], base[1], base[4], slots, static_cast<std::int32_t>(splits)});
+        for (std::int64_t k = 0; k < splits; ++k) {
+          Tile part = base;
+          part[5] = static_cast<std::int32_t>(blocks64 * k / splits * 64);
+          part[6] = static_cast<std::int32_t>(blocks64 * (k + 1) / splits * 64);
+          part[7] = slots++;
+          tiles.emplace_back(part[6] - part[5], part);
+        }
+      }
+    }
+    std::stable_sort(tiles.begin(), tiles.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    at.prefill_tiles = blob.size();
+    at.prefill_tile_count = static_cast<std::int64_t>(tiles.size());
+    for (const auto& [keys, tile] : tiles) blob.insert(blob.end(), tile.begin(), tile.end());
+    at.prefill_merges = blob.size();
+    at.prefill_merge_count = static_cast<std::int64_t>(merges.size());
+    for (const auto& merge : merges) blob.insert(blob.end(), merge.begin(), merge.end());
+    at.prefill_slots = slots;
+    const std::size_t bytes = cu::attention_prefill_partial_bytes(static_cast<int>(c_.head_dim),
+                                                                  static_cast<int>(c_.num_heads), slots);
+    if (prefill_partial_.size() < bytes) prefill_partial_ = cu::DeviceBuffer(bytes);
+  }
 
   // The logits rows whose logprobs are asked for, by logprob slot, and room for the results (a
   // buffer of its own, so graph steps use it too).
@@ -560,7 +599,10 @@ class CudaRunner : public KvRunner, private CudaRows {
       p.k_cache = layer_k(l);
       p.v_cache = layer_v(l);
       p.pages = blob(0);
-      cu::attention_prefill_tiles(p, blob(at.prefill_tiles), at.prefill_tile_count, s);
+      const cu::PrefillSplit split{prefill_partial_.data(), at.prefill_slots, blob(at.prefill_merges),
+                                   at.prefill_merge_count};
+      cu::attention_prefill_tiles(p, blob(at.prefill_tiles), at.prefill_tile_count, s,
+                                  at.prefill_merge_count > 0 ? &split : nullptr);
       profile_.mark("attention prefill");
     }
   }
@@ -610,6 +652,8 @@ class CudaRunner : public KvRunner, private CudaRows {
     std::int64_t decode_stride = 1;
     std::size_t prefill_tiles = 0;  // every prefill chunk's query tiles (attention_prefill_tiles)
     std::int64_t prefill_tile_count = 0;
+    std::size_t prefill_merges = 0;  // the split tiles' merges
+    std::int64_t prefill_merge_count = 0, prefill_slots = 0;
   };
 
   std::vector<Storage> storage_;  // per group
@@ -631,6 +675,8 @@ class CudaRunner : public KvRunner, private CudaRows {
   cu::DeviceBuffer graph_blob_;
   std::int64_t graph_batch_ = 0;  // > 0: this step replays the graph of this bucket
   bool graphs_enabled_ = kernels::env_flag("ZOO_RUNNER_GRAPHS", true);
+  bool split_enabled_ = kernels::env_flag("ZOO_PREFILL_SPLIT", true);
+  cu::DeviceBuffer prefill_partial_;  // split prefill tiles' partial outputs (one layer's; reused)
   std::int64_t x_out_rows_ = 0;
   cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
   cu::PinnedBuffer sample_out_host_;

@@ -449,7 +449,7 @@ TEST_CASE("attention_prefill over shuffled KV pages: a chunk after a cached pref
 }
 
 TEST_CASE("attention_prefill_tiles: several chunks over their own pages in one launch equal each chunk alone, "
-          "bitwise",
+          "bitwise, and tiles split over their keys then merged agree with them",
           "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(78);
@@ -506,7 +506,7 @@ TEST_CASE("attention_prefill_tiles: several chunks over their own pages in one l
         for (std::int64_t q0 = 0; q0 < T; q0 += tile_rows)
           list.push_back({static_cast<std::int32_t>(row_at[c]), static_cast<std::int32_t>(T),
                           static_cast<std::int32_t>(start), static_cast<std::int32_t>(table_at[c]),
-                          static_cast<std::int32_t>(q0)});
+                          static_cast<std::int32_t>(q0), 0, 0, -1});
       }
       std::stable_sort(list.begin(), list.end(), [](const auto& x, const auto& y) { return x[2] + x[4] > y[2] + y[4]; });
       for (const auto& t : list) tiles.insert(tiles.end(), t.begin(), t.end());
@@ -523,6 +523,40 @@ TEST_CASE("attention_prefill_tiles: several chunks over their own pages in one l
       for (std::size_t i = 0; i < x.size(); ++i) differ += x[i] != y[i];
       CHECK(differ == 0);
       CHECK(std::find(x.begin(), x.end(), std::uint16_t{0xffff}) == x.end());  // every row written
+
+      // Split-K: each tile of more than 64 keys in 2 or 3 key ranges (multiples of 64), slots
+      // merged; a tile with fewer stays whole. Agrees with the chunks alone within bf16 rounding.
+      std::vector<std::int32_t> split_tiles, merges;
+      std::int32_t slots = 0;
+      for (const auto& t : list) {
+        const std::int64_t keys = t[2] + t[4] + std::min<std::int64_t>(tile_rows, t[1] - t[4]);
+        const std::int64_t blocks64 = (keys + 63) / 64, parts = std::min<std::int64_t>(blocks64, 2 + (t[4] / tile_rows) % 2);
+        if (parts < 2) {
+          split_tiles.insert(split_tiles.end(), t.begin(), t.end());
+          continue;
+        }
+        merges.insert(merges.end(), {t[0], t[1], t[4], slots, static_cast<std::int32_t>(parts)});
+        for (std::int64_t k = 0; k < parts; ++k) {
+          auto part = t;
+          part[5] = static_cast<std::int32_t>(blocks64 * k / parts * 64);
+          part[6] = static_cast<std::int32_t>(blocks64 * (k + 1) / parts * 64);
+          part[7] = slots++;
+          split_tiles.insert(split_tiles.end(), part.begin(), part.end());
+        }
+      }
+      REQUIRE(slots > 0);
+      DeviceBuffer dsplit = upload(split_tiles), dmerges = upload(merges),
+                   partial(attention_prefill_partial_bytes(D, Hq, slots)), merged(alone.size());
+      merged.fill_bytes(0xff);
+      const PrefillSplit split{partial.data(), slots, dmerges.as<std::int32_t>(),
+                               static_cast<std::int64_t>(merges.size()) / kPrefillMergeInts};
+      a.out = merged.as<Bf16>();
+      attention_prefill_tiles(a, dsplit.as<std::int32_t>(),
+                              static_cast<std::int64_t>(split_tiles.size()) / kPrefillTileInts, stream, &split);
+      stream.synchronize();
+      std::vector<float> want(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) want[i] = zoo::bf16_to_f32(x[i]);
+      check_attention(merged, want);
     }
   }
 }

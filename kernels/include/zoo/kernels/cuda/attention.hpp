@@ -52,16 +52,29 @@ void attention_prefill(const PrefillAttentionArgs& args, cudaStream_t stream);
 // Several prefill chunks in one launch (a batch step's prompt chunks: one launch per layer instead
 // of one per chunk, and blocks enough to fill the GPU where each chunk alone would not). `tiles`
 // (device, int32) holds tile_count tiles of kPrefillTileInts: {q_row, tokens, start, pages offset,
-// q0}: the chunk's queries are rows q_row .. q_row + tokens - 1 of args.q and args.out, at positions
-// start .., its page table is args.pages + pages offset, and the tile covers its queries q0 ..
-// q0 + attention_prefill_tile_rows(head_dim) - 1. Every tile of every chunk must be listed; order
-// them heaviest (largest start + q0) first. args.tokens and args.start are not read. Per row the
-// result is bitwise that of attention_prefill on the chunk alone (the same key tiles in the same
-// order).
-inline constexpr int kPrefillTileInts = 5;
+// q0, key_lo, key_hi, slot}: the chunk's queries are rows q_row .. q_row + tokens - 1 of args.q and
+// args.out, at positions start .., its page table is args.pages + pages offset, and the tile covers
+// its queries q0 .. q0 + attention_prefill_tile_rows(head_dim) - 1. With slot -1 (key_lo, key_hi 0)
+// a tile attends to every key it may see and writes its rows; per row the result is bitwise that
+// of attention_prefill on the chunk alone (the same key tiles in the same order). A query tile
+// over a long cached prefix may instead be split over its keys (flash-decoding's split-K): tiles
+// with slot >= 0 cover keys [key_lo, key_hi) (multiples of 64) each, their partials go to
+// `split->partial` (attention_prefill_partial_bytes for split->slots slots), and a second launch
+// merges each query tile's slots (split->merges: merge_count entries of kPrefillMergeInts:
+// {q_row, tokens, q0, first slot, slots}) into args.out. Order tiles heaviest (most keys) first.
+// args.tokens and args.start are not read.
+inline constexpr int kPrefillTileInts = 8;
+inline constexpr int kPrefillMergeInts = 5;
+struct PrefillSplit {
+  void* partial = nullptr;
+  std::int64_t slots = 0;
+  const std::int32_t* merges = nullptr;
+  std::int64_t merge_count = 0;
+};
 std::int64_t attention_prefill_tile_rows(int head_dim);
+std::size_t attention_prefill_partial_bytes(int head_dim, int q_heads, std::int64_t slots);
 void attention_prefill_tiles(const PrefillAttentionArgs& args, const std::int32_t* tiles, std::int64_t tile_count,
-                             cudaStream_t stream);
+                             cudaStream_t stream, const PrefillSplit* split = nullptr);
 
 // Prefill attention on the faster engine for the shape: cuDNN's fused flash attention (in builds
 // that found cuDNN >= 9.16, for prompts of at least cudnn_min_tokens() tokens, when cuDNN has an
