@@ -60,9 +60,9 @@ int run_serve(const ServeOptions& o) {
   runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
   runner_options.kv_memory_fraction = o.memory_fraction;
   if (o.memory_fraction > 0 && opened.spec.device.kind == DeviceKind::CPU)
-    throw InputError(fmt::format("--gpu-memory-utilization sizes the KV cache on a GPU; this model runs on the CPU ({}): "
+    throw InputError(fmt::format("--gpu-memory-utilization sizes the KV cache on a GPU; this model runs on the CPU{}: "
                                  "use --kv-cache-gb",
-                                 opened.spec.device_origin));
+                                 opened.spec.device_origin.empty() ? "" : " (" + opened.spec.device_origin + ")"));
   auto runner = opened.model->new_runner(runner_options);
   server::ServedModel served;
   served.name = o.served_model_name.empty() ? o.model.config : o.served_model_name;

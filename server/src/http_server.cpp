@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <deque>
+#include <vector>
 #include <optional>
 #include <sstream>
 
@@ -24,12 +25,17 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+namespace {
+class Connection;
+}  // namespace
+
 struct HttpServer::State {
   net::io_context io{1};
   tcp::acceptor acceptor{io};
   Handler handler;
   HttpOptions options;
   std::atomic<std::size_t> connections{0};
+  std::vector<std::weak_ptr<Connection>> live;  // I/O thread only: what ~HttpServer closes
 };
 
 namespace {
@@ -48,6 +54,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ~Connection() { --state_->connections; }
 
   void start() { read_header(); }
+  // Closes the socket without telling the owner (the server is going; its handler may be gone).
+  void shut() {
+    disconnect_ = nullptr;
+    close();
+  }
 
   // ---- what the Responder does, on the I/O thread ----
   void reply(int status, const std::string& type, std::string body,
@@ -247,7 +258,12 @@ std::shared_ptr<Responder> Connection::make_responder() {
 void accept_next(const std::shared_ptr<HttpServer::State>& state) {
   state->acceptor.async_accept(net::make_strand(state->io), [state](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !state->acceptor.is_open()) return;
-    if (!ec) std::make_shared<Connection>(std::move(socket), state)->start();
+    if (!ec) {
+      auto connection = std::make_shared<Connection>(std::move(socket), state);
+      std::erase_if(state->live, [](const auto& c) { return c.expired(); });
+      state->live.push_back(connection);
+      connection->start();
+    }
     accept_next(state);
   });
 }
@@ -277,7 +293,19 @@ HttpServer::HttpServer(const HttpOptions& options, Handler handler) : state_(std
   accept_next(state_);
 }
 
-HttpServer::~HttpServer() { stop(); }
+// Handlers still queued (the pending accept above all) hold the state, which holds the io_context
+// that holds them: closing the acceptor and running what is left once lets them finish and the
+// state go. The thread that ran run() has returned by now (the owner joins it first).
+HttpServer::~HttpServer() {
+  stop();
+  beast::error_code ignored;
+  state_->acceptor.close(ignored);
+  for (const auto& weak : state_->live)
+    if (const auto connection = weak.lock()) connection->shut();
+  state_->live.clear();
+  state_->io.restart();
+  state_->io.poll();
+}
 
 std::uint16_t HttpServer::port() const {
   beast::error_code ec;

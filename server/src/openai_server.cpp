@@ -597,7 +597,6 @@ extern "C" void on_signal(int) { g_signalled.store(true); }
 
 struct OpenAiServer::Impl {
   ServerOptions options;
-  HttpServer http;
   std::thread io_thread;
   std::atomic<bool> ready{false}, draining{false}, shutdown{false};
   ServedModel model;
@@ -605,6 +604,9 @@ struct OpenAiServer::Impl {
   std::unique_ptr<EngineWorker> worker;
   Metrics metrics;
   std::atomic<std::int64_t> next_id{0}, requests_total{0}, requests_failed{0};
+  // Last, so destroyed first: its destructor runs the handlers still queued, which reach the
+  // members above (the model, the metrics).
+  HttpServer http;
 
   explicit Impl(ServerOptions o)
       : options(std::move(o)), http(options.http, [this](HttpRequest request, std::shared_ptr<Responder> responder) {
