@@ -309,6 +309,7 @@ struct Choice {
   int index = 0;
   std::vector<SampledToken> prompt_scores;  // with echo and logprobs
   bool echoed = false;                      // the prompt's part is out (streaming)
+  std::size_t logprob_offset = 0;           // streaming: the text_offset of the next logprobs entry
   Clock::time_point last_token{};  // for the inter-token latency
   std::size_t prompt = 0;  // which prompt
   std::int64_t ticket = -1;
@@ -435,10 +436,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
  private:
   // Completions' shape: {tokens, token_logprobs, top_logprobs, text_offset}. With echo (whole
   // answers, and a stream's first chunk) the prompt's tokens come first; its first token has no
-  // logprob (null), as in OpenAI's and vLLM's answers.
-  ojson logprobs_of(const Choice& choice, std::size_t from, std::size_t count, bool with_prompt) const {
+  // logprob (null), as in OpenAI's and vLLM's answers. `offset` is the first entry's text_offset,
+  // advanced past the entries (a stream keeps it per choice instead of summing its past pieces).
+  ojson logprobs_of(const Choice& choice, std::size_t from, std::size_t count, bool with_prompt,
+                    std::size_t& offset) const {
     ojson tokens = ojson::array(), token_logprobs = ojson::array(), top = ojson::array(), offsets = ojson::array();
-    std::size_t offset = 0;
     const auto add = [&](std::int64_t id, const SampledToken* t) {
       const std::string piece = token_text(model_.tokenizer, id);
       tokens.push_back(piece);
@@ -455,10 +457,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     if (with_prompt) {
       for (std::size_t i = 0; i < prompt.size(); ++i)
         add(prompt[i], i > 0 && i - 1 < choice.prompt_scores.size() ? &choice.prompt_scores[i - 1] : nullptr);
-    } else if (sampling_.echo) {
-      for (const auto id : prompt) offset += token_text(model_.tokenizer, id).size();
     }
-    for (std::size_t i = 0; i < from; ++i) offset += token_text(model_.tokenizer, choice.ids[i]).size();
     for (std::size_t i = from; i < from + count && i < choice.tokens.size(); ++i) add(choice.tokens[i].id, &choice.tokens[i]);
     return ojson{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
   }
@@ -474,7 +473,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     if (!sampling_.echo || choice.echoed) return;
     choice.echoed = true;
     ojson c{{"index", choice.index}, {"text", prompt_text(choice)}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
-    if (sampling_.logprobs >= 0) c["logprobs"] = logprobs_of(choice, 0, 0, true);
+    if (sampling_.logprobs >= 0) c["logprobs"] = logprobs_of(choice, 0, 0, true, choice.logprob_offset);
     responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
   }
   // Chat's shape: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
@@ -517,7 +516,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     c["finish_reason"] = finish.empty() ? ojson() : ojson(finish);
     if (with_logprobs)
       c["logprobs"] = chat_ ? chat_logprobs_of(choice, choice.tokens.size() - 1, 1)
-                            : logprobs_of(choice, choice.tokens.size() - 1, 1, false);
+                            : logprobs_of(choice, choice.tokens.size() - 1, 1, false, choice.logprob_offset);
     responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
   }
   ojson usage() const {
@@ -558,9 +557,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
       else item["text"] = (sampling_.echo ? prompt_text(c) : std::string()) + c.text.take(true);
       item["logprobs"] = nullptr;
       item["finish_reason"] = c.finish_reason;
+      std::size_t offset = 0;
       if (sampling_.logprobs >= 0)
         item["logprobs"] = chat_ ? chat_logprobs_of(c, 0, c.tokens.size())
-                                 : logprobs_of(c, 0, c.tokens.size(), sampling_.echo);
+                                 : logprobs_of(c, 0, c.tokens.size(), sampling_.echo, offset);
       out.push_back(item);
     }
     ojson body = chunk(out);
