@@ -67,7 +67,7 @@ jinja::Value alias_reasoning(const jinja::Value& message) {
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::string_view text, std::string label, jinja::Dict special_tokens)
-    : template_(text, std::move(label)), special_tokens_(std::move(special_tokens)) {}
+    : source_(text), template_(text, std::move(label)), special_tokens_(std::move(special_tokens)) {}
 
 std::string ChatTemplate::render(const ChatInput& input, const jinja::RenderOptions& options) const {
   if (!input.messages.is_sequence())

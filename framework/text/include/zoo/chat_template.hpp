@@ -44,8 +44,11 @@ class ChatTemplate {
 
   const std::string& label() const { return template_.label(); }
   const jinja::Dict& special_tokens() const { return special_tokens_; }
+  // The template's text (what a server reads the model's reasoning and tool-call syntax from).
+  const std::string& source() const { return source_; }
 
  private:
+  std::string source_;
   jinja::Template template_;
   jinja::Dict special_tokens_;
 };
