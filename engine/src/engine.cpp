@@ -324,7 +324,7 @@ std::vector<Completion> Engine::step() {
       step.outputs.score_top = sequence.params.prompt_logprobs;
     }
     if (plan[i].samples) {
-      draws[i] = sequence.sampler.request();
+      draws[i] = sequence.sampler.request(sequence.prompt_size());
       step.outputs.sample = draws[i];
       step.outputs.top_logprobs = sequence.params.top_logprobs;
     }

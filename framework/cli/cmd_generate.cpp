@@ -35,6 +35,7 @@ struct GenerateOptions {
   bool chat = false, ids = false;
   int max_new_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
+  float repetition_penalty = 1.0f, frequency_penalty = 0.0f, presence_penalty = 0.0f;
   int top_k = 0;
   // --input: the engine's limits.
   std::int64_t max_running = 256, max_batched_tokens = 2048, ctx_size = 0;
@@ -44,7 +45,7 @@ struct GenerateOptions {
   bool ignore_eos = false, quiet = false;
   // Set when the flag was given: flags override what generation_config.json says.
   CLI::Option *temperature_flag = nullptr, *top_k_flag = nullptr, *top_p_flag = nullptr, *eos_flag = nullptr,
-              *min_p_flag = nullptr;
+              *min_p_flag = nullptr, *repetition_flag = nullptr;
   // Counted rather than tested for emptiness: `--prompt ""` is an empty prompt, not a missing one.
   CLI::Option *prompt_flag = nullptr, *prompt_file_flag = nullptr, *request_flag = nullptr, *messages_flag = nullptr,
               *input_flag = nullptr;
@@ -65,8 +66,11 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
   if (o.temperature_flag->count()) flags.temperature = o.temperature;
   if (o.top_k_flag->count()) flags.top_k = o.top_k;
   if (o.top_p_flag->count()) flags.top_p = o.top_p;
+  if (o.repetition_flag->count()) flags.repetition_penalty = o.repetition_penalty;
   gen.sampling = resolve_sampling(defaults, flags);
   if (o.min_p_flag->count()) gen.sampling.min_p = o.min_p;
+  gen.sampling.frequency_penalty = o.frequency_penalty;
+  gen.sampling.presence_penalty = o.presence_penalty;
   // Greedy decoding draws no numbers: no seed to choose or to report.
   if (gen.sampling.temperature != 0.0f) gen.sampling.seed = seed_or_random(o.seed);
   std::string eos_source = defaults.eos_source;
@@ -87,7 +91,11 @@ GenerationOptions resolve_generation(const GenerateOptions& o, const OpenedModel
                              : gen.eos_token_ids.empty()
                                  ? "none"
                                  : fmt::format("{} (from {})", join_ids(gen.eos_token_ids), eos_source);
-    fmt::print(stderr, "generate: {}{}; eos {}\n", sampling,
+    std::string penalties;
+    if (s.repetition_penalty != 1.0f) penalties += fmt::format(", repetition penalty {}", s.repetition_penalty);
+    if (s.frequency_penalty != 0.0f) penalties += fmt::format(", frequency penalty {}", s.frequency_penalty);
+    if (s.presence_penalty != 0.0f) penalties += fmt::format(", presence penalty {}", s.presence_penalty);
+    fmt::print(stderr, "generate: {}{}{}; eos {}\n", sampling, penalties,
                defaults.sampling_source.empty() ? "" : fmt::format(" (defaults from {})", defaults.sampling_source),
                stop);
   }
@@ -185,6 +193,9 @@ int run_generate_batch(const GenerateOptions& o) {
     if (item.top_k) s.top_k = *item.top_k;
     if (item.top_p) s.top_p = *item.top_p;
     if (item.min_p) s.min_p = *item.min_p;
+    if (item.repetition_penalty) s.repetition_penalty = *item.repetition_penalty;
+    if (item.frequency_penalty) s.frequency_penalty = *item.frequency_penalty;
+    if (item.presence_penalty) s.presence_penalty = *item.presence_penalty;
     // A line that asks for greedy decoding drops the flags' filters instead of failing on them.
     if (item.temperature && *item.temperature == 0.0f) {
       if (!item.top_k) s.top_k = 0;
@@ -198,7 +209,10 @@ int run_generate_batch(const GenerateOptions& o) {
       // The Sampler names its flags; on a line, the fields are what the user wrote.
       std::string message = e.what();
       for (const auto& [flag, field] : {std::pair{"--temperature", "temperature"}, {"--top-k", "top_k"},
-                                        {"--top-p", "top_p"}, {"--min-p", "min_p"}})
+                                        {"--top-p", "top_p"}, {"--min-p", "min_p"},
+                                        {"--repetition-penalty", "repetition_penalty"},
+                                        {"--frequency-penalty", "frequency_penalty"},
+                                        {"--presence-penalty", "presence_penalty"}})
         for (auto at = message.find(flag); at != std::string::npos; at = message.find(flag))
           message.replace(at, std::string_view(flag).size(), field);
       throw InputError(where(message));
@@ -382,7 +396,8 @@ void add_generate_command(CLI::App& app, Action& run) {
   auto* input = options->input_flag = input_file(
       cmd->add_option("--input", options->input,
                       "Many sequences at once: JSONL, one prompt per line (a JSON string, or an object with prompt or "
-                      "input_ids and optional max_new_tokens, temperature, top_k, top_p, min_p, seed); one JSON object "
+                      "input_ids and optional max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
+                      "frequency_penalty, presence_penalty, seed); one JSON object "
                       "per line out, in input order (- for stdin)"),
       "a JSONL file", {.stdin_ok = true});
   input->excludes(prompt)->excludes(prompt_file)->excludes(request)->excludes(messages);
@@ -440,6 +455,18 @@ void add_generate_command(CLI::App& app, Action& run) {
                                         "Drop tokens less likely than this fraction of the likeliest, 0: off")
                             ->check(number_in(0.0, 1.0))
                             ->default_str("");
+  options->repetition_flag =
+      cmd->add_option("--repetition-penalty,--repeat-penalty", options->repetition_penalty,
+                      "Divide positive logits (multiply negative ones) of every token already in the sequence, prompt "
+                      "included, by this; 1: off (default: generation_config.json's, else 1)")
+          ->check(number_in(1e-6, 100.0))
+          ->default_str("");
+  cmd->add_option("--frequency-penalty", options->frequency_penalty,
+                  "Subtract this times each token's count among the generated tokens from its logit; 0: off")
+      ->check(number_in(-2.0, 2.0));
+  cmd->add_option("--presence-penalty", options->presence_penalty,
+                  "Subtract this from the logit of every token already generated; 0: off")
+      ->check(number_in(-2.0, 2.0));
   add_seed_option(*cmd, options->seed,
                   "Sampling seed; the same seed repeats a run (default, or -1: a random one, printed on stderr)");
   options->eos_flag = cmd->add_option("--eos", options->eos,

@@ -79,6 +79,12 @@ std::vector<BatchItem> parse_batch_input(std::string_view text, std::string_view
           item.top_p = r.number(field, key, 0.0, 1.0);
         } else if (key == "min_p") {
           item.min_p = r.number(field, key, 0.0, 1.0);
+        } else if (key == "repetition_penalty") {
+          item.repetition_penalty = r.number(field, key, 1e-6, 100.0);
+        } else if (key == "frequency_penalty") {
+          item.frequency_penalty = r.number(field, key, -2.0, 2.0);
+        } else if (key == "presence_penalty") {
+          item.presence_penalty = r.number(field, key, -2.0, 2.0);
         } else if (key == "seed") {
           if (!field.is_number_integer() ||
               (field.is_number_integer() && !field.is_number_unsigned() && field.get<std::int64_t>() < 0))
@@ -89,7 +95,7 @@ std::vector<BatchItem> parse_batch_input(std::string_view text, std::string_view
         } else {
           r.fail(fmt::format(
               "unknown field '{}' (known: prompt, input_ids, max_new_tokens, temperature, top_k, top_p, "
-              "min_p, seed)",
+              "min_p, repetition_penalty, frequency_penalty, presence_penalty, seed)",
               key));
         }
       }

@@ -25,6 +25,12 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
     throw InputError(fmt::format("--min-p {}: has no effect under greedy decoding (temperature 0); give --temperature "
                                  "to sample",
                                  options_.min_p));
+  if (!(options_.repetition_penalty > 0 && options_.repetition_penalty <= 100))
+    throw InputError(fmt::format("--repetition-penalty: must be within (0, 100], got {}", options_.repetition_penalty));
+  if (!(options_.frequency_penalty >= -2 && options_.frequency_penalty <= 2))
+    throw InputError(fmt::format("--frequency-penalty: must be within [-2, 2], got {}", options_.frequency_penalty));
+  if (!(options_.presence_penalty >= -2 && options_.presence_penalty <= 2))
+    throw InputError(fmt::format("--presence-penalty: must be within [-2, 2], got {}", options_.presence_penalty));
   // Greedy decoding takes the argmax, which top-k and top-p never change: a filter given without a
   // temperature would be silently ignored, so say so instead.
   if (options_.temperature == 0.0f && options_.top_k > 0)
@@ -37,9 +43,16 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
                                  options_.top_p));
 }
 
-SampleRequest Sampler::request() {
-  SampleRequest r{.temperature = options_.temperature, .top_k = options_.top_k, .top_p = options_.top_p, .u = 0.0,
-                  .min_p = options_.min_p};
+SampleRequest Sampler::request(std::int64_t output_start) {
+  SampleRequest r{.temperature = options_.temperature,
+                  .top_k = options_.top_k,
+                  .top_p = options_.top_p,
+                  .u = 0.0,
+                  .min_p = options_.min_p,
+                  .repetition_penalty = options_.repetition_penalty,
+                  .frequency_penalty = options_.frequency_penalty,
+                  .presence_penalty = options_.presence_penalty,
+                  .output_start = output_start};
   if (r.temperature != 0.0f) r.u = uniform01(state_);
   return r;
 }
@@ -60,15 +73,24 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
   if (options.pick == Pick::None && !options.feed)
     throw std::invalid_argument("generate: Pick::None needs a feed (nothing is picked to feed back)");
   Sampler sampler(options.sampling);
+  // Penalties read the sequence's own tokens, which a session does not keep: the host applies
+  // them to the returned row (a Runner applies them where its logits are).
+  const bool penalized = SampleRequest{.repetition_penalty = options.sampling.repetition_penalty,
+                                       .frequency_penalty = options.sampling.frequency_penalty,
+                                       .presence_penalty = options.sampling.presence_penalty}
+                             .penalized();
+  std::vector<std::int32_t> sequence;
+  if (penalized) sequence.assign(prompt.ids.begin(), prompt.ids.end());
+  std::vector<float> row;
   session.reset();
   // One draw per new token, whoever picks it: the same seed gives the same ids either way.
   SampleRequest draw;
   // Logits, or the token the session picked from them where they were computed.
   auto outputs = [&] {
     if (options.pick == Pick::None) return OutputRequest{};
-    draw = sampler.request();
+    draw = sampler.request(static_cast<std::int64_t>(prompt.ids.size()));
     OutputRequest asked{.hidden = false, .logits = true, .all_positions = false, .sample = draw};
-    if (options.pick == Pick::Host) asked.sample.reset();
+    if (options.pick == Pick::Host || penalized) asked.sample.reset();
     return asked;
   };
   // The host's pick from the last logits row.
@@ -82,7 +104,13 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
                                            shape_str(logits.shape())));
     const auto vocab = static_cast<std::size_t>(logits.shape().back());
     const auto all = logits.span<float>();
-    return sample_logits(all.subspan(all.size() - vocab), draw);
+    const auto last = all.subspan(all.size() - vocab);
+    if (!penalized) return sample_logits(last, draw);
+    row.assign(last.begin(), last.end());
+    apply_penalties(row, sequence, draw);
+    SampledToken picked = sample_logits(row, draw);
+    picked.logit = last[static_cast<std::size_t>(picked.id)];
+    return picked;
   };
   ForwardResult result = session.forward(prompt.step(outputs()));
   std::int64_t fed = prompt.ids.back();
@@ -111,6 +139,7 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
     // The token just produced (or what `feed` makes of it) is fed back; no forward pass after the
     // last one is needed.
     fed = options.feed && options.pick != Pick::None ? options.feed(token) : token;
+    if (penalized) sequence.push_back(static_cast<std::int32_t>(fed));
     result = session.forward(ForwardStep{std::span<const std::int64_t>(&fed, 1), {}, {}, outputs()});
   }
   return out;

@@ -42,6 +42,7 @@ SamplingOptions resolve_sampling(const GenerationDefaults& defaults, const Sampl
     s.top_k = flags.top_k.value_or(0);
     s.top_p = flags.top_p.value_or(1.0f);
   }
+  s.repetition_penalty = flags.repetition_penalty.value_or(defaults.repetition_penalty);
   return s;
 }
 
@@ -101,6 +102,12 @@ GenerationDefaults load_generation_defaults(const std::filesystem::path& model_d
       const double p = number_field(gen, "top_p", label);
       if (p < 0 || p > 1) throw InputError(fmt::format("{}: top_p must be within [0, 1], got {}", label, p));
       d.top_p = static_cast<float>(p);
+    }
+    if (present(gen, "repetition_penalty")) {
+      const double r = number_field(gen, "repetition_penalty", label);
+      if (!(r > 0 && r <= 100))
+        throw InputError(fmt::format("{}: repetition_penalty must be within (0, 100], got {}", label, r));
+      d.repetition_penalty = static_cast<float>(r);
     }
   }
   if (d.eos_source.empty() && present(config, "eos_token_id")) {

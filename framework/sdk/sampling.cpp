@@ -163,6 +163,73 @@ void fill_logprobs(std::span<const float> logits, SampledToken& token, int top) 
   for (std::size_t i = 0; i < n; ++i) token.top.emplace_back(order[i], logprob(static_cast<std::size_t>(order[i])));
 }
 
+void apply_penalties(std::span<float> logits, std::span<const std::int32_t> tokens, const SampleRequest& r) {
+  if (!r.penalized()) return;
+  const auto start = static_cast<std::size_t>(std::clamp<std::int64_t>(r.output_start, 0, static_cast<std::int64_t>(tokens.size())));
+  // Per id: its count among the output tokens, and whether it occurs anywhere in the sequence.
+  std::vector<std::int32_t> count(logits.size(), 0);
+  std::vector<std::uint8_t> seen(logits.size(), 0);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const auto id = static_cast<std::size_t>(tokens[i]);
+    if (id >= logits.size()) throw std::invalid_argument("apply_penalties: a token id outside the row");
+    seen[id] = 1;
+    if (i >= start) ++count[id];
+  }
+  for (std::size_t v = 0; v < logits.size(); ++v) {
+    if (!seen[v]) continue;
+    float x = logits[v];
+    if (r.repetition_penalty != 1.0f) x = x > 0 ? x / r.repetition_penalty : x * r.repetition_penalty;
+    if (count[v] > 0) {
+      if (r.frequency_penalty != 0.0f) x = x - r.frequency_penalty * static_cast<float>(count[v]);
+      if (r.presence_penalty != 0.0f) x = x - r.presence_penalty;
+    }
+    logits[v] = x;
+  }
+}
+
+std::vector<double> sampling_distribution(std::span<const float> logits, const SampleRequest& r) {
+  if (logits.empty()) throw std::invalid_argument("sampling_distribution: empty logits");
+  std::vector<double> p(logits.size(), 0.0);
+  if (r.temperature == 0.0f) {
+    p[static_cast<std::size_t>(greedy(logits))] = 1.0;
+    return p;
+  }
+  // The rule of sample_logits, written plainly: rank by scaled value (ties to the lower id), keep
+  // the top-k, then the nucleus, then min-p, and normalize the kept weights.
+  std::vector<std::pair<float, std::int64_t>> ranked;
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    ranked.emplace_back(rank_value(logits[i]) / r.temperature, static_cast<std::int64_t>(i));
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  const double top = ranked.front().first;
+  if (!std::isfinite(top)) {
+    p[static_cast<std::size_t>(ranked.front().second)] = 1.0;
+    return p;
+  }
+  std::size_t keep = r.top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(r.top_k), ranked.size()) : ranked.size();
+  std::vector<double> weight(keep);
+  double total = 0;
+  for (std::size_t i = 0; i < keep; ++i) total += weight[i] = std::exp(static_cast<double>(ranked[i].first) - top);
+  if (r.top_p < 1.0f) {
+    double mass = 0;
+    std::size_t n = 0;
+    while (n < keep) {
+      mass += weight[n++];
+      if (mass >= r.top_p * total) break;
+    }
+    keep = n;
+  }
+  if (r.min_p > 0.0f) {
+    std::size_t n = 1;
+    while (n < keep && weight[n] >= r.min_p) ++n;
+    keep = n;
+  }
+  double kept = 0;
+  for (std::size_t i = 0; i < keep; ++i) kept += weight[i];
+  for (std::size_t i = 0; i < keep; ++i) p[static_cast<std::size_t>(ranked[i].second)] = weight[i] / kept;
+  return p;
+}
+
 SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request) {
   std::vector<std::pair<float, std::int64_t>> scratch;
   return sample_logits(logits, request, scratch);

@@ -35,6 +35,12 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
        !(s->min_p >= 0.0f && s->min_p <= 1.0f)))
     throw InputError(fmt::format("{}: invalid sampling request (temperature {}, top_k {}, top_p {}, min_p {}, u {})",
                                  c.family, s->temperature, s->top_k, s->top_p, s->min_p, s->u));
+  if (const auto& s = step.outputs.sample; s && step.outputs.logits && s->penalized() &&
+      (!(s->repetition_penalty > 0.0f) || !std::isfinite(s->repetition_penalty) ||
+       !std::isfinite(s->frequency_penalty) || !std::isfinite(s->presence_penalty) || s->output_start < 0))
+    throw InputError(fmt::format("{}: invalid penalties (repetition {}, frequency {}, presence {}, output start {})",
+                                 c.family, s->repetition_penalty, s->frequency_penalty, s->presence_penalty,
+                                 s->output_start));
   if (const int n = step.outputs.top_logprobs; n != -1 && (n < 0 || n > kMaxTopLogprobs || !step.outputs.sample ||
                                                            !step.outputs.logits))
     throw InputError(fmt::format("{}: top_logprobs {} needs a sampled token and lies within [0, {}]", c.family, n,

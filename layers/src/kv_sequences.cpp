@@ -83,7 +83,37 @@ SequenceId KvSequences::open_sequence() {
   std::vector<KvPageTable> tables;
   for (auto& g : groups_) tables.emplace_back(*g.pool, g.window);
   sequences_.emplace(next_id_, std::move(tables));
+  hold(next_id_, {});
   return next_id_++;
+}
+
+void KvSequences::hold(SequenceId id, std::vector<std::int32_t> ids) {
+  std::int64_t slot = next_slot_;
+  if (free_slots_.empty()) {
+    ++next_slot_;
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  held_.emplace(id, Held{slot, std::move(ids)});
+}
+
+std::span<const std::int32_t> KvSequences::token_ids(SequenceId id) const {
+  const auto it = held_.find(id);
+  if (it == held_.end()) throw std::logic_error(fmt::format("{}: unknown sequence {}", spec_.family, id));
+  return it->second.ids;
+}
+
+std::int64_t KvSequences::slot(SequenceId id) const {
+  const auto it = held_.find(id);
+  if (it == held_.end()) throw std::logic_error(fmt::format("{}: unknown sequence {}", spec_.family, id));
+  return it->second.slot;
+}
+
+std::vector<SequenceId> KvSequences::open_sequences() const {
+  std::vector<SequenceId> ids;
+  for (const auto& [id, tables] : sequences_) ids.push_back(id);
+  return ids;
 }
 
 SequenceId KvSequences::fork_sequence(SequenceId id, std::int64_t tokens) {
@@ -108,11 +138,16 @@ SequenceId KvSequences::fork_sequence(SequenceId id, std::int64_t tokens) {
     }
   }
   sequences_.emplace(next_id_, std::move(child));
+  const auto ids = token_ids(id);
+  hold(next_id_, std::vector<std::int32_t>(ids.begin(), ids.begin() + (tokens < 0 ? have : tokens)));
   return next_id_++;
 }
 
 void KvSequences::close_sequence(SequenceId id) {
   if (sequences_.erase(id) == 0) throw std::logic_error(fmt::format("{}: close of unknown sequence {}", spec_.family, id));
+  const auto it = held_.find(id);
+  free_slots_.push_back(it->second.slot);
+  held_.erase(it);
 }
 
 const std::vector<KvPageTable>& KvSequences::tables(SequenceId id) const {
@@ -180,6 +215,8 @@ void KvSequences::append(const ForwardBatch& batch, const std::function<void(std
       if (!appended.ok) throw std::logic_error(spec_.family + ": KV pages ran out after the check");
       if (appended.copy) copy(g, *appended.copy);
     }
+    auto& ids = held_.at(slice.sequence).ids;
+    for (const std::int64_t id : slice.step->ids) ids.push_back(static_cast<std::int32_t>(id));
   }
 }
 

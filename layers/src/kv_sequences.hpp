@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "zoo/batch.hpp"
@@ -46,6 +47,14 @@ class KvSequences {
   std::vector<std::int64_t> pages_needed(SequenceId sequence, std::int64_t count) const;
   KvPoolStats stats(std::int64_t page_bytes) const;
   const std::vector<KvPageTable>& tables(SequenceId sequence) const;  // one per group
+  // The token ids the sequence holds, positions 0 .. tokens - 1 (the penalties read them), and its
+  // slot: a dense index below max_sequences, free again when it closes (where a backend keeps a
+  // copy of them).
+  std::span<const std::int32_t> token_ids(SequenceId sequence) const;
+  std::int64_t slot(SequenceId sequence) const;
+  std::int64_t max_sequences() const { return max_sequences_; }
+  // Every open sequence (for a backend that starts keeping its own copy of their tokens).
+  std::vector<SequenceId> open_sequences() const;
 
   // Checks the batch (each sequence once, at its length, within the context limit; the step's
   // ids and outputs by check_step; one head table), then that the pool holds every page it needs:
@@ -63,6 +72,14 @@ class KvSequences {
   std::vector<std::size_t> layer_group_;
   std::vector<std::int64_t> layer_index_;
   std::map<SequenceId, std::vector<KvPageTable>> sequences_;  // after groups_: tables give pages back
+  struct Held {
+    std::int64_t slot = 0;
+    std::vector<std::int32_t> ids;
+  };
+  std::map<SequenceId, Held> held_;
+  std::vector<std::int64_t> free_slots_;  // below next_slot_
+  std::int64_t next_slot_ = 0;
+  void hold(SequenceId id, std::vector<std::int32_t> ids);
   SequenceId next_id_ = 0;
 };
 

@@ -617,6 +617,57 @@ TEST_CASE("CUDA runner: decode steps replayed as graphs (padding rows included) 
 #endif
 }
 
+TEST_CASE("engine: penalties over each sequence's own tokens give the ids of zoo::generate's host-side penalties, "
+          "through batching, preemption and the prefix cache") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  const std::int64_t vocab = model.info().vocab_size;
+  // Random weights repeat tokens, so every penalty moves picks; a shared prompt start makes the
+  // prefix cache fork pages (and tokens) of earlier sequences.
+  const std::vector<SamplingOptions> kinds = {
+      {.repetition_penalty = 1.3f},
+      {.temperature = 0.9f, .seed = 7, .frequency_penalty = 0.8f},
+      {.temperature = 0.8f, .top_k = 20, .seed = 8, .presence_penalty = 1.5f},
+      {.temperature = 1.0f, .top_p = 0.9f, .seed = 9, .repetition_penalty = 0.7f, .frequency_penalty = -0.5f,
+       .presence_penalty = 0.5f},
+      {.frequency_penalty = 2.0f, .presence_penalty = -1.0f},
+  };
+  const auto shared = prompt_ids(32, vocab, 900);
+  std::vector<engine::GenerationRequest> requests;
+  std::vector<std::vector<std::int64_t>> alone;
+  int moved = 0;
+  for (std::size_t i = 0; i < 2 * kinds.size(); ++i) {
+    auto prompt = shared;
+    const auto own = prompt_ids(3 + static_cast<std::int64_t>(i), vocab, 950 + i);
+    prompt.insert(prompt.end(), own.begin(), own.end());
+    engine::GenerationRequest request = greedy_request(prompt, 24);
+    request.sampling = kinds[i % kinds.size()];
+    GenerationOptions options;
+    options.max_new_tokens = request.max_new_tokens;
+    options.sampling = request.sampling;
+    Prompt p;
+    p.ids = prompt;
+    alone.push_back(generate(*model.new_session(), p, options));
+    GenerationOptions plain = options;
+    plain.sampling.repetition_penalty = 1.0f;
+    plain.sampling.frequency_penalty = plain.sampling.presence_penalty = 0.0f;
+    moved += generate(*model.new_session(), p, plain) != alone.back();
+    requests.push_back(std::move(request));
+  }
+  CHECK(moved == static_cast<int>(requests.size()));  // each penalty changed its sequence
+  // A pool of 14 pages for 5 running sequences of up to 62 tokens: some are preempted and recomputed.
+  auto runner = model.new_runner({.kv_pages = 14, .max_sequences = 16});
+  engine::EngineStats stats;
+  const auto done = run_engine(*runner, std::move(requests),
+                               {.max_running = 5, .max_batched_tokens = 40, .prefix_cache_entries = 4}, &stats);
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    INFO("sequence " << i);
+    CHECK(done[i].ids == alone[i]);
+  }
+  CHECK(stats.preemptions > 0);
+  CHECK(stats.prefix_hits > 0);
+}
+
 TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch pick on the device as the host "
           "reference does from the same logits",
           "[cuda]") {
@@ -685,6 +736,86 @@ TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch 
     }
   }
   CHECK(moved > 0);  // sampling left the argmax somewhere
+#endif
+}
+
+TEST_CASE("CUDA runner: penalized picks equal the host reference on the same logits, with the sequences' "
+          "tokens kept on the device through forks",
+          "[cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const auto loaded = cuda_test::load_cuda_fixture(fixture_dir("qwen3-tiny-hd64"));
+  Model& model = *loaded->model;
+  const std::int64_t vocab = model.info().vocab_size;
+  const std::vector<SampleRequest> kinds = {
+      {.repetition_penalty = 1.5f},
+      {.temperature = 0.8f, .top_k = 20, .frequency_penalty = 1.0f},
+      {.temperature = 1.0f, .presence_penalty = 2.0f},
+      {.temperature = 0.9f, .top_p = 0.8f, .repetition_penalty = 0.8f, .frequency_penalty = -0.5f,
+       .presence_penalty = 0.7f},
+      {},  // unpenalized in the same step
+      {.frequency_penalty = 1.5f, .presence_penalty = -1.0f}};
+  const std::size_t N = kinds.size();
+  const zoo::test::ScopedEnv off("ZOO_RUNNER_GRAPHS", "0");
+  auto picked = model.new_runner({.kv_pages = 64, .max_sequences = 16});
+  auto logits = model.new_runner({.kv_pages = 64, .max_sequences = 16});
+  std::vector<SequenceId> a, b;
+  std::vector<std::vector<std::int64_t>> next, held(N);
+  for (std::size_t i = 0; i < N; ++i) {
+    a.push_back(picked->open_sequence());
+    b.push_back(logits->open_sequence());
+    next.push_back(prompt_ids(9 + 3 * static_cast<std::int64_t>(i), vocab, 70 + i));
+  }
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  int moved = 0;
+  for (int step = 0; step < 8; ++step) {
+    if (step == 4) {  // forks (the device copy of their tokens follows) replace two sequences
+      for (const std::size_t i : {std::size_t{1}, std::size_t{3}}) {
+        const SequenceId fa = picked->fork_sequence(a[i], -1), fb = logits->fork_sequence(b[i], -1);
+        picked->close_sequence(a[i]);
+        logits->close_sequence(b[i]);
+        a[i] = fa;
+        b[i] = fb;
+      }
+    }
+    std::vector<SampleRequest> asked(N);
+    std::vector<ForwardStep> with(N), plain(N);
+    ForwardBatch x, y;
+    for (std::size_t i = 0; i < N; ++i) {
+      asked[i] = kinds[(i + static_cast<std::size_t>(step)) % N];
+      asked[i].u = uni(rng);
+      asked[i].output_start = 9 + 3 * static_cast<std::int64_t>(i);  // the prompt's length
+      with[i] = step_of(next[i], OutputRequest{.sample = asked[i], .top_logprobs = i % 2 ? 3 : -1});
+      plain[i] = step_of(next[i]);
+      x.slices.push_back({a[i], picked->tokens(a[i]), &with[i]});
+      y.slices.push_back({b[i], logits->tokens(b[i]), &plain[i]});
+      held[i].insert(held[i].end(), next[i].begin(), next[i].end());
+    }
+    picked->submit(x);
+    logits->submit(y);
+    const auto got = picked->wait(), rows = logits->wait();
+    for (std::size_t i = 0; i < N; ++i) {
+      INFO("step " << step << " sequence " << i);
+      REQUIRE(got[i].sampled);
+      const auto raw = rows[i].logits.span<float>().last(static_cast<std::size_t>(vocab));
+      std::vector<float> row(raw.begin(), raw.end());
+      const std::vector<std::int32_t> tokens(held[i].begin(), held[i].end());
+      apply_penalties(row, tokens, asked[i]);
+      SampledToken want = sample_logits(row, asked[i]);
+      CHECK(got[i].sampled->id == want.id);
+      CHECK(got[i].sampled->logit == raw[static_cast<std::size_t>(want.id)]);  // the raw logit, as the host reports
+      if (i % 2) {
+        fill_logprobs(raw, want, 3);
+        CHECK(got[i].sampled->logprob == Approx(want.logprob).margin(1e-5));
+      }
+      moved += asked[i].penalized() && want.id != sample_logits(raw, asked[i]).id;
+      next[i] = {want.id};
+    }
+  }
+  CHECK(moved > 0);
 #endif
 }
 

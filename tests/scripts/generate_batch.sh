@@ -14,14 +14,16 @@ cat >"$TMP/in.jsonl" <<'JSONL'
 
 {"prompt": "The cat sat on the mat and looked at the long road ahead of it", "temperature": 0.8, "seed": 7, "top_k": 20}
 {"prompt": "A", "temperature": 0.9, "top_p": 0.8, "min_p": 0.1, "seed": 3, "max_new_tokens": 12}
+{"prompt": "Hello world", "repetition_penalty": 1.8, "max_new_tokens": 16}
+{"prompt": "A", "temperature": 0.7, "frequency_penalty": 1.2, "presence_penalty": -0.5, "seed": 5, "max_new_tokens": 16}
 JSONL
 run batch generate "$M" --input "$TMP/in.jsonl" -n 8 --max-running 2 --max-batched-tokens 8
 rc 0
 cp "$TMP/out" "$TMP/batch.jsonl"
-has err "4/4 done"
+has err "6/6 done"
 has err "KV pages at peak"
 ((cases++))
-[[ $(wc -l <"$TMP/batch.jsonl") == 4 ]] || fail "expected 4 output lines: $(cat "$TMP/batch.jsonl")"
+[[ $(wc -l <"$TMP/batch.jsonl") == 6 ]] || fail "expected 6 output lines: $(cat "$TMP/batch.jsonl")"
 # ids of output line N (0-based), space-separated
 ids_of() { python3 -c "import json,sys; print(' '.join(map(str, json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])])['ids'])))" "$TMP/batch.jsonl" "$1"; }
 field_of() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])])[sys.argv[3]])" "$TMP/batch.jsonl" "$1" "$2"; }
@@ -30,8 +32,14 @@ if command -v python3 >/dev/null; then
   echo '{"input_ids": [1, 2, 3, 4, 5]}' >"$TMP/req.json"
   want=("$(alone --prompt "Hello world" -n 8)" "$(alone --request "$TMP/req.json" -n 5)"
     "$(alone --prompt "The cat sat on the mat and looked at the long road ahead of it" --temperature 0.8 --seed 7 --top-k 20 -n 8)"
-    "$(alone --prompt A --temperature 0.9 --top-p 0.8 --min-p 0.1 --seed 3 -n 12)")
-  for i in 0 1 2 3; do
+    "$(alone --prompt A --temperature 0.9 --top-p 0.8 --min-p 0.1 --seed 3 -n 12)"
+    "$(alone --prompt "Hello world" --repetition-penalty 1.8 -n 16)"
+    "$(alone --prompt A --temperature 0.7 --top-k 0 --frequency-penalty 1.2 --presence-penalty -0.5 --seed 5 -n 16)")
+  # Penalties (applied on the device by the runner in a batch, on the host alone) move the picks.
+  ((cases++))
+  [[ ${want[4]} != "$(alone --prompt "Hello world" -n 16)" ]] || fail "--repetition-penalty 1.8 changed nothing"
+  [[ ${want[5]} != "$(alone --prompt A --temperature 0.7 --top-k 0 --seed 5 -n 16)" ]] || fail "frequency/presence penalties changed nothing"
+  for i in 0 1 2 3 4 5; do
     ((cases++))
     got=$(ids_of $i)
     [[ -n $got && $got == "${want[$i]}" ]] || fail "line $i: batched '$got', alone '${want[$i]}'"
@@ -102,7 +110,7 @@ rc 2
 run out-is-input generate "$M" --input "$TMP/in.jsonl" --out "$TMP/in.jsonl" -q
 rc 2
 ((cases++))
-[[ $(wc -l <"$TMP/in.jsonl") == 5 ]] || fail "--out naming the input touched it"
+[[ $(wc -l <"$TMP/in.jsonl") == 7 ]] || fail "--out naming the input touched it"
 
 # zoo bench --batch: a row per batch size and context, pages in use, as JSON for scripts.
 run bench bench "$SRC/configs/qwen3-tiny.yaml" -p 20 --batch 1,3 -n 2 -r 1 --json -q

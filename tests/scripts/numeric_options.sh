@@ -32,6 +32,10 @@ accepted=(
   "generate --seed -1"        # a random seed, printed
   "generate --seed 0"
   "generate --eos 0"          # a token id
+  "generate --frequency-penalty -1"  # within [-2, 2]: a negative penalty favours repeats
+  "generate --frequency-penalty 0"   # off
+  "generate --presence-penalty -1"
+  "generate --presence-penalty 0"
   "tts --temperature 0"       # greedy (<= 1e-5)
   "tts --top-k 0"
   "tts --top-p 0"

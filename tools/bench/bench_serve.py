@@ -41,6 +41,8 @@ def main():
     ap.add_argument("--text-prompts", action="store_true", help="send text ('word word ...') instead of ids")
     ap.add_argument("--shared-prefix", type=int, default=0,
                     help="the first N prompt tokens are the same in every request (a prefix cache's case)")
+    ap.add_argument("--fields", default="{}",
+                    help='extra request fields as a JSON object, e.g. \'{"repetition_penalty": 1.1}\'')
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     u = urllib.parse.urlparse(a.base)
@@ -57,6 +59,7 @@ def main():
         body = {"prompt": " ".join(["hello"] * a.prompt_len) if a.text_prompts else prompt, "max_tokens": a.max_tokens,
                 "temperature": 0, "stream": True, "ignore_eos": True, "logprobs": 0,
                 "stream_options": {"include_usage": True}}
+        body.update(json.loads(a.fields))
         if a.model:
             body["model"] = a.model
         c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)

@@ -85,7 +85,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
       const auto& tables = std::as_const(kv_).tables(slice.sequence);
       for (std::size_t g = 0; g < tables.size(); ++g)
         for (PageId page : tables[g].pages()) grow_storage(g, page);
-      slices_.push_back({slice.step, &tables, T_, n, slice.start, {}});
+      slices_.push_back({slice.step, &tables, kv_.token_ids(slice.sequence), T_, n, slice.start, {}});
       T_ += n;
     }
     run(hook);
@@ -106,6 +106,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
   struct Slice {
     const ForwardStep* step;
     const std::vector<KvPageTable>* tables;  // the sequence's, one per group
+    std::span<const std::int32_t> held;      // its tokens, this slice's included
     std::int64_t row, tokens, start;
     ForwardResult result;
   };
@@ -323,7 +324,14 @@ class CpuRunner : public KvRunner, private DecoderOps {
       const std::int64_t rows = out.all_positions ? slice.tokens : 1;
       if (out.logits && out.sample) {
         const auto row = logits_.span<float>().subspan((first_out + rows - 1) * V, static_cast<std::size_t>(V));
-        slice.result.sampled = sample_logits(row, *out.sample, scratch_);
+        if (out.sample->penalized()) {
+          penalized_.assign(row.begin(), row.end());
+          apply_penalties(penalized_, slice.held, *out.sample);
+          slice.result.sampled = sample_logits(penalized_, *out.sample, scratch_);
+          slice.result.sampled->logit = row[static_cast<std::size_t>(slice.result.sampled->id)];
+        } else {
+          slice.result.sampled = sample_logits(row, *out.sample, scratch_);
+        }
         if (out.top_logprobs >= 0) fill_logprobs(row, *slice.result.sampled, out.top_logprobs);
       }
       first_out += static_cast<std::size_t>(rows);
@@ -400,6 +408,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
   std::vector<float> h_, x_, x_out_, q_, k_new_, v_new_, q_normed_, k_normed_, attn_, tmp_, gate_, up_;
   HostTensor logits_, head_;
   std::vector<std::pair<float, std::int64_t>> scratch_;
+  std::vector<float> penalized_;  // a row with penalties applied (the raw one gives the logprobs)
   std::int64_t linear_calls_ = 0, linear_rows_min_ = 0, linear_rows_max_ = 0;
 };
 

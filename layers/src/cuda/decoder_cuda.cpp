@@ -206,6 +206,9 @@ ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook
     throw InputError(c_.family + ": the CUDA backend does not return logprobs yet (run it on the CPU: --device cpu)");
   const auto& sample = step.outputs.sample;
   const bool sampling = step.outputs.logits && sample.has_value();
+  if (sampling && sample->penalized())
+    throw InputError(c_.family + ": a CUDA session keeps no token history for penalties (the batch runner applies "
+                                 "them; zoo::generate applies them on the host)");
   if (sampling) {  // checked in check_step
     auto* params = &st.sample_params;
     *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, sample->min_p};

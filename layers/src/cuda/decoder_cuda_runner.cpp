@@ -50,6 +50,15 @@ class CudaRunner : public KvRunner, private CudaRows {
     return {{"rows", T_}, {"decode_rows", decodes_}, {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_}};
   }
 
+  SequenceId fork_sequence(SequenceId id, std::int64_t tokens) override {
+    const SequenceId child = KvRunner::fork_sequence(id, tokens);
+    if (history_stride_ > 0) {  // the child's slot gets the tokens it holds
+      const auto held = kv_.token_ids(child);
+      history_dev_.upload(held.data(), held.size() * 4, static_cast<std::size_t>(kv_.slot(child) * history_stride_) * 4);
+    }
+    return child;
+  }
+
   void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
     const ExclusiveUse::Scope one_thread(b_.in_use_);
     if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
@@ -65,6 +74,8 @@ class CudaRunner : public KvRunner, private CudaRows {
     cudaStream_t s = *b_.stream_;
     kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
     plan(batch);
+    if (history_stride_ > 0) record_history();
+    else if (any_penalized_) start_history();
     upload_step();
     upload_logprob_rows();
     if (graph_batch_ > 0) {
@@ -131,6 +142,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     int logprob_slot = -1;                    // its row among the device's logprob rows
     int score_slot = -1;                      // the first of its scored rows among them
     HostTensor logits, hidden;
+    SequenceId sequence = -1;
   };
 
   static std::int64_t page_bytes_of(const DecoderSpec& c, std::int64_t layers) {
@@ -188,12 +200,16 @@ class CudaRunner : public KvRunner, private CudaRows {
     T_ = 0;
     decodes_ = 0;
     any_logits_ = any_sample_ = false;
+    any_penalized_ = std::any_of(batch.slices.begin(), batch.slices.end(), [](const SequenceSlice& s) {
+      return s.step->outputs.logits && s.step->outputs.sample && s.step->outputs.sample->penalized();
+    });
     std::int64_t out_rows = 0;
     int samples = 0;
     for (std::size_t i : order) {
       const SequenceSlice& s = batch.slices[i];
       const auto n = static_cast<std::int64_t>(s.step->ids.size());
       Slice slice{i, s.step, &std::as_const(kv_).tables(s.sequence), T_, n, s.start};
+      slice.sequence = s.sequence;
       const OutputRequest& out = s.step->outputs;
       slice.out_row = out_rows;
       slice.out_count = out.all_positions ? n : 1;
@@ -208,7 +224,9 @@ class CudaRunner : public KvRunner, private CudaRows {
     greedy_ = samples;
     // A decode step of greedy picks only replays a CUDA graph captured for its batch bucket.
     graph_batch_ = 0;
-    const bool greedy_decode = decodes_ == static_cast<std::int64_t>(slices_.size()) && samples == decodes_ &&
+    // Penalized picks read the sequences' tokens and a copy row each: those steps run eagerly.
+    const bool greedy_decode = !any_penalized_ && decodes_ == static_cast<std::int64_t>(slices_.size()) &&
+                               samples == decodes_ &&
                                std::none_of(slices_.begin(), slices_.end(), [](const Slice& slice) {
                                  return slice.step->outputs.hidden || slice.step->outputs.all_positions;
                                });
@@ -415,6 +433,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       if (slice.sample_slot >= 0)
         blob[pick_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] =
             static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);
+    plan_penalties(blob);
     if (blob_dev_.size() < blob.size() * 4) blob_dev_ = cu::DeviceBuffer(std::max<std::size_t>(blob.size() * 4, 4096));
     blob_dev_.upload(blob.data(), blob.size() * 4);
     blob_base_ = blob_dev_.as<std::int32_t>();
@@ -432,6 +451,68 @@ class CudaRunner : public KvRunner, private CudaRows {
     ensure_decode_workspace(decodes_);
   }
   const std::int32_t* blob(std::size_t at) const { return blob_base_ + at; }
+
+  // ---- Penalties: each sequence's tokens on the device, a penalized copy row per pick ----
+  // The first step with a penalized pick gives every sequence slot a row of the context limit's
+  // length on the device (4 bytes a token) and uploads the tokens every open sequence holds; from
+  // then on each step appends its tokens there (one scatter launch).
+  void start_history() {
+    history_stride_ = kv_.max_context();
+    history_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(kv_.max_sequences() * history_stride_) * 4);
+    for (const SequenceId id : kv_.open_sequences()) {
+      const auto held = kv_.token_ids(id);
+      history_dev_.upload(held.data(), held.size() * 4, static_cast<std::size_t>(kv_.slot(id) * history_stride_) * 4);
+    }
+    b_.note_memory();
+  }
+  void record_history() {
+    std::vector<std::int32_t> pairs;
+    std::int64_t count = 0;
+    for (const Slice& slice : slices_) count += slice.tokens;
+    pairs.resize(static_cast<std::size_t>(2 * count));
+    std::size_t k = 0;
+    for (const Slice& slice : slices_) {
+      const std::int64_t base = kv_.slot(slice.sequence) * history_stride_ + slice.start;
+      for (std::int64_t t = 0; t < slice.tokens; ++t, ++k) {
+        pairs[k] = static_cast<std::int32_t>(base + t);
+        pairs[static_cast<std::size_t>(count) + k] = static_cast<std::int32_t>(slice.step->ids[static_cast<std::size_t>(t)]);
+      }
+    }
+    if (history_pairs_dev_.size() < pairs.size() * 4)
+      history_pairs_dev_ = cu::DeviceBuffer(std::max<std::size_t>(pairs.size() * 4, 4096));
+    history_pairs_dev_.upload(pairs.data(), pairs.size() * 4);
+    cu::scatter_tokens(history_dev_.as<std::int32_t>(), history_pairs_dev_.as<std::int32_t>(), count, *b_.stream_);
+  }
+  // Each penalized pick reads a copy of its row (after the step's output rows) with the penalties
+  // applied; the raw row keeps the logprobs.
+  void plan_penalties(std::vector<std::int32_t>& blob) {
+    penalty_rows_.clear();
+    if (!any_penalized_) return;
+    for (const Slice& slice : slices_) {
+      if (slice.sample_slot < 0 || !slice.step->outputs.sample->penalized()) continue;
+      const SampleRequest& r = *slice.step->outputs.sample;
+      const std::int64_t length = slice.start + slice.tokens;
+      cu::PenaltyRow row;
+      row.tokens_at = kv_.slot(slice.sequence) * history_stride_;
+      row.from_row = static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);
+      row.to_row = static_cast<std::int32_t>(out_rows_count_ + static_cast<std::int64_t>(penalty_rows_.size()));
+      row.length = static_cast<std::int32_t>(length);
+      row.output_start = static_cast<std::int32_t>(std::min(r.output_start, length));
+      row.repetition = r.repetition_penalty;
+      row.frequency = r.frequency_penalty;
+      row.presence = r.presence_penalty;
+      row.pick = slice.sample_slot;
+      blob[pick_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] = row.to_row;
+      penalty_rows_.push_back(row);
+    }
+    const std::size_t n = penalty_rows_.size();
+    if (penalty_rows_dev_.size() < n * sizeof(cu::PenaltyRow)) {
+      penalty_rows_dev_ = cu::DeviceBuffer(n * sizeof(cu::PenaltyRow));
+      penalty_workspace_ = cu::DeviceBuffer(n * cu::penalty_workspace_bytes(c_.vocab_size));
+    }
+    penalty_rows_dev_.upload(penalty_rows_.data(), n * sizeof(cu::PenaltyRow));
+    ensure_logits(out_rows_count_ + static_cast<std::int64_t>(n));
+  }
 
   // Every prefill chunk's query tiles, for one attention launch per layer, heaviest first. When the
   // tiles cannot fill the GPU (a short chunk over a long cached prefix: one block per head), each
@@ -625,6 +706,9 @@ class CudaRunner : public KvRunner, private CudaRows {
   void sample() override {
     const std::int64_t V = c_.vocab_size;
     const std::size_t ws = cu::sample_workspace_bytes(V);
+    const auto penalized = static_cast<std::int64_t>(penalty_rows_.size());
+    cu::apply_penalties_rows(logits_dev_.as<float>(), V, penalty_rows_dev_.as<cu::PenaltyRow>(), penalized,
+                             history_dev_.as<std::int32_t>(), penalty_workspace_.data(), *b_.stream_);
     for (const cu::SampleMode mode : {cu::SampleMode::greedy, cu::SampleMode::select, cu::SampleMode::sort}) {
       const int first = mode_begin_[static_cast<int>(mode)], count = mode_begin_[static_cast<int>(mode) + 1] - first;
       if (count == 0) continue;
@@ -638,6 +722,8 @@ class CudaRunner : public KvRunner, private CudaRows {
                       static_cast<std::byte*>(sample_workspace_.data()) + k * ws, ws, sample_temp_.data(),
                       sample_temp_.size(), *b_.stream_);
     }
+    cu::restore_pick_logits(logits_dev_.as<float>(), V, penalty_rows_dev_.as<cu::PenaltyRow>(), penalized,
+                            sample_out_dev_.as<cu::SampleOutput>(), *b_.stream_);
     profile_.mark("sample");
   }
   void head(int) override { throw std::logic_error("CUDA runner: no row table heads"); }
@@ -665,7 +751,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   std::array<int, 4> mode_begin_{};  // the first slot of each SampleMode; [3]: samples_
   int logprobs_ = 0, logprob_top_ = 0;  // rows asking for logprobs (picks, then scored rows), the most top entries asked
   int scores_ = 0;                      // scored rows (OutputRequest::score_ids) among them
-  bool any_logits_ = false, any_sample_ = false;
+  bool any_logits_ = false, any_sample_ = false, any_penalized_ = false;
   std::vector<GroupArrays> group_at_;
   std::size_t lens_at_ = 0, out_rows_at_ = 0, pick_rows_at_ = 0;
   cu::DeviceBuffer blob_dev_, x_out_, decode_workspace_;
@@ -685,6 +771,11 @@ class CudaRunner : public KvRunner, private CudaRows {
   cu::DeviceBuffer logprob_rows_dev_, lse_dev_, top_ids_dev_, top_values_dev_, score_ids_dev_, id_values_dev_;
   cu::PinnedBuffer lse_host_, top_ids_host_, top_values_host_, id_values_host_;
   int logprob_slots_ = 0;
+  // Penalties: every sequence slot's tokens (history_stride_ each; 0 until the first penalized
+  // pick), the step's penalized picks and their bitmaps.
+  std::int64_t history_stride_ = 0;
+  cu::DeviceBuffer history_dev_, history_pairs_dev_, penalty_rows_dev_, penalty_workspace_;
+  std::vector<cu::PenaltyRow> penalty_rows_;
 };
 
 }  // namespace

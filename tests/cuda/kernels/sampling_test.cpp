@@ -494,3 +494,97 @@ TEST_CASE("logprob_rows: log-probabilities and the top entries of many rows equa
                                lse.as<double>(), nullptr, nullptr, stream),
                   std::invalid_argument);
 }
+
+TEST_CASE("apply_penalties_rows: penalized copies equal apply_penalties' bit for bit, picks get the raw logit back, "
+          "scatter_tokens",
+          "[cuda][sampling]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  for (const std::int64_t n : {151936, 1000, 33}) {
+    INFO("n " << n);
+    std::mt19937 rng(static_cast<std::uint32_t>(n) + 5);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    const std::vector<zoo::SampleRequest> kinds = {
+        {.repetition_penalty = 1.3f},
+        {.frequency_penalty = 0.7f},
+        {.presence_penalty = -1.1f},
+        {.repetition_penalty = 0.6f, .frequency_penalty = -0.3f, .presence_penalty = 1.9f},
+        {.repetition_penalty = 1.05f, .frequency_penalty = 1.7f, .presence_penalty = 0.1f}};
+    const std::int64_t rows = 7, stride = 3000;
+    std::vector<float> all(static_cast<std::size_t>(2 * rows * n));  // raw rows, then room for the copies
+    for (std::int64_t i = 0; i < rows * n; ++i) all[static_cast<std::size_t>(i)] = normal(rng);
+    all[3] = 0.0f;
+    // Each row's sequence: lengths up to 2999 with many repeats of few ids (and the zero logit's id).
+    std::vector<std::int32_t> history(static_cast<std::size_t>(rows * stride), 0);
+    std::vector<PenaltyRow> asked;
+    std::vector<zoo::SampleRequest> requests;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      zoo::SampleRequest q = kinds[static_cast<std::size_t>(r) % kinds.size()];
+      const std::int32_t length = static_cast<std::int32_t>(1 + (r * 977) % (stride - 1));
+      std::uniform_int_distribution<std::int32_t> id(0, static_cast<std::int32_t>(std::min<std::int64_t>(n, 40 + r * 300)) - 1);
+      for (std::int32_t t = 0; t < length; ++t) history[static_cast<std::size_t>(r * stride + t)] = id(rng);
+      q.output_start = length / 3;
+      requests.push_back(q);
+      PenaltyRow row;
+      row.tokens_at = r * stride;
+      row.from_row = static_cast<std::int32_t>((r * 3) % rows);
+      row.to_row = static_cast<std::int32_t>(rows + r);
+      row.length = length;
+      row.output_start = static_cast<std::int32_t>(q.output_start);
+      row.repetition = q.repetition_penalty;
+      row.frequency = q.frequency_penalty;
+      row.presence = q.presence_penalty;
+      row.pick = static_cast<std::int32_t>(rows - 1 - r);
+      asked.push_back(row);
+    }
+    // The history goes up through scatter_tokens: pairs (dest, id), one negative dest skipped.
+    std::vector<std::int32_t> pairs(2 * history.size() + 2);
+    for (std::size_t i = 0; i < history.size(); ++i) {
+      pairs[i] = static_cast<std::int32_t>(i);
+      pairs[history.size() + 1 + i] = history[i];
+    }
+    pairs[history.size()] = -1;
+    pairs[2 * history.size() + 1] = 12345;
+    Stream stream;
+    DeviceBuffer logits = upload(all), rows_dev = upload(asked), pairs_dev = upload(pairs);
+    DeviceBuffer history_dev(history.size() * 4), workspace(static_cast<std::size_t>(rows) * penalty_workspace_bytes(n));
+    workspace.fill_bytes(0xff);  // the kernel clears its bitmaps itself
+    scatter_tokens(history_dev.as<std::int32_t>(), pairs_dev.as<std::int32_t>(), static_cast<std::int64_t>(history.size()) + 1,
+                   stream);
+    apply_penalties_rows(logits.as<float>(), n, rows_dev.as<PenaltyRow>(), rows, history_dev.as<std::int32_t>(),
+                         workspace.data(), stream);
+    // Each pick as if the sampler had chosen id (r * 13) % n from the copy row.
+    std::vector<SampleOutput> picks(static_cast<std::size_t>(rows));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      picks[static_cast<std::size_t>(asked[static_cast<std::size_t>(r)].pick)].id = static_cast<std::int32_t>((r * 13) % n);
+      picks[static_cast<std::size_t>(asked[static_cast<std::size_t>(r)].pick)].logit = -99.0f;
+    }
+    DeviceBuffer out = upload(picks);
+    restore_pick_logits(logits.as<float>(), n, rows_dev.as<PenaltyRow>(), rows, out.as<SampleOutput>(), stream);
+    stream.synchronize();
+    std::vector<float> got(all.size());
+    logits.download(got.data(), got.size() * 4);
+    out.download(picks.data(), picks.size() * sizeof(SampleOutput));
+    std::vector<std::int32_t> held(history.size());
+    history_dev.download(held.data(), held.size() * 4);
+    CHECK(held == history);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      INFO("row " << r);
+      const PenaltyRow& p = asked[static_cast<std::size_t>(r)];
+      const auto raw = std::span<const float>(all).subspan(static_cast<std::size_t>(p.from_row * n), static_cast<std::size_t>(n));
+      std::vector<float> want(raw.begin(), raw.end());
+      zoo::apply_penalties(want, std::span<const std::int32_t>(history).subspan(static_cast<std::size_t>(r * stride), static_cast<std::size_t>(p.length)),
+                           requests[static_cast<std::size_t>(r)]);
+      const auto copy = std::span<const float>(got).subspan(static_cast<std::size_t>(p.to_row * n), static_cast<std::size_t>(n));
+      std::int64_t differ = 0, changed = 0;
+      for (std::int64_t v = 0; v < n; ++v) {
+        differ += std::memcmp(&copy[static_cast<std::size_t>(v)], &want[static_cast<std::size_t>(v)], 4) != 0;
+        changed += want[static_cast<std::size_t>(v)] != raw[static_cast<std::size_t>(v)];
+      }
+      CHECK(differ == 0);
+      CHECK(changed > 0);
+      // The raw row is untouched, and the pick reports its raw logit.
+      CHECK(std::equal(raw.begin(), raw.end(), got.begin() + p.from_row * n));
+      CHECK(picks[static_cast<std::size_t>(p.pick)].logit == raw[static_cast<std::size_t>((r * 13) % n)]);
+    }
+  }
+}

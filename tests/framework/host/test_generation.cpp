@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "zoo/error.hpp"
 #include "zoo/generation.hpp"
+#include "zoo/sampling.hpp"
 
 using namespace zoo;
 
@@ -469,4 +471,70 @@ TEST_CASE("generate: a feed replaces the fed-back token, and Pick::None picks no
   options.feed = nullptr;
   FakeSession nothing;
   CHECK_THROWS_WITH(generate(nothing, prompt, options), Catch::Contains("needs a feed"));
+}
+
+TEST_CASE("apply_penalties: repetition over every token, then frequency per output occurrence, then presence",
+          "[generation]") {
+  // Tokens 0 1 | 0 2 2 (output from position 2): 0, 1, 2 in the sequence; 0 once and 2 twice in the output.
+  const std::vector<std::int32_t> tokens = {0, 1, 0, 2, 2};
+  std::vector<float> row = {2.0f, -2.0f, 1.0f, 0.5f, -1.0f};
+  apply_penalties(row, tokens,
+                  {.repetition_penalty = 2.0f, .frequency_penalty = 0.5f, .presence_penalty = 0.25f, .output_start = 2});
+  CHECK(row == std::vector<float>{2.0f / 2 - 0.5f - 0.25f, -2.0f * 2, 1.0f / 2 - 0.5f - 0.5f - 0.25f, 0.5f, -1.0f});
+  // Each alone; a prompt-only token is untouched by frequency and presence.
+  std::vector<float> only = {1.0f, 1.0f, 1.0f};
+  apply_penalties(only, std::vector<std::int32_t>{1, 2, 2}, {.frequency_penalty = 1.0f, .output_start = 1});
+  CHECK(only == std::vector<float>{1.0f, 1.0f, -1.0f});
+  only = {1.0f, 1.0f, 1.0f};
+  apply_penalties(only, std::vector<std::int32_t>{1, 2, 2}, {.presence_penalty = 1.0f, .output_start = 2});
+  CHECK(only == std::vector<float>{1.0f, 1.0f, 0.0f});
+  only = {-3.0f, 0.0f, 3.0f};
+  apply_penalties(only, std::vector<std::int32_t>{0, 1, 2}, {.repetition_penalty = 1.5f});
+  CHECK(only == std::vector<float>{-4.5f, 0.0f, 2.0f});
+  CHECK_THROWS(apply_penalties(only, std::vector<std::int32_t>{3}, {.repetition_penalty = 1.5f}));
+}
+
+TEST_CASE("sampling_distribution is the distribution sample_logits draws from", "[generation]") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> row(300);
+  for (float& x : row) x = normal(rng);
+  row[7] = row[8];  // a tie
+  for (const SampleRequest& r : {SampleRequest{.temperature = 0.7f}, SampleRequest{.temperature = 1.0f, .top_k = 20},
+                                 SampleRequest{.temperature = 1.3f, .top_p = 0.8f},
+                                 SampleRequest{.temperature = 0.9f, .min_p = 0.05f},
+                                 SampleRequest{.temperature = 1.0f, .top_k = 50, .top_p = 0.9f, .min_p = 0.02f}}) {
+    INFO("T " << r.temperature << " top_k " << r.top_k << " top_p " << r.top_p << " min_p " << r.min_p);
+    const auto p = sampling_distribution(row, r);
+    CHECK(std::accumulate(p.begin(), p.end(), 0.0) == Approx(1.0).margin(1e-12));
+    // Walking the kept ids in sample_logits' rank order, a draw just inside each one's interval picks it.
+    std::vector<std::int64_t> kept;
+    for (std::size_t i = 0; i < p.size(); ++i)
+      if (p[i] > 0) kept.push_back(static_cast<std::int64_t>(i));
+    std::stable_sort(kept.begin(), kept.end(), [&](auto a, auto b) {
+      return row[static_cast<std::size_t>(a)] > row[static_cast<std::size_t>(b)];
+    });
+    double below = 0;
+    for (const std::int64_t id : kept) {
+      const double mass = p[static_cast<std::size_t>(id)];
+      SampleRequest draw = r;
+      draw.u = below + mass / 2;
+      CHECK(sample_logits(row, draw).id == id);
+      below += mass;
+    }
+  }
+  const auto greedy = sampling_distribution(row, SampleRequest{});
+  CHECK(greedy[static_cast<std::size_t>(sample_logits(row, SampleRequest{}).id)] == 1.0);
+}
+
+TEST_CASE("Sampler: penalties outside their ranges are input errors naming the flag", "[generation]") {
+  CHECK_THROWS_WITH(Sampler({.repetition_penalty = 0.0f}), Catch::Contains("--repetition-penalty"));
+  CHECK_THROWS_WITH(Sampler({.repetition_penalty = NAN}), Catch::Contains("--repetition-penalty"));
+  CHECK_THROWS_WITH(Sampler({.frequency_penalty = 2.5f}), Catch::Contains("--frequency-penalty"));
+  CHECK_THROWS_WITH(Sampler({.presence_penalty = -3.0f}), Catch::Contains("--presence-penalty"));
+  Sampler ok({.repetition_penalty = 1.1f, .frequency_penalty = -2.0f, .presence_penalty = 2.0f});
+  const SampleRequest r = ok.request(7);
+  CHECK(r.penalized());
+  CHECK(r.output_start == 7);
+  CHECK(r.repetition_penalty == 1.1f);
 }

@@ -16,7 +16,7 @@ struct BatchItem {
   std::optional<std::string> prompt;
   std::vector<std::int64_t> input_ids;  // when no prompt
   std::optional<int> max_new_tokens;
-  std::optional<float> temperature, top_p, min_p;
+  std::optional<float> temperature, top_p, min_p, repetition_penalty, frequency_penalty, presence_penalty;
   std::optional<int> top_k;
   std::optional<std::uint64_t> seed;
 };

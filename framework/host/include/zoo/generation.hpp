@@ -16,6 +16,12 @@ struct SamplingOptions {
   float top_p = 1.0f;        // 1: off
   std::uint64_t seed = 0;
   float min_p = 0.0f;        // 0: off
+  // Over the sequence's own tokens (SampleRequest has the rules): repetition over prompt and
+  // output (1: off, HF's repetition_penalty), frequency and presence over the output (0: off, as
+  // OpenAI's and vLLM's). They apply under greedy decoding too.
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
 };
 
 // Picks the next token from one row of logits, drawing the uniform numbers from a SplitMix64
@@ -25,8 +31,9 @@ class Sampler {
  public:
   explicit Sampler(SamplingOptions options);
   // What to ask for the next token: the options and, unless greedy, the next uniform draw (one
-  // per sampled token). For sessions that sample on their device.
-  SampleRequest request();
+  // per sampled token). For sessions that sample on their device. `output_start`: the prompt's
+  // length (where the penalties' output tokens begin).
+  SampleRequest request(std::int64_t output_start = 0);
   // sample_logits(logits, request()).id; the row is not checked.
   std::int64_t next(std::span<const float> logits);
 

@@ -20,6 +20,7 @@ struct GenerationDefaults {
   float temperature = 1.0f;
   int top_k = 50;
   float top_p = 1.0f;
+  float repetition_penalty = 1.0f;  // applies whether or not it samples, as in transformers
   std::string eos_source;       // the file the eos ids came from ("" when none)
   std::string sampling_source;  // generation_config.json when it was read, else ""
 
@@ -32,6 +33,7 @@ struct SamplingFlags {
   std::optional<float> temperature;
   std::optional<int> top_k;
   std::optional<float> top_p;
+  std::optional<float> repetition_penalty;
 };
 
 // What a run samples with. It samples when the model's do_sample says so or the user asks to: a
@@ -39,11 +41,12 @@ struct SamplingFlags {
 // temperature of 0 is greedy whatever else. When sampling, each setting is the flag, else the
 // model's generation_config.json value, else GenerationConfig's default (temperature 1, top_k 50,
 // top_p 1). When greedy, top_k / top_p are off unless given, so that Sampler can refuse a filter
-// that greedy decoding would silently ignore. The seed is left at 0.
+// that greedy decoding would silently ignore. The repetition penalty is the flag, else the model's,
+// either way. The seed is left at 0.
 SamplingOptions resolve_sampling(const GenerationDefaults& defaults, const SamplingFlags& flags);
 
 // Reads `eos_token_id` (an integer, a list of integers, or null) and do_sample / temperature / top_k
-// / top_p from DIR/generation_config.json when it exists, taking eos_token_id from `config` (the
+// / top_p / repetition_penalty from DIR/generation_config.json when it exists, taking eos_token_id from `config` (the
 // parsed DIR/config.json) when generation_config.json has none, as transformers does. InputError
 // "FILE: ..." on malformed JSON or a field of the wrong type or range.
 GenerationDefaults load_generation_defaults(const std::filesystem::path& model_dir, const nlohmann::json& config);

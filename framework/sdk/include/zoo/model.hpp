@@ -50,6 +50,19 @@ struct SampleRequest {
   float top_p = 1.0f;        // 1: off
   double u = 0.0;            // uniform in [0, 1); unused when greedy
   float min_p = 0.0f;        // 0: off; else drop tokens less likely than min_p times the likeliest
+  // Penalties over the sequence's own tokens, applied to the row before everything above (vLLM's
+  // order and rules; zoo::apply_penalties is the reference): repetition over every token of the
+  // sequence (HF's rule: a positive logit divided by it, any other multiplied; 1: off), then
+  // frequency (times the token's count among the output tokens, subtracted), then presence
+  // (subtracted from every token that occurs among them); 0: off. Output tokens are those at positions
+  // >= output_start (the prompt's length). Logprobs stay those of the raw row.
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  std::int64_t output_start = 0;
+  bool penalized() const {
+    return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f;
+  }
 };
 
 // How OutputRequest::head_sample picks. Generic names for first-party rules a plugin's host sampler

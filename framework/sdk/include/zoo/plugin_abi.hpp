@@ -24,8 +24,9 @@
 // 7: the batch runtime (zoo/batch.hpp, Model::new_runner appended), min-p and logprobs in sampling.
 // 8: extensions found at run time (Model::find_extension, zoo/extension.hpp); row tables, speech
 // and the codec left Model for the RowTables, Speech and Codec extensions. 9: scoring given ids
-// (OutputRequest::score_ids, ForwardResult::scores), RunnerOptions::kv_memory_fraction.
-#define ZOO_PLUGIN_ABI_VERSION 9u
+// (OutputRequest::score_ids, ForwardResult::scores), RunnerOptions::kv_memory_fraction. 10: penalties
+// in SampleRequest (repetition, frequency, presence over the sequence's own tokens).
+#define ZOO_PLUGIN_ABI_VERSION 10u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)

@@ -23,6 +23,18 @@ namespace zoo {
 //   the largest candidate is -inf nothing has probability, and the pick is the greedy one.
 // Request fields are not checked here (Sampler does that).
 SampledToken sample_logits(std::span<const float> logits, const SampleRequest& request);
+// The penalties of `request` (SampleRequest::repetition_penalty and the rest) applied to `logits`
+// in place, given the sequence's tokens (positions 0 .. tokens.size() - 1; those from
+// request.output_start on are its output), in this order and arithmetic, which device kernels
+// follow bit for bit, float32 throughout: for each id in the sequence, (1) x > 0 ? x / repetition :
+// x * repetition; then, when it occurs c > 0 times among the output, (2) x - frequency * c and (3)
+// x - presence (vLLM's rule, which torch computes in the same operations). A penalty that is off
+// (1, 0, 0) is skipped. Ids must be within the row.
+void apply_penalties(std::span<float> logits, std::span<const std::int32_t> tokens, const SampleRequest& request);
+// The distribution sample_logits draws from (penalties already applied): per id, its probability
+// after the temperature and the filters, 0 for the ids they drop (sums to 1 in float64); for
+// temperature 0, 1 at the greedy pick. A reference for tests against other implementations.
+std::vector<double> sampling_distribution(std::span<const float> logits, const SampleRequest& request);
 // Sets token.logprob (log-softmax of the raw row at token.id, float64 sums in index order; NaN
 // counts as -inf) and token.top: the `top` likeliest ids with theirs, ties to the lower id.
 void fill_logprobs(std::span<const float> logits, SampledToken& token, int top);

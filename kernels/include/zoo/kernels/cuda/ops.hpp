@@ -187,6 +187,29 @@ void sample_rows(const float* logits, std::int64_t n, SampleMode mode, const std
                  const SampleParams* params, SampleOutput* out, void* workspace, std::size_t workspace_stride,
                  void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
+// Penalties over each sequence's own tokens (zoo::apply_penalties' rule and arithmetic, so the
+// rows equal the host's bit for bit): row `from_row` of logits [*, n] is copied to `to_row` with the
+// penalties applied (the raw row stays for logprobs), given the sequence's tokens at
+// tokens[tokens_at .. tokens_at + length) of which those from output_start on are its output. One
+// block per row; `workspace` holds penalty_workspace_bytes(n) per row (a count per id, which the
+// kernel clears first). restore_pick_logits then puts each pick's raw logit back into its
+// SampleOutput (out[pick].logit, read from from_row), as the host reference reports it.
+struct PenaltyRow {
+  std::int64_t tokens_at = 0;
+  std::int32_t from_row = 0, to_row = 0;
+  std::int32_t length = 0, output_start = 0;
+  float repetition = 1.0f, frequency = 0.0f, presence = 0.0f;
+  std::int32_t pick = -1;
+};
+std::size_t penalty_workspace_bytes(std::int64_t n);
+void apply_penalties_rows(float* logits, std::int64_t n, const PenaltyRow* rows, std::int64_t count,
+                          const std::int32_t* tokens, void* workspace, cudaStream_t stream);
+void restore_pick_logits(const float* logits, std::int64_t n, const PenaltyRow* rows, std::int64_t count,
+                         SampleOutput* out, cudaStream_t stream);
+// history[dest[i]] = ids[i] for i < count where dest[i] >= 0 (a step's tokens into each sequence's
+// copy on the device; pairs = [dest[count], ids[count]]).
+void scatter_tokens(std::int32_t* history, const std::int32_t* pairs, std::int64_t count, cudaStream_t stream);
+
 // Log-probabilities by zoo::fill_logprobs' rule (the host reference), for rows[i] of logits [*, n]:
 // lse[i] = log-sum-exp of the row (NaN as -inf, float64; 0 when the largest entry is not finite),
 // so log p(j) = row[j] - lse[i]; and the `top` (<= kMaxLogprobTop) likeliest entries, most likely
