@@ -74,11 +74,17 @@ int run_serve(const ServeOptions& o) {
   if (served.tokenizer) {
     try {
       served.chat_template = std::make_shared<const ChatTemplate>(load_chat_template(model_dir));
+      served.tool_template = std::make_shared<const ChatTemplate>(load_chat_template(model_dir, {}, true));
+      served.chat_syntax = engine::detect_chat_syntax(served.chat_template->source() + served.tool_template->source());
     } catch (const InputError& e) {
       fmt::print(stderr, "zoo serve: no chat template ({}): /v1/chat/completions answers 400\n", e.what());
     }
   }
   served.defaults_from_model = !defaults.sampling_source.empty();
+  if (served.chat_template)
+    fmt::print(stderr, "zoo serve: chat template {}: reasoning {}, tool calls {}\n", served.chat_template->label(),
+               engine::reasoning_syntax_name(served.chat_syntax.reasoning),
+               engine::tool_call_syntax_name(served.chat_syntax.tools));
   const KvPoolStats pool = runner->pool();
   fmt::print(stderr, "zoo serve: model '{}'; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}{}\n",
              served.name, pool.groups.front().capacity, pool.page_tokens,

@@ -109,19 +109,71 @@ struct Sampling {
   bool echo = false;     // completions: the prompt's text (and its tokens' logprobs) before the completion
   bool fill_context = false;  // chat without a length: what the context leaves
   int logprobs = -1;
+  // Chat with tools: the functions' names; tool_choice "none" (no calls parsed), or a function the
+  // answer is made to call (its opening is put in the prompt); parallel_tool_calls false keeps the first.
+  std::vector<std::string> tools;
+  bool parse_tools = false;
+  std::string forced_tool;
+  bool parallel_tool_calls = true;
+  // Set with the rendered prompt: the answer continues a reasoning block the prompt opened, and the
+  // text the prompt holds of it already (a forced call's opening).
+  bool in_reasoning = false;
+  std::string answer_prefix;
 };
+
+// `tools` and `tool_choice` as OpenAI defines them, checked against the model's tool-call syntax.
+void parse_tools(const json& body, const ServedModel& model, Sampling& s) {
+  const json* tools = field(body, "tools");
+  if (tools) {
+    if (!tools->is_array() || tools->size() > 128)
+      throw ApiError(400, "'tools' must be a list of at most 128 tools", "tools", "invalid_type");
+    for (std::size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const json* fn = t.is_object() && t.value("type", "") == "function" && t.contains("function") ? &t["function"] : nullptr;
+      if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string() ||
+          (*fn)["name"].get<std::string>().empty())
+        throw ApiError(400, fmt::format("tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i),
+                       "tools", "invalid_type");
+      if (fn->contains("parameters") && !(*fn)["parameters"].is_object())
+        throw ApiError(400, fmt::format("tools[{}].function.parameters must be an object (a JSON Schema)", i), "tools",
+                       "invalid_type");
+      s.tools.push_back((*fn)["name"].get<std::string>());
+    }
+  }
+  std::string choice = s.tools.empty() ? "none" : "auto";
+  if (const json* v = field(body, "tool_choice")) {
+    if (v->is_string()) {
+      choice = v->get<std::string>();
+      if (choice == "required")
+        throw ApiError(400, "tool_choice \"required\" is not supported yet (give the function to call by name)",
+                       "tool_choice", "unsupported");
+      if (choice != "none" && choice != "auto")
+        throw ApiError(400, "'tool_choice' must be \"none\", \"auto\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                       "tool_choice");
+    } else if (v->is_object() && v->value("type", "") == "function" && v->contains("function") &&
+               (*v)["function"].is_object() && (*v)["function"].contains("name") && (*v)["function"]["name"].is_string()) {
+      choice = "named";
+      s.forced_tool = (*v)["function"]["name"].get<std::string>();
+      if (std::find(s.tools.begin(), s.tools.end(), s.forced_tool) == s.tools.end())
+        throw ApiError(400, fmt::format("tool_choice names '{}', which is not among 'tools'", s.forced_tool), "tool_choice");
+    } else {
+      throw ApiError(400, "'tool_choice' must be \"none\", \"auto\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                     "tool_choice", "invalid_type");
+    }
+    if (choice != "none" && s.tools.empty()) throw ApiError(400, "'tool_choice' needs 'tools'", "tool_choice");
+  }
+  s.parallel_tool_calls = bool_field(body, "parallel_tool_calls", true);
+  s.parse_tools = choice != "none";
+  if (s.parse_tools && model.chat_syntax.tools == engine::ToolCallSyntax::none)
+    throw ApiError(400, "this model's chat template has no tool-call syntax (<tool_call> or Llama 3.1's JSON calls)",
+                   "tools", "unsupported");
+}
 
 Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t context_limit, bool chat) {
   for (const auto& [key, value] : body.items())
     if (!(chat ? kChatFields : kCompletionFields).count(key))
       throw ApiError(400, fmt::format("unknown field '{}'", key), key, "unknown_field");
   // Refused: they change the output and are not implemented.
-  if (const json* v = field(body, "presence_penalty"); v && !(v->is_number() && v->get<double>() == 0.0))
-    throw ApiError(400, "'presence_penalty' is not supported yet (only 0)", "presence_penalty", "unsupported");
-  if (const json* v = field(body, "frequency_penalty"); v && !(v->is_number() && v->get<double>() == 0.0))
-    throw ApiError(400, "'frequency_penalty' is not supported yet (only 0)", "frequency_penalty", "unsupported");
-  if (const json* v = field(body, "repetition_penalty"); v && !(v->is_number() && v->get<double>() == 1.0))
-    throw ApiError(400, "'repetition_penalty' is not supported yet (only 1)", "repetition_penalty", "unsupported");
   if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
     throw ApiError(400, "'logit_bias' is not supported yet", "logit_bias", "unsupported");
   if (chat) {
@@ -129,10 +181,6 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
         v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
       throw ApiError(400, "'response_format' other than {\"type\": \"text\"} is not supported yet", "response_format",
                      "unsupported");
-    if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
-      throw ApiError(400, "'tools' (tool calls) are not supported yet", "tools", "unsupported");
-    if (const json* v = field(body, "tool_choice"); v && !(v->is_string() && v->get<std::string>() == "none"))
-      throw ApiError(400, "'tool_choice' is not supported yet (only \"none\")", "tool_choice", "unsupported");
   }
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
     throw ApiError(400, "'suffix' is not supported", "suffix", "unsupported");
@@ -149,6 +197,10 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
   const std::int64_t top_k = int_field(body, "top_k", d.top_k, -1, model.vocab_size);
   o.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
   o.min_p = static_cast<float>(number_field(body, "min_p", d.min_p, 0.0, 1.0));
+  // Over the sequence's own tokens, on the device (vLLM's ranges and rules).
+  o.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0.0, -2.0, 2.0));
+  o.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0.0, -2.0, 2.0));
+  o.repetition_penalty = static_cast<float>(number_field(body, "repetition_penalty", d.repetition_penalty, 1e-6, 100.0));
   if (o.temperature == 0.0f) {  // greedy: the filters are moot (OpenAI accepts them)
     o.top_k = 0;
     o.top_p = 1.0f;
@@ -209,6 +261,7 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
   // An echo with logprobs scores the prompt; one of no new tokens runs the prompt all the same.
   if (s.echo && (s.logprobs >= 0 || s.base.max_new_tokens == 0)) s.base.prompt_logprobs = std::max(s.logprobs, 0);
   if (!bool_field(body, "ignore_eos", false)) s.base.eos_token_ids = model.eos_token_ids;
+  if (chat) parse_tools(body, model, s);
   return s;
 }
 
@@ -319,6 +372,8 @@ struct Choice {
   std::string finish_reason;
   std::int64_t cached_tokens = 0;  // of its prompt, from the prefix cache
   bool over = false;
+  std::optional<engine::ChatOutput> chat;  // chat: the text split into reasoning, content and tool calls
+  int calls_sent = 0;                      // streaming: tool calls sent so far
 };
 
 // A token as logprobs name it: its text, or (part of a character: not UTF-8 alone) "bytes:\xNN..."
@@ -508,16 +563,51 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void send_delta(Choice& choice, const std::string& finish, bool new_token) {
     std::string delta = choice.text.take(!finish.empty());
     const bool with_logprobs = sampling_.logprobs >= 0 && new_token;
-    if (delta.empty() && finish.empty() && !with_logprobs) return;
     ojson c{{"index", choice.index}};
-    if (chat_) c["delta"] = delta.empty() ? ojson::object() : ojson{{"content", delta}};
-    else c["text"] = delta;
+    if (choice.chat) {  // reasoning, content and whole tool calls, as the parser lets them out
+      engine::ChatDelta d = choice.chat->push(delta);
+      if (!finish.empty()) {
+        engine::ChatDelta last = choice.chat->finish();
+        d.reasoning += last.reasoning;
+        d.content += last.content;
+        d.calls.insert(d.calls.end(), last.calls.begin(), last.calls.end());
+      }
+      ojson out = ojson::object();
+      if (!d.reasoning.empty()) out["reasoning_content"] = d.reasoning;
+      if (!d.content.empty()) out["content"] = d.content;
+      ojson calls = ojson::array();
+      for (const auto& call : d.calls) {
+        if (!sampling_.parallel_tool_calls && choice.calls_sent > 0) break;
+        calls.push_back(tool_call_json(choice, choice.calls_sent, call, true));
+        ++choice.calls_sent;
+      }
+      if (!calls.empty()) out["tool_calls"] = calls;
+      if (out.empty() && finish.empty() && !with_logprobs) return;
+      c["delta"] = out;
+    } else {
+      if (delta.empty() && finish.empty() && !with_logprobs) return;
+      if (chat_) c["delta"] = delta.empty() ? ojson::object() : ojson{{"content", delta}};
+      else c["text"] = delta;
+    }
     c["logprobs"] = nullptr;
-    c["finish_reason"] = finish.empty() ? ojson() : ojson(finish);
+    c["finish_reason"] = finish.empty() ? ojson() : ojson(final_reason(choice, finish));
     if (with_logprobs)
       c["logprobs"] = chat_ ? chat_logprobs_of(choice, choice.tokens.size() - 1, 1)
                             : logprobs_of(choice, choice.tokens.size() - 1, 1, false, choice.logprob_offset);
     responder_->write("data: " + dump(chunk(ojson::array({c}))) + "\n\n");
+  }
+  // A tool call as OpenAI writes it (in a stream's delta, with its index among the choice's calls).
+  ojson tool_call_json(const Choice& choice, int index, const engine::ToolCall& call, bool delta) const {
+    ojson out = ojson::object();
+    if (delta) out["index"] = index;
+    out["id"] = fmt::format("call_{}_{}_{}", id_.substr(id_.find('-') + 1), choice.index, index);
+    out["type"] = "function";
+    out["function"] = ojson{{"name", call.name}, {"arguments", call.arguments}};
+    return out;
+  }
+  // An answer that stopped by itself after calling tools finished with "tool_calls", as OpenAI's do.
+  static std::string final_reason(const Choice& choice, const std::string& reason) {
+    return reason == "stop" && choice.chat && !choice.chat->calls().empty() ? "tool_calls" : reason;
   }
   ojson usage() const {
     std::int64_t prompt = 0, completion = 0;
@@ -535,7 +625,11 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   }
   void finish_choice(Choice& choice, const std::string& reason) {
     choice.over = true;
-    choice.finish_reason = reason;
+    if (choice.chat && !sampling_.stream) {  // the whole answer through the parser
+      choice.chat->push(choice.text.take(true));
+      choice.chat->finish();
+    }
+    choice.finish_reason = final_reason(choice, reason);
     if (++finished_ < choices_.size()) return;
     ++metrics_.finished;
     metrics_.e2e.observe(std::chrono::duration<double>(Clock::now() - started_).count());
@@ -553,7 +647,19 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
     ojson out = ojson::array();
     for (auto& c : choices_) {
       ojson item{{"index", c.index}};
-      if (chat_) item["message"] = ojson{{"role", "assistant"}, {"content", c.text.take(true)}};
+      if (chat_ && c.chat) {
+        ojson message{{"role", "assistant"}};
+        const auto& calls = c.chat->calls();
+        message["content"] = c.chat->content().empty() && !calls.empty() ? ojson() : ojson(c.chat->content());
+        if (!c.chat->reasoning().empty()) message["reasoning_content"] = c.chat->reasoning();
+        if (!calls.empty()) {
+          ojson list = ojson::array();
+          for (std::size_t k = 0; k < calls.size() && (sampling_.parallel_tool_calls || k == 0); ++k)
+            list.push_back(tool_call_json(c, static_cast<int>(k), calls[k], false));
+          message["tool_calls"] = list;
+        }
+        item["message"] = message;
+      } else if (chat_) item["message"] = ojson{{"role", "assistant"}, {"content", c.text.take(true)}};
       else item["text"] = (sampling_.echo ? prompt_text(c) : std::string()) + c.text.take(true);
       item["logprobs"] = nullptr;
       item["finish_reason"] = c.finish_reason;
@@ -740,7 +846,9 @@ struct OpenAiServer::Impl {
 
   // The conversation through the model's chat template, then encoded as transformers does (no
   // special tokens added; those the template writes are the tokenizer's added tokens).
-  std::vector<std::int64_t> chat_prompt(const HttpRequest& request, const json& body) const {
+  // The conversation rendered by the model's template (with the tools when given) and encoded; sets
+  // what the answer's parser needs to know of the prompt.
+  std::vector<std::int64_t> chat_prompt(const HttpRequest& request, const json& body, Sampling& sampling) const {
     if (!model.chat_template) throw ApiError(400, "this model has no chat template: use /v1/completions", "messages", "unsupported");
     if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer", "messages", "unsupported");
     // Messages as written: key order and number types kept for the template (3.0 stays 3.0).
@@ -761,6 +869,11 @@ struct OpenAiServer::Impl {
     }
     ChatInput input;
     input.messages = *messages;
+    const ChatTemplate* chat_template = model.chat_template.get();
+    if (const jinja::Value* tools = parsed.dict->find("tools"); tools && !tools->is_none() && !sampling.tools.empty()) {
+      input.tools = *tools;
+      if (model.tool_template) chat_template = model.tool_template.get();
+    }
     input.add_generation_prompt = bool_field(body, "add_generation_prompt", true);
     if (const jinja::Value* kwargs = parsed.dict->find("chat_template_kwargs"); kwargs && !kwargs->is_none()) {
       if (!kwargs->is_mapping()) throw ApiError(400, "'chat_template_kwargs' must be an object", "chat_template_kwargs");
@@ -768,11 +881,23 @@ struct OpenAiServer::Impl {
     }
     std::string text;
     try {
-      text = model.chat_template->render(input);
+      text = chat_template->render(input);
     } catch (const jinja::TemplateRaised& e) {
       throw ApiError(400, fmt::format("the chat template refused the conversation: {}", e.message()), "messages");
     } catch (const InputError& e) {
       throw ApiError(400, e.what(), "messages");
+    }
+    // A reasoning block the generation prompt opens (a thinking model's template) is continued.
+    const auto end = text.find_last_not_of(" \n\t\r");
+    sampling.in_reasoning = model.chat_syntax.reasoning == engine::ReasoningSyntax::think && end != std::string::npos &&
+                            end + 1 >= 7 && text.compare(end + 1 - 7, 7, "<think>") == 0;
+    // A named tool_choice: the call's opening goes into the prompt, so the answer is that call.
+    if (!sampling.forced_tool.empty()) {
+      const std::string name = json(sampling.forced_tool).dump();
+      sampling.answer_prefix = model.chat_syntax.tools == engine::ToolCallSyntax::hermes
+                                   ? "<tool_call>\n{\"name\": " + name + ", \"arguments\": "
+                                   : "{\"name\": " + name + ", \"parameters\": ";
+      text += sampling.answer_prefix;
     }
     try {
       auto ids = model.tokenizer->encode(text);
@@ -787,7 +912,7 @@ struct OpenAiServer::Impl {
     const json body = parse_body(request);
     check_model(body);
     Sampling sampling = parse_sampling(body, model, context_limit, chat);
-    const auto prompts = chat ? std::vector<std::vector<std::int64_t>>{chat_prompt(request, body)}
+    const auto prompts = chat ? std::vector<std::vector<std::int64_t>>{chat_prompt(request, body, sampling)}
                               : parse_prompts(body, model);
     if (sampling.fill_context) {  // chat without a length: what the context leaves
       const auto longest = static_cast<std::int64_t>(prompts.front().size());
@@ -815,6 +940,8 @@ struct OpenAiServer::Impl {
         choice.prompt = p;
         choice.ticket = worker->ticket();
         choice.text = engine::TextStream(model.tokenizer, sampling.stop);
+        if (chat && (model.chat_syntax.reasoning != engine::ReasoningSyntax::none || sampling.parse_tools))
+          choice.chat.emplace(model.chat_syntax, sampling.parse_tools, sampling.in_reasoning, sampling.answer_prefix);
         job->choices().push_back(std::move(choice));
       }
     // The engine may answer as soon as the first request is in: build every choice first.

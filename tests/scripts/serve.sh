@@ -27,6 +27,12 @@ cp "$TMP/out" "$TMP/reference.jsonl"
 run generate-chat-reference generate "$M" --input "$TMP/prompts.jsonl" --chat -n 12 --ignore-eos -q
 rc 0
 cp "$TMP/out" "$TMP/chat-reference.jsonl"
+# Penalties (greedy): the engine applies them on the runner's device.
+printf '%s\n' '{"prompt": "Hello world", "repetition_penalty": 1.8}' \
+  '{"prompt": "A", "frequency_penalty": 1.5, "presence_penalty": 0.5}' >"$TMP/penalties.jsonl"
+run generate-penalties-reference generate "$M" --input "$TMP/penalties.jsonl" -n 12 --ignore-eos -q
+rc 0
+cp "$TMP/out" "$TMP/penalties-reference.jsonl"
 
 start_server "$M" --max-running 64 --max-queue 300 --served-model-name tiny
 ((cases++))
@@ -143,11 +149,22 @@ check(events and events[0]["choices"][0]["text"] == prompts[3]
       and len(events[0]["choices"][0]["logprobs"]["tokens"]) == len(pids)
       and "".join(e["choices"][0]["text"] for e in events if e["choices"]) == prompts[3] + reference[3]["text"],
       f"streamed echo {events[:2]}")
+# Penalties: the same ids as zoo generate --input with the same fields, and not those without them.
+for line, ref in zip(open(sys.argv[2].replace("reference.jsonl", "penalties.jsonl")),
+                     open(sys.argv[2].replace("reference.jsonl", "penalties-reference.jsonl"))):
+    fields, ref = json.loads(line), json.loads(ref)
+    got = complete(fields.pop("prompt"), **fields)
+    if got:
+        check(got["choices"][0]["text"] == ref["text"], f"penalties {fields}: {got['choices'][0]['text']!r} != {ref['text']!r}")
+check(reference[0]["text"] != json.loads(open(sys.argv[2].replace("reference.jsonl", "penalties-reference.jsonl")).readline())["text"],
+      "repetition_penalty 1.8 changed nothing")
 # Errors: OpenAI's shape, the param named.
 for body, status, param in [
     ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
     ({"prompt": "x", "logit_bias": {"1": 5}}, 400, "logit_bias"),
-    ({"prompt": "x", "frequency_penalty": 0.5}, 400, "frequency_penalty"),
+    ({"prompt": "x", "frequency_penalty": 2.5}, 400, "frequency_penalty"),
+    ({"prompt": "x", "presence_penalty": "much"}, 400, "presence_penalty"),
+    ({"prompt": "x", "repetition_penalty": 0}, 400, "repetition_penalty"),
     ({"prompt": "x", "bogus": 1}, 400, "bogus"),
     ({"prompt": "x", "temperature": "hot"}, 400, "temperature"),
     ({"prompt": "x", "model": "other"}, 404, "model"),

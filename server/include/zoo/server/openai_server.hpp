@@ -10,6 +10,7 @@
 
 #include "zoo/batch.hpp"
 #include "zoo/chat_template.hpp"
+#include "zoo/engine/chat_output.hpp"
 #include "zoo/engine/engine.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/server/http_server.hpp"
@@ -24,6 +25,10 @@ struct ServedModel {
   std::int64_t vocab_size = 0;
   std::vector<std::int64_t> eos_token_ids;
   std::shared_ptr<const ChatTemplate> chat_template;  // null: /v1/chat/completions answers 400
+  std::shared_ptr<const ChatTemplate> tool_template;  // for requests with tools (a "tool_use" one); null: chat_template
+  // How the model writes reasoning and tool calls (detect_chat_syntax of its template): `<think>`
+  // comes back as reasoning_content, calls as tool_calls; a model without a tool syntax refuses tools.
+  engine::ChatSyntax chat_syntax;
   SamplingOptions defaults;         // generation_config.json's, for fields a request leaves out
   bool defaults_from_model = false; // else OpenAI's (temperature 1)
 };
