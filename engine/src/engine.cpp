@@ -106,6 +106,24 @@ void Engine::open_with_prefix(Sequence& sequence) {
       }
       if (best) best_tokens = n;
     }
+    // A running sequence with the same prompt start (n choices of one prompt, a shared system
+    // prompt) lends its computed whole pages too: they no longer change.
+    Sequence* lender = nullptr;
+    for (const auto& running : running_) {
+      const std::int64_t n = shared_pages(*running, sequence) * kKvPageTokens;
+      if (n > best_tokens) {
+        best_tokens = n;
+        lender = running.get();
+      }
+    }
+    if (lender) {
+      sequence.id = runner_.fork_sequence(lender->id, best_tokens);
+      sequence.computed = best_tokens;
+      if (sequence.picked.empty()) sequence.cached = best_tokens;
+      ++stats_.prefix_hits;
+      stats_.prefix_hit_tokens += best_tokens;
+      return;
+    }
     if (best && best_tokens > 0) {
       sequence.id = runner_.fork_sequence(best->id, best_tokens);
       sequence.computed = best_tokens;
@@ -117,6 +135,25 @@ void Engine::open_with_prefix(Sequence& sequence) {
     }
   }
   sequence.id = runner_.open_sequence();
+}
+
+std::int64_t Engine::shared_pages(const Sequence& lender, const Sequence& sequence, bool computed) {
+  if (lender.id < 0 || lender.scores()) return 0;
+  // Whole pages of the same tokens, leaving the borrower at least one token to compute.
+  const auto limit = std::min<std::int64_t>(computed ? lender.computed : static_cast<std::int64_t>(lender.tokens.size()),
+                                            static_cast<std::int64_t>(sequence.tokens.size()) - 1);
+  if (limit < kKvPageTokens || lender.tokens.front() != sequence.tokens.front()) return 0;
+  const auto end = std::mismatch(sequence.tokens.begin(), sequence.tokens.begin() + limit, lender.tokens.begin()).first;
+  return (end - sequence.tokens.begin()) / kKvPageTokens;
+}
+
+bool Engine::wait_for_lender(const Sequence& sequence) const {
+  if (!cache_on_ || sequence.scores()) return false;
+  for (const auto& running : running_)
+    if (shared_pages(*running, sequence, false) > shared_pages(*running, sequence, true) &&
+        running->computed < running->prompt_size())
+      return true;
+  return false;
 }
 
 void Engine::retire(Sequence& sequence) {
@@ -285,6 +322,9 @@ std::vector<Completion> Engine::step() {
   while (!waiting_.empty() && budget > 0 &&
          static_cast<std::int64_t>(running_.size()) < options_.max_running) {
     Sequence& sequence = *waiting_.front();
+    // Pages a running prompt is computing now are worth a step's wait (n choices of one prompt
+    // compute it once).
+    if (wait_for_lender(sequence)) break;
     open_with_prefix(sequence);
     const std::int64_t want = sequence.chunk(budget);
     if (!fits(runner_.pages_needed(sequence.id, want), free)) {

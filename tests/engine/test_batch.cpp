@@ -282,6 +282,43 @@ TEST_CASE("engine: the prefix cache reuses whole pages of a finished prompt, giv
   CHECK(small_stats.preemptions == 0);
 }
 
+TEST_CASE("engine: n choices of one prompt compute it once, the others fork its pages while it runs, and keep "
+          "the ids of their runs alone") {
+  OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
+  Model& model = *opened.model;
+  const auto prompt = prompt_ids(50, model.info().vocab_size, 77);  // 3 whole pages and 2 tokens
+  std::vector<engine::GenerationRequest> requests;
+  std::vector<std::vector<std::int64_t>> alone;
+  for (int i = 0; i < 4; ++i) {
+    engine::GenerationRequest request = greedy_request(prompt, 10);
+    request.sampling = {.temperature = 0.9f, .seed = 40u + static_cast<unsigned>(i)};
+    GenerationOptions options;
+    options.max_new_tokens = request.max_new_tokens;
+    options.sampling = request.sampling;
+    Prompt p;
+    p.ids = prompt;
+    alone.push_back(generate(*model.new_session(), p, options));
+    requests.push_back(std::move(request));
+  }
+  for (const std::int64_t cache : {0, 4}) {
+    INFO("prefix cache entries " << cache);
+    auto runner = model.new_runner({.max_sequences = 8});
+    engine::EngineStats stats;
+    const auto done = run_engine(*runner, requests, {.max_running = 4, .max_batched_tokens = 256,
+                                                     .prefix_cache_entries = cache}, &stats);
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      INFO("choice " << i);
+      CHECK(done[i].ids == alone[i]);
+      CHECK(done[i].cached_tokens == (cache && i > 0 ? 48 : 0));
+    }
+    // Shared: 4 prompt pages (3 shared + the leader's own partial one) plus each choice's own
+    // pages for 2 + 10 tokens; unshared: 4 pages per choice.
+    CHECK(stats.prompt_tokens == (cache ? 50 + 3 * 2 : 4 * 50));
+    CHECK(stats.prefix_hits == (cache ? 3 : 0));
+    if (cache) CHECK(stats.peak_pages_used < 4 * 4);
+  }
+}
+
 TEST_CASE("engine: requests that can never run are refused when added, naming the numbers") {
   OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
   auto runner = opened.model->new_runner({.kv_pages = 4, .max_context = 100});
@@ -655,8 +692,9 @@ TEST_CASE("engine: penalties over each sequence's own tokens give the ids of zoo
     requests.push_back(std::move(request));
   }
   CHECK(moved == static_cast<int>(requests.size()));  // each penalty changed its sequence
-  // A pool of 14 pages for 5 running sequences of up to 62 tokens: some are preempted and recomputed.
-  auto runner = model.new_runner({.kv_pages = 14, .max_sequences = 16});
+  // A pool of 9 pages for 5 running sequences of up to 68 tokens (sharing their first 2 pages):
+  // some are preempted and recomputed.
+  auto runner = model.new_runner({.kv_pages = 9, .max_sequences = 16});
   engine::EngineStats stats;
   const auto done = run_engine(*runner, std::move(requests),
                                {.max_running = 5, .max_batched_tokens = 40, .prefix_cache_entries = 4}, &stats);

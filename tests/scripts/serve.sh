@@ -114,6 +114,11 @@ if stop:
 a = complete(prompts[0], temperature=1.0, seed=5, n=2)
 b = complete(prompts[0], temperature=1.0, seed=5, n=2)
 check(a["choices"] == b["choices"] and len(a["choices"]) == 2, f"seeded n=2: {a} {b}")
+# n choices of a long prompt compute it once: the others fork its whole pages (cached_tokens).
+long_ids = list(range(200, 240))  # 40 tokens: 2 whole pages (of no other test here)
+got = complete(long_ids, temperature=1.0, seed=9, n=4, max_tokens=4)
+check(len(got["choices"]) == 4 and got["usage"]["prompt_tokens"] == 40
+      and got["usage"]["prompt_tokens_details"]["cached_tokens"] == 32, f"n=4 sharing: {got['usage']}")
 # Logprobs: one entry per token, the top n.
 got = complete(prompts[0], logprobs=3, max_tokens=4)
 lp = got["choices"][0]["logprobs"]

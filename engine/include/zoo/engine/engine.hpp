@@ -24,7 +24,9 @@ struct EngineOptions {
   std::int64_t max_batched_tokens = 2048;  // rows per step: decode tokens plus prompt chunks
   // The prefix cache: finished sequences kept (with their KV pages) so that a new request whose
   // prompt begins with the same full pages of tokens forks them instead of computing them again;
-  // least recently used first out when pages or sequences run short. 0: off. The runner must allow
+  // least recently used first out when pages or sequences run short. Running sequences lend their
+  // computed pages the same way (a request waits a step for pages a running prompt is computing:
+  // n choices of one prompt compute it once). 0: off. The runner must allow
   // max_running + prefix_cache_entries sequences. Models with sliding-window layers cache nothing
   // (their pages behind the window are gone).
   std::int64_t prefix_cache_entries = 0;
@@ -118,6 +120,11 @@ class Engine {
   // Opens the runner's sequence for a waiting one: a fork of the longest cached prefix of its
   // tokens (whole pages, at least one token left to compute), else a new sequence.
   void open_with_prefix(Sequence& sequence);
+  // Whole pages `lender` holds (computed ones, or all it will hold once its prompt is in) that
+  // begin `sequence` too, leaving `sequence` at least one token to compute.
+  static std::int64_t shared_pages(const Sequence& lender, const Sequence& sequence, bool computed = true);
+  // Whether a running sequence is still computing pages this waiting one could borrow.
+  bool wait_for_lender(const Sequence& sequence) const;
   // Keeps a finished sequence's pages for its prefix, or closes it.
   void retire(Sequence& sequence);
   // Closes the least recently used cached prefix; false when none is left. `free` gains its pages.
