@@ -39,6 +39,7 @@ struct GenerateOptions {
   int top_k = 0;
   // --input: the engine's limits.
   std::int64_t max_running = 256, max_batched_tokens = 2048, ctx_size = 0;
+  int logprobs = -1;  // --input: each new token's logprob and the top n
   double kv_cache_gb = 0;
   std::optional<std::uint64_t> seed;  // unset: a fresh one each run
   std::vector<long long> eos;
@@ -186,6 +187,7 @@ int run_generate_batch(const GenerateOptions& o) {
     const auto where = [&](const std::string& what) { return fmt::format("{}:{}: {}", label, item.line, what); };
     engine::GenerationRequest request;
     request.max_new_tokens = item.max_new_tokens.value_or(gen.max_new_tokens);
+    request.top_logprobs = item.logprobs.value_or(o.logprobs);
     request.eos_token_ids = gen.eos_token_ids;
     SamplingOptions& s = request.sampling;
     s = gen.sampling;
@@ -281,6 +283,23 @@ int run_generate_batch(const GenerateOptions& o) {
     nlohmann::ordered_json line{{"index", i}, {"ids", c.ids}};
     if (tokenizer) line["text"] = tokenizer->decode(c.ids, true);
     line["finish_reason"] = engine::finish_reason_name(c.finish);
+    if (!c.tokens.empty()) {  // logprobs asked: of the raw logits, as the server's
+      const auto entry = [&](std::int64_t id, float logprob) {
+        nlohmann::ordered_json e{{"id", id}};
+        if (tokenizer)
+          if (const auto bytes = tokenizer->token_bytes(id)) e["token"] = *bytes;
+        e["logprob"] = logprob;
+        return e;
+      };
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
+      for (const SampledToken& t : c.tokens) {
+        nlohmann::ordered_json e = entry(t.id, t.logprob);
+        e["top_logprobs"] = nlohmann::ordered_json::array();
+        for (const auto& [id, lp] : t.top) e["top_logprobs"].push_back(entry(id, lp));
+        list.push_back(std::move(e));
+      }
+      line["logprobs"] = std::move(list);
+    }
     lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
   if (o.out.empty()) std::fwrite(lines.data(), 1, lines.size(), stdout);
@@ -397,10 +416,15 @@ void add_generate_command(CLI::App& app, Action& run) {
       cmd->add_option("--input", options->input,
                       "Many sequences at once: JSONL, one prompt per line (a JSON string, or an object with prompt or "
                       "input_ids and optional max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, "
-                      "frequency_penalty, presence_penalty, seed); one JSON object "
+                      "frequency_penalty, presence_penalty, logprobs, seed); one JSON object "
                       "per line out, in input order (- for stdin)"),
       "a JSONL file", {.stdin_ok = true});
   input->excludes(prompt)->excludes(prompt_file)->excludes(request)->excludes(messages);
+  cmd->add_option("--logprobs", options->logprobs,
+                  "With --input: each new token's log-probability (of the model's raw logits) and the N likeliest "
+                  "tokens' in each output line (a line's own logprobs field wins)")
+      ->check(integer_in(0, 20))
+      ->needs(input);
   cmd->add_option("--max-running", options->max_running, "With --input: sequences decoding at once")
       ->check(integer_in(1, 4096))
       ->needs(input);

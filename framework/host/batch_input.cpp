@@ -85,6 +85,8 @@ std::vector<BatchItem> parse_batch_input(std::string_view text, std::string_view
           item.frequency_penalty = r.number(field, key, -2.0, 2.0);
         } else if (key == "presence_penalty") {
           item.presence_penalty = r.number(field, key, -2.0, 2.0);
+        } else if (key == "logprobs") {
+          item.logprobs = static_cast<int>(r.integer(field, key, 0, 20));
         } else if (key == "seed") {
           if (!field.is_number_integer() ||
               (field.is_number_integer() && !field.is_number_unsigned() && field.get<std::int64_t>() < 0))
@@ -95,7 +97,7 @@ std::vector<BatchItem> parse_batch_input(std::string_view text, std::string_view
         } else {
           r.fail(fmt::format(
               "unknown field '{}' (known: prompt, input_ids, max_new_tokens, temperature, top_k, top_p, "
-              "min_p, repetition_penalty, frequency_penalty, presence_penalty, seed)",
+              "min_p, repetition_penalty, frequency_penalty, presence_penalty, logprobs, seed)",
               key));
         }
       }

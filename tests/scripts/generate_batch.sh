@@ -48,6 +48,25 @@ if command -v python3 >/dev/null; then
   done
 fi
 
+# Logprobs: each new token's, and the top n, in the line (a line's field, or --logprobs for all).
+printf '%s\n' '{"prompt": "Hello world", "logprobs": 3}' '"The cat"' >"$TMP/lp.jsonl"
+run logprobs generate "$M" --input "$TMP/lp.jsonl" -n 6 --logprobs 1 -q
+rc 0
+((cases++))
+python3 - "$TMP/out" <<'PY' || fail "logprobs lines: $(cat "$TMP/out")"
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+for line, top in zip(lines, (3, 1)):
+    lp = line["logprobs"]
+    assert len(lp) == len(line["ids"]) == 6, line
+    for entry, id in zip(lp, line["ids"]):
+        assert entry["id"] == id and entry["logprob"] <= 0 and len(entry["top_logprobs"]) == top, entry
+        # greedy: the pick is the likeliest, and the top ones fall
+        assert entry["top_logprobs"][0]["id"] == id and math.isclose(entry["top_logprobs"][0]["logprob"], entry["logprob"]), entry
+        values = [t["logprob"] for t in entry["top_logprobs"]]
+        assert values == sorted(values, reverse=True) and "token" in entry, entry
+PY
+
 # --out: the same lines, written atomically; stdout stays empty.
 run out generate "$M" --input "$TMP/in.jsonl" -n 8 --out "$TMP/out.jsonl" -q
 rc 0

@@ -18,6 +18,7 @@ struct BatchItem {
   std::optional<int> max_new_tokens;
   std::optional<float> temperature, top_p, min_p, repetition_penalty, frequency_penalty, presence_penalty;
   std::optional<int> top_k;
+  std::optional<int> logprobs;  // each new token's logprob and the top n (0..20)
   std::optional<std::uint64_t> seed;
 };
 
