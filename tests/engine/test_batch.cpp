@@ -338,6 +338,49 @@ ForwardStep step_of(const std::vector<std::int64_t>& ids, OutputRequest outputs 
   return ForwardStep{ids, {}, {}, outputs};
 }
 
+#if defined(ZOO_WITH_CUDA)
+// Two CUDA runners fed the same steps (build them with ZOO_RUNNER_GRAPHS=0: the same kernels on
+// both): `picked` is asked for picks, `logits` returns each slice's logits row for the host reference.
+struct TwinRunners {
+  std::unique_ptr<Runner> picked, logits;
+  std::vector<SequenceId> a, b;
+  TwinRunners(Model& model, std::size_t sequences)
+      : picked(model.new_runner({.kv_pages = 64, .max_sequences = 16})),
+        logits(model.new_runner({.kv_pages = 64, .max_sequences = 16})) {
+    for (std::size_t i = 0; i < sequences; ++i) {
+      a.push_back(picked->open_sequence());
+      b.push_back(logits->open_sequence());
+    }
+  }
+  // Slice i feeds next[i]; `picked` is asked outputs[i]. The results of both runners.
+  std::pair<std::vector<ForwardResult>, std::vector<ForwardResult>> step(
+      const std::vector<std::vector<std::int64_t>>& next, const std::vector<OutputRequest>& outputs) {
+    std::vector<ForwardStep> with, plain;
+    ForwardBatch x, y;
+    for (std::size_t i = 0; i < next.size(); ++i) {
+      with.push_back(step_of(next[i], outputs[i]));
+      plain.push_back(step_of(next[i]));
+    }
+    for (std::size_t i = 0; i < next.size(); ++i) {
+      x.slices.push_back({a[i], picked->tokens(a[i]), &with[i]});
+      y.slices.push_back({b[i], logits->tokens(b[i]), &plain[i]});
+    }
+    picked->submit(x);
+    logits->submit(y);
+    auto got = picked->wait();
+    return {std::move(got), logits->wait()};
+  }
+  // Sequence i becomes a fork of itself (on both runners).
+  void refork(std::size_t i) {
+    const SequenceId fa = picked->fork_sequence(a[i], -1), fb = logits->fork_sequence(b[i], -1);
+    picked->close_sequence(a[i]);
+    logits->close_sequence(b[i]);
+    a[i] = fa;
+    b[i] = fb;
+  }
+};
+#endif
+
 TEST_CASE("runner: one forward pass runs every slice's rows through each linear at once") {
   OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
   Model& model = *opened.model;
@@ -721,35 +764,22 @@ TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch 
       {}, {.temperature = 0.8f, .top_k = 20}, {.temperature = 1.0f}, {.temperature = 0.9f, .top_p = 0.8f},
       {.temperature = 1.0f, .min_p = 0.1f}, {.temperature = 0.7f, .top_k = 40, .top_p = 0.9f, .min_p = 0.05f}};
   const std::size_t N = kinds.size();
-  // Two runners fed the same steps (graphs off: the same kernels on both): one picks, one returns logits.
   const zoo::test::ScopedEnv off("ZOO_RUNNER_GRAPHS", "0");
-  auto picked = model.new_runner({.kv_pages = 64, .max_sequences = 8});
-  auto logits = model.new_runner({.kv_pages = 64, .max_sequences = 8});
-  std::vector<SequenceId> a, b;
+  TwinRunners twin(model, N);
   std::vector<std::vector<std::int64_t>> next;
-  for (std::size_t i = 0; i < N; ++i) {
-    a.push_back(picked->open_sequence());
-    b.push_back(logits->open_sequence());
-    next.push_back(prompt_ids(5 + 3 * static_cast<std::int64_t>(i), vocab, 60 + i));
-  }
+  for (std::size_t i = 0; i < N; ++i) next.push_back(prompt_ids(5 + 3 * static_cast<std::int64_t>(i), vocab, 60 + i));
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
   int moved = 0;
   for (int step = 0; step < 4; ++step) {
     std::vector<SampleRequest> asked(N);
-    std::vector<ForwardStep> with(N), plain(N);
-    ForwardBatch x, y;
+    std::vector<OutputRequest> outputs(N);
     for (std::size_t i = 0; i < N; ++i) {
       asked[i] = kinds[(i + static_cast<std::size_t>(step)) % N];
       asked[i].u = uni(rng);
-      with[i] = step_of(next[i], OutputRequest{.sample = asked[i], .top_logprobs = static_cast<int>(i % 3) * 4 - 1});
-      plain[i] = step_of(next[i]);
-      x.slices.push_back({a[i], picked->tokens(a[i]), &with[i]});
-      y.slices.push_back({b[i], logits->tokens(b[i]), &plain[i]});
+      outputs[i] = OutputRequest{.sample = asked[i], .top_logprobs = static_cast<int>(i % 3) * 4 - 1};
     }
-    picked->submit(x);
-    logits->submit(y);
-    const auto got = picked->wait(), rows = logits->wait();
+    const auto [got, rows] = twin.step(next, outputs);
     for (std::size_t i = 0; i < N; ++i) {
       INFO("step " << step << " sequence " << i << " T " << asked[i].temperature << " top_k " << asked[i].top_k
                    << " top_p " << asked[i].top_p << " min_p " << asked[i].min_p << " u " << asked[i].u);
@@ -758,7 +788,7 @@ TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch 
       SampledToken want = sample_logits(row, asked[i]);
       CHECK(got[i].sampled->id == want.id);
       moved += want.id != sample_logits(row, SampleRequest{}).id;
-      const int top = with[i].outputs.top_logprobs;
+      const int top = outputs[i].top_logprobs;
       if (top >= 0) {
         fill_logprobs(row, want, top);
         CHECK(got[i].sampled->logprob == Approx(want.logprob).margin(1e-5));
@@ -797,44 +827,25 @@ TEST_CASE("CUDA runner: penalized picks equal the host reference on the same log
       {.frequency_penalty = 1.5f, .presence_penalty = -1.0f}};
   const std::size_t N = kinds.size();
   const zoo::test::ScopedEnv off("ZOO_RUNNER_GRAPHS", "0");
-  auto picked = model.new_runner({.kv_pages = 64, .max_sequences = 16});
-  auto logits = model.new_runner({.kv_pages = 64, .max_sequences = 16});
-  std::vector<SequenceId> a, b;
+  TwinRunners twin(model, N);
   std::vector<std::vector<std::int64_t>> next, held(N);
-  for (std::size_t i = 0; i < N; ++i) {
-    a.push_back(picked->open_sequence());
-    b.push_back(logits->open_sequence());
-    next.push_back(prompt_ids(9 + 3 * static_cast<std::int64_t>(i), vocab, 70 + i));
-  }
+  for (std::size_t i = 0; i < N; ++i) next.push_back(prompt_ids(9 + 3 * static_cast<std::int64_t>(i), vocab, 70 + i));
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<double> uni(0.0, 1.0);
   int moved = 0;
   for (int step = 0; step < 8; ++step) {
-    if (step == 4) {  // forks (the device copy of their tokens follows) replace two sequences
-      for (const std::size_t i : {std::size_t{1}, std::size_t{3}}) {
-        const SequenceId fa = picked->fork_sequence(a[i], -1), fb = logits->fork_sequence(b[i], -1);
-        picked->close_sequence(a[i]);
-        logits->close_sequence(b[i]);
-        a[i] = fa;
-        b[i] = fb;
-      }
-    }
+    if (step == 4)  // forks (the device copy of their tokens follows) replace two sequences
+      for (const std::size_t i : {std::size_t{1}, std::size_t{3}}) twin.refork(i);
     std::vector<SampleRequest> asked(N);
-    std::vector<ForwardStep> with(N), plain(N);
-    ForwardBatch x, y;
+    std::vector<OutputRequest> outputs(N);
     for (std::size_t i = 0; i < N; ++i) {
       asked[i] = kinds[(i + static_cast<std::size_t>(step)) % N];
       asked[i].u = uni(rng);
       asked[i].output_start = 9 + 3 * static_cast<std::int64_t>(i);  // the prompt's length
-      with[i] = step_of(next[i], OutputRequest{.sample = asked[i], .top_logprobs = i % 2 ? 3 : -1});
-      plain[i] = step_of(next[i]);
-      x.slices.push_back({a[i], picked->tokens(a[i]), &with[i]});
-      y.slices.push_back({b[i], logits->tokens(b[i]), &plain[i]});
+      outputs[i] = OutputRequest{.sample = asked[i], .top_logprobs = i % 2 ? 3 : -1};
       held[i].insert(held[i].end(), next[i].begin(), next[i].end());
     }
-    picked->submit(x);
-    logits->submit(y);
-    const auto got = picked->wait(), rows = logits->wait();
+    const auto [got, rows] = twin.step(next, outputs);
     for (std::size_t i = 0; i < N; ++i) {
       INFO("step " << step << " sequence " << i);
       REQUIRE(got[i].sampled);
