@@ -31,6 +31,13 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
     throw InputError(fmt::format("--frequency-penalty: must be within [-2, 2], got {}", options_.frequency_penalty));
   if (!(options_.presence_penalty >= -2 && options_.presence_penalty <= 2))
     throw InputError(fmt::format("--presence-penalty: must be within [-2, 2], got {}", options_.presence_penalty));
+  for (std::size_t i = 0; i < options_.logit_bias.size(); ++i) {
+    const auto& [id, bias] = options_.logit_bias[i];
+    if (id < 0 || (i > 0 && id <= options_.logit_bias[i - 1].first))
+      throw InputError(fmt::format("logit_bias: token ids must be distinct and >= 0, in ascending order (got {})", id));
+    if (!(bias >= -100 && bias <= 100))
+      throw InputError(fmt::format("logit_bias: the bias of token {} must be within [-100, 100], got {}", id, bias));
+  }
   // Greedy decoding takes the argmax, which top-k and top-p never change: a filter given without a
   // temperature would be silently ignored, so say so instead.
   if (options_.temperature == 0.0f && options_.top_k > 0)
@@ -52,7 +59,8 @@ SampleRequest Sampler::request(std::int64_t output_start) {
                   .repetition_penalty = options_.repetition_penalty,
                   .frequency_penalty = options_.frequency_penalty,
                   .presence_penalty = options_.presence_penalty,
-                  .output_start = output_start};
+                  .output_start = output_start,
+                  .logit_bias = options_.logit_bias};
   if (r.temperature != 0.0f) r.u = uniform01(state_);
   return r;
 }
@@ -77,7 +85,8 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
   // them to the returned row (a Runner applies them where its logits are).
   const bool penalized = SampleRequest{.repetition_penalty = options.sampling.repetition_penalty,
                                        .frequency_penalty = options.sampling.frequency_penalty,
-                                       .presence_penalty = options.sampling.presence_penalty}
+                                       .presence_penalty = options.sampling.presence_penalty,
+                                       .logit_bias = options.sampling.logit_bias}
                              .penalized();
   std::vector<std::int32_t> sequence;
   if (penalized) sequence.assign(prompt.ids.begin(), prompt.ids.end());

@@ -165,6 +165,11 @@ void fill_logprobs(std::span<const float> logits, SampledToken& token, int top) 
 
 void apply_penalties(std::span<float> logits, std::span<const std::int32_t> tokens, const SampleRequest& r) {
   if (!r.penalized()) return;
+  for (const auto& [id, bias] : r.logit_bias) {
+    if (id < 0 || static_cast<std::size_t>(id) >= logits.size())
+      throw std::invalid_argument("apply_penalties: a biased id outside the row");
+    logits[static_cast<std::size_t>(id)] = logits[static_cast<std::size_t>(id)] + bias;
+  }
   const auto start = static_cast<std::size_t>(std::clamp<std::int64_t>(r.output_start, 0, static_cast<std::int64_t>(tokens.size())));
   // Per id: its count among the output tokens, and whether it occurs anywhere in the sequence.
   std::vector<std::int32_t> count(logits.size(), 0);

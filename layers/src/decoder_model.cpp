@@ -41,6 +41,14 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
     throw InputError(fmt::format("{}: invalid penalties (repetition {}, frequency {}, presence {}, output start {})",
                                  c.family, s->repetition_penalty, s->frequency_penalty, s->presence_penalty,
                                  s->output_start));
+  if (const auto& s = step.outputs.sample; s && step.outputs.logits)
+    for (std::size_t i = 0; i < s->logit_bias.size(); ++i) {
+      const auto& [id, bias] = s->logit_bias[i];
+      if (id < 0 || id >= c.vocab_size || (i > 0 && id <= s->logit_bias[i - 1].first) || !std::isfinite(bias))
+        throw InputError(fmt::format("{}: logit_bias: token {} (bias {}) is outside the vocabulary [0, {}), repeated, "
+                                     "out of order or not finite",
+                                     c.family, id, bias, c.vocab_size));
+    }
   if (const int n = step.outputs.top_logprobs; n != -1 && (n < 0 || n > kMaxTopLogprobs || !step.outputs.sample ||
                                                            !step.outputs.logits))
     throw InputError(fmt::format("{}: top_logprobs {} needs a sampled token and lies within [0, {}]", c.family, n,

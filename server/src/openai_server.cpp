@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <csignal>
 #include <ctime>
@@ -20,6 +21,7 @@
 #include "engine_worker.hpp"
 #include "zoo/engine/text_stream.hpp"
 #include "zoo/error.hpp"
+#include "zoo/format.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/utf8_stream.hpp"
 
@@ -174,8 +176,6 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
     if (!(chat ? kChatFields : kCompletionFields).count(key))
       throw ApiError(400, fmt::format("unknown field '{}'", key), key, "unknown_field");
   // Refused: they change the output and are not implemented.
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
-    throw ApiError(400, "'logit_bias' is not supported yet", "logit_bias", "unsupported");
   if (chat) {
     if (const json* v = field(body, "response_format");
         v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
@@ -201,6 +201,27 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
   o.presence_penalty = static_cast<float>(number_field(body, "presence_penalty", 0.0, -2.0, 2.0));
   o.frequency_penalty = static_cast<float>(number_field(body, "frequency_penalty", 0.0, -2.0, 2.0));
   o.repetition_penalty = static_cast<float>(number_field(body, "repetition_penalty", d.repetition_penalty, 1e-6, 100.0));
+  // {"token id": bias in [-100, 100]}, as OpenAI's; added before the penalties, on the device.
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object() || v->size() > 1024)
+      throw ApiError(400, "'logit_bias' must be an object of at most 1024 {\"token id\": bias}", "logit_bias",
+                     "invalid_type");
+    for (const auto& [key, value] : v->items()) {
+      std::int64_t id = -1;
+      const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (error != std::errc() || end != key.data() + key.size() || id < 0 || id >= model.vocab_size)
+        throw ApiError(400, fmt::format("'logit_bias' key '{}' is not a token id in [0, {})", escape_text(key, 40),
+                                        model.vocab_size),
+                       "logit_bias");
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+        throw ApiError(400, fmt::format("'logit_bias' of token {} must be a number in [-100, 100]", id), "logit_bias");
+      o.logit_bias.emplace_back(id, value.get<float>());
+    }
+    std::sort(o.logit_bias.begin(), o.logit_bias.end());
+    for (std::size_t i = 1; i < o.logit_bias.size(); ++i)
+      if (o.logit_bias[i].first == o.logit_bias[i - 1].first)
+        throw ApiError(400, fmt::format("'logit_bias' names token {} twice", o.logit_bias[i].first), "logit_bias");
+  }
   if (o.temperature == 0.0f) {  // greedy: the filters are moot (OpenAI accepts them)
     o.top_k = 0;
     o.top_p = 1.0f;

@@ -711,6 +711,7 @@ TEST_CASE("engine: penalties over each sequence's own tokens give the ids of zoo
       {.temperature = 1.0f, .top_p = 0.9f, .seed = 9, .repetition_penalty = 0.7f, .frequency_penalty = -0.5f,
        .presence_penalty = 0.5f},
       {.frequency_penalty = 2.0f, .presence_penalty = -1.0f},
+      {.temperature = 0.8f, .seed = 10, .presence_penalty = 0.5f, .logit_bias = {{5, 4.0f}, {42, 2.5f}, {300, -100.0f}}},
   };
   const auto shared = prompt_ids(32, vocab, 900);
   std::vector<engine::GenerationRequest> requests;
@@ -731,6 +732,7 @@ TEST_CASE("engine: penalties over each sequence's own tokens give the ids of zoo
     GenerationOptions plain = options;
     plain.sampling.repetition_penalty = 1.0f;
     plain.sampling.frequency_penalty = plain.sampling.presence_penalty = 0.0f;
+    plain.sampling.logit_bias.clear();
     moved += generate(*model.new_session(), p, plain) != alone.back();
     requests.push_back(std::move(request));
   }
@@ -807,6 +809,10 @@ TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch 
 #endif
 }
 
+#if defined(ZOO_WITH_CUDA)
+const std::vector<std::pair<std::int64_t, float>> kBias = {{3, 5.0f}, {17, -2.0f}, {100, 7.5f}};
+#endif
+
 TEST_CASE("CUDA runner: penalized picks equal the host reference on the same logits, with the sequences' "
           "tokens kept on the device through forks",
           "[cuda]") {
@@ -824,7 +830,8 @@ TEST_CASE("CUDA runner: penalized picks equal the host reference on the same log
       {.temperature = 0.9f, .top_p = 0.8f, .repetition_penalty = 0.8f, .frequency_penalty = -0.5f,
        .presence_penalty = 0.7f},
       {},  // unpenalized in the same step
-      {.frequency_penalty = 1.5f, .presence_penalty = -1.0f}};
+      {.frequency_penalty = 1.5f, .presence_penalty = -1.0f},
+      {.temperature = 0.9f, .repetition_penalty = 1.2f, .logit_bias = kBias}};
   const std::size_t N = kinds.size();
   const zoo::test::ScopedEnv off("ZOO_RUNNER_GRAPHS", "0");
   TwinRunners twin(model, N);

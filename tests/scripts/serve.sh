@@ -163,10 +163,23 @@ for line, ref in zip(open(sys.argv[2].replace("reference.jsonl", "penalties.json
         check(got["choices"][0]["text"] == ref["text"], f"penalties {fields}: {got['choices'][0]['text']!r} != {ref['text']!r}")
 check(reference[0]["text"] != json.loads(open(sys.argv[2].replace("reference.jsonl", "penalties-reference.jsonl")).readline())["text"],
       "repetition_penalty 1.8 changed nothing")
+# logit_bias: +100 on one token makes every greedy pick that token; -100 on the greedy pick moves it.
+got = complete(prompts[0], logit_bias={"42": 100}, logprobs=0)
+check(got and all(t == got["choices"][0]["logprobs"]["tokens"][0] for t in got["choices"][0]["logprobs"]["tokens"]), f"logit_bias +100: {got}")
+s, text, _ = request("POST", "/detokenize", {"tokens": [42] * 12})
+check(got and got["choices"][0]["text"] == json.loads(text)["prompt"], f"logit_bias +100 text: {got} vs {text}")
+first = complete(prompts[0], max_tokens=1, logprobs=1)
+s, text, _ = request("POST", "/tokenize", {"prompt": first["choices"][0]["text"]})
+ids = json.loads(text)["tokens"]
+if len(ids) == 1:
+    moved = complete(prompts[0], max_tokens=1, logit_bias={str(ids[0]): -100})
+    check(moved["choices"][0]["text"] != first["choices"][0]["text"], f"logit_bias -100 kept the pick {moved}")
 # Errors: OpenAI's shape, the param named.
 for body, status, param in [
     ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
-    ({"prompt": "x", "logit_bias": {"1": 5}}, 400, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"one": 5}}, 400, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"1": 500}}, 400, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"100000": 5}}, 400, "logit_bias"),
     ({"prompt": "x", "frequency_penalty": 2.5}, 400, "frequency_penalty"),
     ({"prompt": "x", "presence_penalty": "much"}, 400, "presence_penalty"),
     ({"prompt": "x", "repetition_penalty": 0}, 400, "repetition_penalty"),

@@ -49,7 +49,7 @@ for p, want in zip(prompts, chat_ref):
     check("".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want, f"streamed chat {p!r}")
     check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 10, f"usage chunk {chunks[-1]}")
 try:
-    client.completions.create(model="tiny", prompt="x", max_tokens=5, logit_bias={"1": 3})
+    client.completions.create(model="tiny", prompt="x", max_tokens=5, logit_bias={"1": 300})
     check(False, "logit_bias accepted")
 except openai.BadRequestError as e:
     check(e.status_code == 400 and e.body["param"] == "logit_bias", f"logit_bias error {e.body}")

@@ -15,7 +15,7 @@ constexpr std::int32_t kSeen = 1 << 30, kCount = kSeen - 1;
 // zoo::apply_penalties with the same float operations, rounded to nearest as the host's are.
 __global__ void __launch_bounds__(kPenaltyThreads)
     penalties_kernel(float* logits, std::int64_t n, const PenaltyRow* rows, const std::int32_t* tokens,
-                     std::int32_t* workspace) {
+                     std::int32_t* workspace, const LogitBias* biases) {
   const PenaltyRow r = rows[blockIdx.x];
   std::int32_t* count = workspace + static_cast<std::int64_t>(blockIdx.x) * n;
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) count[v] = 0;
@@ -28,6 +28,16 @@ __global__ void __launch_bounds__(kPenaltyThreads)
   __syncthreads();
   const float* src = logits + static_cast<std::int64_t>(r.from_row) * n;
   float* dst = logits + static_cast<std::int64_t>(r.to_row) * n;
+  if (r.bias_count > 0) {  // biases first: the copy, then each biased id, then the penalties read the copy
+    for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) dst[v] = src[v];
+    __syncthreads();
+    for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < r.bias_count; i += static_cast<std::int32_t>(blockDim.x)) {
+      const LogitBias b = biases[r.bias_at + i];
+      dst[b.id] = __fadd_rn(dst[b.id], b.bias);
+    }
+    __syncthreads();
+    src = dst;
+  }
   for (std::int64_t v = threadIdx.x; v < n; v += blockDim.x) {
     float x = src[v];
     const std::int32_t c = count[v];
@@ -65,10 +75,10 @@ unsigned blocks_for(std::int64_t count, int threads) { return static_cast<unsign
 std::size_t penalty_workspace_bytes(std::int64_t n) { return static_cast<std::size_t>(n) * 4; }
 
 void apply_penalties_rows(float* logits, std::int64_t n, const PenaltyRow* rows, std::int64_t count,
-                          const std::int32_t* tokens, void* workspace, cudaStream_t stream) {
+                          const std::int32_t* tokens, void* workspace, cudaStream_t stream, const LogitBias* biases) {
   if (count <= 0) return;
   penalties_kernel<<<static_cast<unsigned>(count), kPenaltyThreads, 0, stream>>>(
-      logits, n, rows, tokens, static_cast<std::int32_t*>(workspace));
+      logits, n, rows, tokens, static_cast<std::int32_t*>(workspace), biases);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

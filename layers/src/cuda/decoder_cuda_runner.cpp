@@ -487,6 +487,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   // applied; the raw row keeps the logprobs.
   void plan_penalties(std::vector<std::int32_t>& blob) {
     penalty_rows_.clear();
+    std::vector<cu::LogitBias> biases;
     if (!any_penalized_) return;
     for (const Slice& slice : slices_) {
       if (slice.sample_slot < 0 || !slice.step->outputs.sample->penalized()) continue;
@@ -502,6 +503,9 @@ class CudaRunner : public KvRunner, private CudaRows {
       row.frequency = r.frequency_penalty;
       row.presence = r.presence_penalty;
       row.pick = slice.sample_slot;
+      row.bias_at = static_cast<std::int32_t>(biases.size());
+      row.bias_count = static_cast<std::int32_t>(r.logit_bias.size());
+      for (const auto& [id, bias] : r.logit_bias) biases.push_back({static_cast<std::int32_t>(id), bias});
       blob[pick_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] = row.to_row;
       penalty_rows_.push_back(row);
     }
@@ -511,6 +515,9 @@ class CudaRunner : public KvRunner, private CudaRows {
       penalty_workspace_ = cu::DeviceBuffer(n * cu::penalty_workspace_bytes(c_.vocab_size));
     }
     penalty_rows_dev_.upload(penalty_rows_.data(), n * sizeof(cu::PenaltyRow));
+    if (bias_dev_.size() < biases.size() * sizeof(cu::LogitBias))
+      bias_dev_ = cu::DeviceBuffer(biases.size() * sizeof(cu::LogitBias));
+    bias_dev_.upload(biases.data(), biases.size() * sizeof(cu::LogitBias));
     ensure_logits(out_rows_count_ + static_cast<std::int64_t>(n));
   }
 
@@ -708,7 +715,8 @@ class CudaRunner : public KvRunner, private CudaRows {
     const std::size_t ws = cu::sample_workspace_bytes(V);
     const auto penalized = static_cast<std::int64_t>(penalty_rows_.size());
     cu::apply_penalties_rows(logits_dev_.as<float>(), V, penalty_rows_dev_.as<cu::PenaltyRow>(), penalized,
-                             history_dev_.as<std::int32_t>(), penalty_workspace_.data(), *b_.stream_);
+                             history_dev_.as<std::int32_t>(), penalty_workspace_.data(), *b_.stream_,
+                             bias_dev_.as<cu::LogitBias>());
     for (const cu::SampleMode mode : {cu::SampleMode::greedy, cu::SampleMode::select, cu::SampleMode::sort}) {
       const int first = mode_begin_[static_cast<int>(mode)], count = mode_begin_[static_cast<int>(mode) + 1] - first;
       if (count == 0) continue;
@@ -774,7 +782,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   // Penalties: every sequence slot's tokens (history_stride_ each; 0 until the first penalized
   // pick), the step's penalized picks and their bitmaps.
   std::int64_t history_stride_ = 0;
-  cu::DeviceBuffer history_dev_, history_pairs_dev_, penalty_rows_dev_, penalty_workspace_;
+  cu::DeviceBuffer history_dev_, history_pairs_dev_, penalty_rows_dev_, penalty_workspace_, bias_dev_;
   std::vector<cu::PenaltyRow> penalty_rows_;
 };
 

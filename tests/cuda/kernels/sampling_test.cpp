@@ -536,6 +536,17 @@ TEST_CASE("apply_penalties_rows: penalized copies equal apply_penalties' bit for
       row.pick = static_cast<std::int32_t>(rows - 1 - r);
       asked.push_back(row);
     }
+    // Biases on rows 1 and 4 (applied first; ids distinct per row).
+    std::vector<LogitBias> biases;
+    std::vector<std::vector<std::pair<std::int64_t, float>>> row_bias(static_cast<std::size_t>(rows));
+    for (const std::int64_t r : {std::int64_t{1}, std::int64_t{4}}) {
+      auto& list = row_bias[static_cast<std::size_t>(r)];
+      list = {{0, 2.5f}, {3, -7.0f}, {n - 1, 9.0f}};
+      asked[static_cast<std::size_t>(r)].bias_at = static_cast<std::int32_t>(biases.size());
+      asked[static_cast<std::size_t>(r)].bias_count = static_cast<std::int32_t>(list.size());
+      for (const auto& [id, bias] : list) biases.push_back({static_cast<std::int32_t>(id), bias});
+      requests[static_cast<std::size_t>(r)].logit_bias = list;
+    }
     // The history goes up through scatter_tokens: pairs (dest, id), one negative dest skipped.
     std::vector<std::int32_t> pairs(2 * history.size() + 2);
     for (std::size_t i = 0; i < history.size(); ++i) {
@@ -550,8 +561,9 @@ TEST_CASE("apply_penalties_rows: penalized copies equal apply_penalties' bit for
     workspace.fill_bytes(0xff);  // the kernel clears its bitmaps itself
     scatter_tokens(history_dev.as<std::int32_t>(), pairs_dev.as<std::int32_t>(), static_cast<std::int64_t>(history.size()) + 1,
                    stream);
+    DeviceBuffer bias_dev = upload(biases);
     apply_penalties_rows(logits.as<float>(), n, rows_dev.as<PenaltyRow>(), rows, history_dev.as<std::int32_t>(),
-                         workspace.data(), stream);
+                         workspace.data(), stream, bias_dev.as<LogitBias>());
     // Each pick as if the sampler had chosen id (r * 13) % n from the copy row.
     std::vector<SampleOutput> picks(static_cast<std::size_t>(rows));
     for (std::int64_t r = 0; r < rows; ++r) {

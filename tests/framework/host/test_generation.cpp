@@ -538,3 +538,22 @@ TEST_CASE("Sampler: penalties outside their ranges are input errors naming the f
   CHECK(r.output_start == 7);
   CHECK(r.repetition_penalty == 1.1f);
 }
+
+TEST_CASE("apply_penalties: logit_bias is added first, then the penalties see the biased logits", "[generation]") {
+  const std::vector<std::pair<std::int64_t, float>> bias = {{0, 3.0f}, {2, -1.5f}};
+  std::vector<float> row = {-1.0f, 1.0f, 0.5f};
+  apply_penalties(row, std::vector<std::int32_t>{0, 2}, {.repetition_penalty = 2.0f, .output_start = 2, .logit_bias = bias});
+  CHECK(row == std::vector<float>{(-1.0f + 3.0f) / 2, 1.0f, (0.5f - 1.5f) * 2});
+  row = {-1.0f, 1.0f, 0.5f};
+  apply_penalties(row, std::vector<std::int32_t>{}, {.logit_bias = bias});
+  CHECK(row == std::vector<float>{2.0f, 1.0f, -1.0f});
+  const std::vector<std::pair<std::int64_t, float>> outside = {{3, 1.0f}};
+  CHECK_THROWS(apply_penalties(row, std::vector<std::int32_t>{}, {.logit_bias = outside}));
+  // The Sampler checks what a request gives.
+  CHECK_THROWS_WITH(Sampler({.logit_bias = {{2, 1.0f}, {1, 1.0f}}}), Catch::Contains("logit_bias"));
+  CHECK_THROWS_WITH(Sampler({.logit_bias = {{1, 1.0f}, {1, 2.0f}}}), Catch::Contains("logit_bias"));
+  CHECK_THROWS_WITH(Sampler({.logit_bias = {{1, 101.0f}}}), Catch::Contains("[-100, 100]"));
+  Sampler ok({.logit_bias = {{1, 5.0f}}});
+  CHECK(ok.request().penalized());
+  CHECK(ok.request().logit_bias.size() == 1);
+}

@@ -22,6 +22,8 @@ struct SamplingOptions {
   float repetition_penalty = 1.0f;
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
+  // Added to these ids' logits (OpenAI's logit_bias): ids ascending and distinct, biases in [-100, 100].
+  std::vector<std::pair<std::int64_t, float>> logit_bias;
 };
 
 // Picks the next token from one row of logits, drawing the uniform numbers from a SplitMix64

@@ -60,8 +60,12 @@ struct SampleRequest {
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
   std::int64_t output_start = 0;
+  // Added to the logits of these ids before the penalties (OpenAI's logit_bias), ids ascending
+  // and distinct, within the vocabulary.
+  std::span<const std::pair<std::int64_t, float>> logit_bias;
+  // Whether the row changes before the pick (a penalty or a bias).
   bool penalized() const {
-    return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f;
+    return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f || !logit_bias.empty();
   }
 };
 

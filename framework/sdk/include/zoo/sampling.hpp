@@ -26,7 +26,8 @@ SampledToken sample_logits(std::span<const float> logits, const SampleRequest& r
 // The penalties of `request` (SampleRequest::repetition_penalty and the rest) applied to `logits`
 // in place, given the sequence's tokens (positions 0 .. tokens.size() - 1; those from
 // request.output_start on are its output), in this order and arithmetic, which device kernels
-// follow bit for bit, float32 throughout: for each id in the sequence, (1) x > 0 ? x / repetition :
+// follow bit for bit, float32 throughout: first each biased id gets x + bias (logit_bias), then for
+// each id in the sequence, (1) x > 0 ? x / repetition :
 // x * repetition; then, when it occurs c > 0 times among the output, (2) x - frequency * c and (3)
 // x - presence (vLLM's rule, which torch computes in the same operations). A penalty that is off
 // (1, 0, 0) is skipped. Ids must be within the row.

@@ -194,16 +194,23 @@ void sample_rows(const float* logits, std::int64_t n, SampleMode mode, const std
 // block per row; `workspace` holds penalty_workspace_bytes(n) per row (a count per id, which the
 // kernel clears first). restore_pick_logits then puts each pick's raw logit back into its
 // SampleOutput (out[pick].logit, read from from_row), as the host reference reports it.
+// A row's logit biases (added first) are biases[bias_at .. bias_at + bias_count), distinct ids.
 struct PenaltyRow {
   std::int64_t tokens_at = 0;
   std::int32_t from_row = 0, to_row = 0;
   std::int32_t length = 0, output_start = 0;
   float repetition = 1.0f, frequency = 0.0f, presence = 0.0f;
   std::int32_t pick = -1;
+  std::int32_t bias_at = 0, bias_count = 0;
+};
+struct LogitBias {
+  std::int32_t id = 0;
+  float bias = 0.0f;
 };
 std::size_t penalty_workspace_bytes(std::int64_t n);
 void apply_penalties_rows(float* logits, std::int64_t n, const PenaltyRow* rows, std::int64_t count,
-                          const std::int32_t* tokens, void* workspace, cudaStream_t stream);
+                          const std::int32_t* tokens, void* workspace, cudaStream_t stream,
+                          const LogitBias* biases = nullptr);
 void restore_pick_logits(const float* logits, std::int64_t n, const PenaltyRow* rows, std::int64_t count,
                          SampleOutput* out, cudaStream_t stream);
 // history[dest[i]] = ids[i] for i < count where dest[i] >= 0 (a step's tokens into each sequence's
