@@ -13,6 +13,12 @@ constexpr std::string_view kCallOpen = "<tool_call>", kCallClose = "</tool_call>
 
 using ojson = nlohmann::ordered_json;
 
+// Where the whitespace at the end of `s` begins.
+std::size_t trailing_space(std::string_view s) {
+  const auto end = s.find_last_not_of(" \n\t\r");
+  return end == std::string_view::npos ? 0 : end + 1;
+}
+
 bool only_space(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; });
 }
@@ -195,8 +201,7 @@ ChatDelta ChatOutput::run(bool final) {
         std::string before = buffer_.substr(0, at);
         buffer_.erase(0, at + kCallOpen.size());
         // Whitespace between calls or before the first is not content (unless the call is not one).
-        const auto end = before.find_last_not_of(" \n\t\r");
-        const std::size_t cut = end == std::string::npos ? 0 : end + 1;
+        const std::size_t cut = trailing_space(before);
         space_before_call_ = before.substr(cut);
         emit_content(d, before.substr(0, cut));
         mode_ = Mode::tool_call;
@@ -205,8 +210,7 @@ ChatDelta ChatOutput::run(bool final) {
       std::string safe = safe_part(kCallOpen, final);
       // Trailing whitespace may precede a call: hold it (unless the answer is over).
       if (!final) {
-        const auto end = safe.find_last_not_of(" \n\t\r");
-        const std::size_t cut = end == std::string::npos ? 0 : end + 1;
+        const std::size_t cut = trailing_space(safe);
         buffer_.insert(0, safe.substr(cut));
         safe.erase(cut);
       } else if (!calls_.empty() && only_space(safe)) {

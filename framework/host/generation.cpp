@@ -50,20 +50,26 @@ Sampler::Sampler(SamplingOptions options) : options_(options), state_(options.se
                                  options_.top_p));
 }
 
+SampleRequest Sampler::settings(std::int64_t output_start) const {
+  return SampleRequest{.temperature = options_.temperature,
+                       .top_k = options_.top_k,
+                       .top_p = options_.top_p,
+                       .u = 0.0,
+                       .min_p = options_.min_p,
+                       .repetition_penalty = options_.repetition_penalty,
+                       .frequency_penalty = options_.frequency_penalty,
+                       .presence_penalty = options_.presence_penalty,
+                       .output_start = output_start,
+                       .logit_bias = options_.logit_bias};
+}
+
 SampleRequest Sampler::request(std::int64_t output_start) {
-  SampleRequest r{.temperature = options_.temperature,
-                  .top_k = options_.top_k,
-                  .top_p = options_.top_p,
-                  .u = 0.0,
-                  .min_p = options_.min_p,
-                  .repetition_penalty = options_.repetition_penalty,
-                  .frequency_penalty = options_.frequency_penalty,
-                  .presence_penalty = options_.presence_penalty,
-                  .output_start = output_start,
-                  .logit_bias = options_.logit_bias};
+  SampleRequest r = settings(output_start);
   if (r.temperature != 0.0f) r.u = uniform01(state_);
   return r;
 }
+
+bool Sampler::penalized() const { return settings(0).penalized(); }
 
 std::int64_t Sampler::next(std::span<const float> logits) {
   if (logits.empty()) throw std::invalid_argument("Sampler::next: empty logits");
@@ -83,11 +89,7 @@ std::vector<std::int64_t> generate(Session& session, const Prompt& prompt, const
   Sampler sampler(options.sampling);
   // Penalties read the sequence's own tokens, which a session does not keep: the host applies
   // them to the returned row (a Runner applies them where its logits are).
-  const bool penalized = SampleRequest{.repetition_penalty = options.sampling.repetition_penalty,
-                                       .frequency_penalty = options.sampling.frequency_penalty,
-                                       .presence_penalty = options.sampling.presence_penalty,
-                                       .logit_bias = options.sampling.logit_bias}
-                             .penalized();
+  const bool penalized = sampler.penalized();
   std::vector<std::int32_t> sequence;
   if (penalized) sequence.assign(prompt.ids.begin(), prompt.ids.end());
   std::vector<float> row;

@@ -52,10 +52,7 @@ class CudaRunner : public KvRunner, private CudaRows {
 
   SequenceId fork_sequence(SequenceId id, std::int64_t tokens) override {
     const SequenceId child = KvRunner::fork_sequence(id, tokens);
-    if (history_stride_ > 0) {  // the child's slot gets the tokens it holds
-      const auto held = kv_.token_ids(child);
-      history_dev_.upload(held.data(), held.size() * 4, static_cast<std::size_t>(kv_.slot(child) * history_stride_) * 4);
-    }
+    if (history_stride_ > 0) upload_history(child);  // the child's slot gets the tokens it holds
     return child;
   }
 
@@ -459,11 +456,13 @@ class CudaRunner : public KvRunner, private CudaRows {
   void start_history() {
     history_stride_ = kv_.max_context();
     history_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(kv_.max_sequences() * history_stride_) * 4);
-    for (const SequenceId id : kv_.open_sequences()) {
-      const auto held = kv_.token_ids(id);
-      history_dev_.upload(held.data(), held.size() * 4, static_cast<std::size_t>(kv_.slot(id) * history_stride_) * 4);
-    }
+    for (const SequenceId id : kv_.open_sequences()) upload_history(id);
     b_.note_memory();
+  }
+  // A sequence's tokens, as the host holds them, into its slot's row.
+  void upload_history(SequenceId id) {
+    const auto held = kv_.token_ids(id);
+    history_dev_.upload(held.data(), held.size() * 4, static_cast<std::size_t>(kv_.slot(id) * history_stride_) * 4);
   }
   void record_history() {
     std::vector<std::int32_t> pairs;

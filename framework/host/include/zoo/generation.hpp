@@ -36,10 +36,13 @@ class Sampler {
   // per sampled token). For sessions that sample on their device. `output_start`: the prompt's
   // length (where the penalties' output tokens begin).
   SampleRequest request(std::int64_t output_start = 0);
+  // Whether a penalty or a bias changes the row before the pick (SampleRequest::penalized).
+  bool penalized() const;
   // sample_logits(logits, request()).id; the row is not checked.
   std::int64_t next(std::span<const float> logits);
 
  private:
+  SampleRequest settings(std::int64_t output_start) const;  // request() without the draw
   SamplingOptions options_;
   std::uint64_t state_;
   std::vector<std::pair<float, std::int64_t>> scratch_;
