@@ -43,6 +43,14 @@ void DecoderSpec::check(const std::string& label) const {
     if (s.attention == AttentionKind::sliding && s.window <= 0)
       throw InputError(fmt::format("{}: layer {} slides with a window of {} tokens", label, l, s.window));
   }
+  if (moe_layers() > 0) {
+    for (auto [value, name] : {std::pair{moe.experts, "num_experts"}, {moe.top_k, "num_experts_per_tok"},
+                               {moe.intermediate_size, "moe_intermediate_size"}})
+      if (value <= 0) throw InputError(fmt::format("{}: field '{}' must be positive (got {})", label, name, value));
+    if (moe.top_k > moe.experts)
+      throw InputError(fmt::format("{}: num_experts_per_tok {} exceeds num_experts {}", label, moe.top_k, moe.experts));
+    if (mlp_bias) throw InputError(fmt::format("{}: mlp_bias with mixture-of-experts layers is not supported", label));
+  }
   for (auto [value, name] : {std::pair{query_scale, "query scale"}, {attn_softcap, "attention softcap"},
                              {final_softcap, "final logit softcap"}, {embed_scale, "embedding scale"}})
     if (!(value >= 0.0) || !std::isfinite(value))
@@ -69,6 +77,12 @@ std::int64_t DecoderSpec::kv_cache_elements(std::int64_t max_context, const std:
                          label + ": KV cache of max_context " + std::to_string(max_context) + " tokens");
 }
 
+std::int64_t DecoderSpec::moe_layers() const {
+  std::int64_t n = 0;
+  for (const auto& s : layers) n += s.mlp == MlpKind::moe ? 1 : 0;
+  return n;
+}
+
 bool DecoderSpec::has_sliding_window() const {
   for (const auto& s : layers)
     if (s.attention == AttentionKind::sliding) return true;
@@ -88,6 +102,9 @@ std::string DecoderSpec::summary() const {
       if (s.attention == AttentionKind::sliding) ++sliding, window = s.window;
     extras += fmt::format(", sliding window {} on {}/{} layers", window, sliding, num_layers);
   }
+  if (const std::int64_t sparse = moe_layers(); sparse > 0)
+    extras += fmt::format(", {} experts top-{}{} (ffn {}) on {}/{} layers", moe.experts, moe.top_k,
+                          moe.normalize_top_k ? " normalized" : "", moe.intermediate_size, sparse, num_layers);
   if (rotary_dim > 0 && rotary_dim != head_dim) extras += fmt::format(", rotary {}/{}", rotary_dim, head_dim);
   if (attn_softcap > 0) extras += fmt::format(", attn softcap {}", attn_softcap);
   if (final_softcap > 0) extras += fmt::format(", logit softcap {}", final_softcap);
@@ -108,6 +125,12 @@ std::string DecoderSpec::layer_tensor(std::int64_t layer, const std::string& mod
   std::string prefix = names.layer_prefix;
   if (const auto at = prefix.find("{}"); at != std::string::npos) prefix.replace(at, 2, std::to_string(layer));
   return prefix + module + "." + kind;
+}
+
+std::string DecoderSpec::expert_tensor(std::int64_t layer, std::int64_t expert, const std::string& module) const {
+  std::string prefix = names.expert_prefix;
+  if (const auto at = prefix.find("{}"); at != std::string::npos) prefix.replace(at, 2, std::to_string(expert));
+  return layer_tensor(layer, prefix + module);
 }
 
 std::vector<LayerTensor> layer_tensors(const DecoderSpec& c, std::int64_t l) {
@@ -136,12 +159,23 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& c, std::int64_t l) {
   }
   if (out_norms) add(P::post_attn_out_norm, n.post_attn_out_norm, {H});
   if (pre_norms) add(P::post_norm, c.norm_placement == NormPlacement::pre ? n.post_attention_norm : n.pre_mlp_norm, {H});
-  add(P::gate, n.gate_proj, {I, H});
-  if (c.mlp_bias) add(P::gate_bias, n.gate_proj, {I}, true);
-  add(P::up, n.up_proj, {I, H});
-  if (c.mlp_bias) add(P::up_bias, n.up_proj, {I}, true);
-  add(P::down, n.down_proj, {H, I});
-  if (c.mlp_bias) add(P::down_bias, n.down_proj, {H}, true);
+  if (c.is_moe(l)) {
+    // The router, then each expert's gate, up and down (named by the expert table, not an enum each).
+    const std::int64_t E = c.moe.experts, Ie = c.moe.intermediate_size;
+    add(P::router, n.router, {E, H});
+    for (std::int64_t e = 0; e < E; ++e) {
+      out.push_back({P::expert_gate, c.expert_tensor(l, e, n.expert_gate), {Ie, H}, e});
+      out.push_back({P::expert_up, c.expert_tensor(l, e, n.expert_up), {Ie, H}, e});
+      out.push_back({P::expert_down, c.expert_tensor(l, e, n.expert_down), {H, Ie}, e});
+    }
+  } else {
+    add(P::gate, n.gate_proj, {I, H});
+    if (c.mlp_bias) add(P::gate_bias, n.gate_proj, {I}, true);
+    add(P::up, n.up_proj, {I, H});
+    if (c.mlp_bias) add(P::up_bias, n.up_proj, {I}, true);
+    add(P::down, n.down_proj, {H, I});
+    if (c.mlp_bias) add(P::down_bias, n.down_proj, {H}, true);
+  }
   if (out_norms) add(P::post_mlp_norm, n.post_mlp_norm, {H});
   return out;
 }

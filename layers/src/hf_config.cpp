@@ -174,6 +174,15 @@ const std::vector<Rule>& rules() {
       {{"clip_qkv", kRefused, "q/k/v clamped to a range (null)"}},
       {{"attention_chunk_size", kRefused, "chunked local attention (null)"}},
       {{"quantization_config", kRefused, "quantized weights with scales the decoder does not apply"}},
+      {{"num_experts", kRefused, "mixture-of-experts MLPs (in the families that read them)"}},
+      {{"num_local_experts", kRefused, "mixture-of-experts MLPs (in the families that read them)"}},
+      {{"num_experts_per_tok", kRefused, "mixture-of-experts routing (in the families that read it)"}},
+      {{"moe_intermediate_size", kRefused, "mixture-of-experts MLPs (in the families that read them)"}},
+      {{"norm_topk_prob", kRefused, "mixture-of-experts routing (in the families that read it)"}},
+      {{"decoder_sparse_step", kRefused, "which layers are mixtures of experts (in the families that read it)"}},
+      {{"mlp_only_layers", kRefused, "which layers are mixtures of experts (in the families that read it)"}},
+      {{"shared_expert_intermediate_size", kRefused, "a shared expert beside the routed ones"}},
+      {{"n_shared_experts", kRefused, "shared experts beside the routed ones"}},
 
       {{"architectures", kIgnored, "picks the plugin"}},
       {{"model_type", kIgnored, "picks the plugin"}},
@@ -192,6 +201,8 @@ const std::vector<Rule>& rules() {
       {{"max_window_layers", kIgnored, "which layers a sliding window covers, in the families that read it"}},
       {{"cache_implementation", kIgnored, "how transformers stores its cache, not what it holds"}},
       {{"pretraining_tp", kIgnored, "split matmuls of the same product"}},
+      {{"router_aux_loss_coef", kIgnored, "training only (the router's load-balancing loss)"}},
+      {{"output_router_logits", kIgnored, "training only (the router's load-balancing loss)"}},
   };
   return table;
 }
@@ -370,6 +381,38 @@ void read_layer_types(const json& config, const HfFamilyRules& family, DecoderSp
     if (sliding[l]) c.layers[l] = {AttentionKind::sliding, window, 0};
 }
 
+// The mixture-of-experts layers (families reading num_experts), by the rule of transformers: a
+// layer is sparse unless listed in mlp_only_layers, when there are experts and (layer + 1) is a
+// multiple of decoder_sparse_step.
+void read_moe(const json& config, const HfFamilyRules& family, DecoderSpec& c, const std::string& label) {
+  if (!family.reads.count("num_experts")) return;
+  const char* experts_key = present(config, "num_experts") ? "num_experts" : "num_local_experts";
+  if (!present(config, experts_key)) return;  // a dense model of the family
+  const json& experts = config.at(experts_key);
+  if (experts.is_number_integer() && experts.get<std::int64_t>() == 0) return;
+  constexpr std::int64_t kMaxExperts = 4096;
+  c.moe.experts = bounded_int(experts, experts_key, kMaxExperts, label);
+  c.moe.top_k = positive_int(config, "num_experts_per_tok", c.moe.experts, label);
+  c.moe.intermediate_size = positive_int(config, "moe_intermediate_size", kMaxIntermediate, label);
+  c.moe.normalize_top_k = hf_bool(config, "norm_topk_prob", false, label);
+  const std::int64_t step =
+      present(config, "decoder_sparse_step") ? bounded_int(config.at("decoder_sparse_step"), "decoder_sparse_step", kMaxLayers, label) : 1;
+  std::set<std::int64_t> dense;
+  if (present(config, "mlp_only_layers")) {
+    const json& only = config.at("mlp_only_layers");
+    if (!only.is_array()) throw InputError(fmt::format("{}: field 'mlp_only_layers' must be a list of layer indices", label));
+    for (const auto& v : only) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= c.num_layers)
+        throw InputError(fmt::format("{}: mlp_only_layers entry {} is not a layer index (0..{})", label, v.dump(),
+                                     c.num_layers - 1));
+      dense.insert(v.get<std::int64_t>());
+    }
+  }
+  if (c.layers.empty()) c.layers.assign(static_cast<std::size_t>(c.num_layers), LayerSpec{});
+  for (std::int64_t l = 0; l < c.num_layers; ++l)
+    if (!dense.count(l) && (l + 1) % step == 0) c.layers[static_cast<std::size_t>(l)].mlp = MlpKind::moe;
+}
+
 // The RoPE tables: one for every layer, or (families reading rope_local_base_freq) the full
 // layers' and the sliding layers' own, from rope_parameters keyed by layer type (transformers 5)
 // or from rope_theta + rope_scaling and rope_local_base_freq (older configs).
@@ -466,6 +509,7 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   if (present(config, "sliding_window"))
     (void)bounded_int(config.at("sliding_window"), "sliding_window", kMaxPositions, label);
   read_layer_types(config, rules, c, label);
+  read_moe(config, rules, c, label);
   read_ropes(config, rules, c, label);
   c.check(label);
   return c;

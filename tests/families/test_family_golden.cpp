@@ -1,5 +1,5 @@
-// The families that need LayerSpec values of their own (plugins gemma, phi3, olmo2; Mistral's
-// sliding window in llama), end to end on fixtures made by their transformers classes
+// The families that need LayerSpec values of their own (plugins gemma, phi3, olmo2, qwen3_moe;
+// Mistral's sliding window in llama), end to end on fixtures made by their transformers classes
 // (tools/fixtures/make_family_fixtures.py): every stage the family has within the strict and
 // semantic gates of configs/<fixture>.yaml, the same stage list as transformers', greedy generation
 // equal for the full length, KV-cache decode (past the sliding windows) equal to full prefills.
@@ -31,10 +31,13 @@ struct FamilyFixture {
 };
 
 // gemma-tiny: pre norms (15 stages); gemma2-tiny: sandwich (17); gemma3-tiny: sandwich + q/k norm
-// (19); phi3-tiny: pre (15); olmo2-tiny: post norms (15) + q/k norm (17); mistral-sw-tiny: 15.
+// (19); phi3-tiny: pre (15); olmo2-tiny: post norms (15) + q/k norm (17); mistral-sw-tiny: 15;
+// qwen3-moe-tiny: pre + q/k norm (17), its expert layers with the four router/MoE stages in place
+// of the four dense MLP ones.
 const FamilyFixture kFixtures[] = {{"gemma-tiny", "gemma", 15},  {"gemma2-tiny", "gemma", 17},
                                    {"gemma3-tiny", "gemma", 19}, {"phi3-tiny", "phi3", 15},
-                                   {"olmo2-tiny", "olmo2", 17},  {"mistral-sw-tiny", "llama", 15}};
+                                   {"olmo2-tiny", "olmo2", 17},  {"mistral-sw-tiny", "llama", 15},
+                                   {"qwen3-moe-tiny", "qwen3_moe", 17}};
 
 fs::path config_of(const std::string& name) { return fs::path(ZOO_SOURCE_DIR) / "configs" / (name + ".yaml"); }
 
@@ -147,6 +150,10 @@ TEST_CASE("family features matter: each switched off fails the gates", "[familie
   check_feature_matters("gemma2-tiny", {{"attn_logit_softcapping", nullptr}});
   check_feature_matters("gemma2-tiny", {{"final_logit_softcapping", nullptr}});
   check_feature_matters("gemma2-tiny", {{"query_pre_attn_scalar", 64}});
+  // Mixture of experts: the top-k probabilities not renormalized, one expert per token, every layer
+  // sparse (layer 1 is dense).
+  check_feature_matters("qwen3-moe-tiny", {{"norm_topk_prob", false}});
+  check_feature_matters("qwen3-moe-tiny", {{"num_experts_per_tok", 1}});
   // Gemma 3's sliding layers with the global layers' RoPE base.
   check_feature_matters("gemma3-tiny", {{"rope_parameters",
                                          {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1000000.0}}},

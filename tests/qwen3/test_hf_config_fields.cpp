@@ -186,6 +186,25 @@ const std::vector<Row>& rows() {
       {"attention_chunk_size", {{"attention_chunk_size", nullptr}}, Expect::same},
       {"quantization_config", {{"quantization_config", {{"quant_method", "fp8"}}}}, Expect::refused, "quantization_config"},
       {"quantization_config", {{"quantization_config", nullptr}}, Expect::same},
+      // Mixture-of-experts fields: read by the families that have experts (qwen3_moe), refused here.
+      {"num_experts", {{"num_experts", 8}}, Expect::refused},
+      {"num_experts", {{"num_experts", nullptr}}, Expect::same},
+      {"num_local_experts", {{"num_local_experts", 8}}, Expect::refused},
+      {"num_local_experts", {{"num_local_experts", nullptr}}, Expect::same},
+      {"num_experts_per_tok", {{"num_experts_per_tok", 2}}, Expect::refused},
+      {"num_experts_per_tok", {{"num_experts_per_tok", nullptr}}, Expect::same},
+      {"moe_intermediate_size", {{"moe_intermediate_size", 32}}, Expect::refused},
+      {"moe_intermediate_size", {{"moe_intermediate_size", nullptr}}, Expect::same},
+      {"norm_topk_prob", {{"norm_topk_prob", true}}, Expect::refused},
+      {"norm_topk_prob", {{"norm_topk_prob", nullptr}}, Expect::same},
+      {"decoder_sparse_step", {{"decoder_sparse_step", 1}}, Expect::refused},
+      {"decoder_sparse_step", {{"decoder_sparse_step", nullptr}}, Expect::same},
+      {"mlp_only_layers", {{"mlp_only_layers", {0}}}, Expect::refused},
+      {"mlp_only_layers", {{"mlp_only_layers", nullptr}}, Expect::same},
+      {"shared_expert_intermediate_size", {{"shared_expert_intermediate_size", 64}}, Expect::refused},
+      {"shared_expert_intermediate_size", {{"shared_expert_intermediate_size", nullptr}}, Expect::same},
+      {"n_shared_experts", {{"n_shared_experts", 1}}, Expect::refused},
+      {"n_shared_experts", {{"n_shared_experts", nullptr}}, Expect::same},
 
       // Ignored on purpose: metadata, training-only settings, generation defaults.
       {"architectures", {{"architectures", {"SomethingForCausalLM"}}}, Expect::same},
@@ -205,6 +224,8 @@ const std::vector<Row>& rows() {
       {"max_window_layers", {{"max_window_layers", 1}}, Expect::same},
       {"pretraining_tp", {{"pretraining_tp", 2}}, Expect::same},
       {"cache_implementation", {{"cache_implementation", "hybrid"}}, Expect::same},
+      {"router_aux_loss_coef", {{"router_aux_loss_coef", 0.01}}, Expect::same},
+      {"output_router_logits", {{"output_router_logits", true}}, Expect::same},
   };
   return r;
 }

@@ -44,6 +44,10 @@ How each value is captured (module names relative to the decoder, `model.`):
     gate/up_proj    mlp.{gate,up}_proj output (Phi-3: gate_up_proj output, halves)
     act             mlp.down_proj input (= act_fn(gate) * up, checked at layer 0)
     down_proj       mlp.down_proj output
+    router_logits   mixture-of-experts layers (an mlp with a `gate` router and `experts`): the
+                    router's first output [T, experts]; router_topk_weights [T, k] and
+                    router_topk_ids [T, k] (I64) its second and third (probability order)
+    moe_output      the mixture-of-experts mlp's output (in place of gate_proj .. down_proj)
     output          layers.L output (checked == hidden_states[L+1] for L < N-1)
     final_norm      norm output (checked == hidden_states[-1])
     logits          the model's logits (lm_head)
@@ -73,8 +77,11 @@ GENERATOR = "tools/golden/record_golden.py"
 STAGES = (
     "input_norm", "q_proj", "k_proj", "v_proj", "q_norm", "k_norm", "q_rope", "k_rope",
     "attn", "o_proj", "post_attn_out_norm", "attn_residual", "post_attn_norm", "pre_mlp_norm",
-    "gate_proj", "up_proj", "act", "down_proj", "post_mlp_norm", "output",
+    "gate_proj", "up_proj", "act", "down_proj", "router_logits", "router_topk_ids", "router_topk_weights",
+    "moe_output", "post_mlp_norm", "output",
 )
+DENSE_MLP = {"gate_proj", "up_proj", "act", "down_proj"}
+MOE_MLP = {"router_logits", "router_topk_ids", "router_topk_weights", "moe_output"}
 
 # Where each model_type's block norms sit (docs/validation.md has the table per family):
 #   pre       input_layernorm before attention, post_attention_layernorm before the MLP
@@ -83,7 +90,7 @@ STAGES = (
 #   post      post_attention_layernorm and post_feedforward_layernorm on the sublayer outputs only
 NORM_LAYOUTS = {
     "llama": "pre", "mistral": "pre", "qwen2": "pre", "qwen3": "pre", "phi3": "pre", "gemma": "pre",
-    "gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post",
+    "gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post", "qwen3_moe": "pre",
 }
 LAYOUT_STAGES = {  # the stages each layout has besides the ones every layout has
     "pre": {"input_norm", "attn_residual", "post_attn_norm"},
@@ -150,6 +157,7 @@ class Recorder:
         self.current_layer: int | None = None
         self.patched: list[tuple[object, object]] = []
         self.rope_calls = 0
+        self.moe_layers: set[int] = set()
 
     def __enter__(self):
         import torch.nn as nn
@@ -191,6 +199,14 @@ class Recorder:
                 self._out(pre, p + "pre_mlp_norm")
             elif self.layout == "post":
                 self._in(mlp, p + "attn_residual")  # the residual stream the MLP reads
+            if is_moe(mlp):
+                self.moe_layers.add(i)
+                self.handles.append(mlp.gate.register_forward_hook(lambda m, a, o, p=p: self._store_router(p, o)))
+                self._out(mlp, p + "moe_output")
+                self._out(layer, p + "output")
+                if attn is not None:
+                    self._layer_hooks(attn, i)
+                continue
             if mlp is not None and isinstance(getattr(mlp, "gate_up_proj", None), nn.Module):
                 self._out(mlp.gate_up_proj, p + "_gate_up")  # fused gate|up (Phi-3), halved in record()
             else:
@@ -204,15 +220,21 @@ class Recorder:
             self._out(down, p + "down_proj")
             self._out(layer, p + "output")
             if attn is not None:
-                # Which layer is computing: set by a pre-hook on the attention, read by the RoPE wrapper.
-                self.handles.append(attn.register_forward_pre_hook(
-                    lambda m, a, i=i: setattr(self, "current_layer", i)))
-                self.handles.append(attn.register_forward_hook(
-                    lambda m, a, o: setattr(self, "current_layer", None)))
+                self._layer_hooks(attn, i)
         self._out(self.core.embed_tokens, "embed")
         self._out(self.core.norm, "final_norm")
         self._patch_rope()
         return self
+
+    def _store_router(self, p: str, outputs) -> None:
+        # A forward hook that returns something replaces the module's output: this returns None.
+        for n, v in zip(("router_logits", "router_topk_weights", "router_topk_ids"), outputs):
+            self._store(p + n, v)
+
+    def _layer_hooks(self, attn, i: int) -> None:
+        # Which layer is computing: set by a pre-hook on the attention, read by the RoPE wrapper.
+        self.handles.append(attn.register_forward_pre_hook(lambda m, a, i=i: setattr(self, "current_layer", i)))
+        self.handles.append(attn.register_forward_hook(lambda m, a, o: setattr(self, "current_layer", None)))
 
     def __exit__(self, *exc):
         for h in self.handles:
@@ -262,6 +284,24 @@ class Recorder:
     def _in(self, module, name):
         if module is not None:
             self.handles.append(module.register_forward_pre_hook(lambda m, i: self._store(name, i[0])))
+
+
+def is_moe(mlp) -> bool:
+    """A mixture-of-experts MLP as transformers writes them: a `gate` router module and `experts`."""
+    import torch.nn as nn
+    return mlp is not None and isinstance(getattr(mlp, "gate", None), nn.Module) and \
+        isinstance(getattr(mlp, "experts", None), nn.Module)
+
+
+def flat_rows(t, T: int):
+    """A router output [T, n] (or [1, T, n]) -> [T, n] on the CPU: float32, or int64 for ids."""
+    import torch
+    t = t.detach().cpu()
+    if t.dim() == 3 and t.shape[0] == 1:
+        t = t[0]
+    if t.dim() != 2 or t.shape[0] != T:
+        raise RuntimeError(f"unexpected router output shape {tuple(t.shape)} for T={T}")
+    return (t.to(torch.int64) if not t.is_floating_point() else t.float()).contiguous()
 
 
 def flat(t, T: int):
@@ -384,11 +424,13 @@ def record(model, core, cfg, ids: list[int], notes: list[str]) -> "OrderedDict":
     own = LAYOUT_FREE | LAYOUT_STAGES[layout]
     absent = set(rec.absent) & own
     for L in range(n_layers):
+        # A layer's MLP stages are the dense or the mixture-of-experts ones, never both.
+        own_here = own - (DENSE_MLP if L in rec.moe_layers else MOE_MLP)
         for s in STAGES:
             name = f"layer.{L}.{s}"
             if name in raw:
-                trace[name] = flat(raw[name], T)
-            elif s in own:
+                trace[name] = flat_rows(raw[name], T) if s in MOE_MLP - {"moe_output"} else flat(raw[name], T)
+            elif s in own_here:
                 absent.add(s)
     trace["final_norm"] = flat(raw["final_norm"], T)
     trace["logits"] = flat(out.logits, T)

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "../decoder_backend.hpp"
@@ -292,12 +293,13 @@ class CpuRunner : public KvRunner, private DecoderOps {
     linear(x_.data(), L.get(P::gate), L.get(P::gate_bias), gate_.data(), I, H);
     linear(x_.data(), L.get(P::up), L.get(P::up_bias), up_.data(), I, H);
   }
-  void act() override {
-    const std::int64_t n = T_ * c_.intermediate_size;
+  void act() override { act_mul(gate_.data(), up_.data(), T_ * c_.intermediate_size); }
+  // gate = activation(gate) * up over n values.
+  void act_mul(float* gate, const float* up, std::int64_t n) const {
     switch (c_.activation) {
-      case Activation::silu: ops::silu_mul(gate_.data(), up_.data(), gate_.data(), n); break;
-      case Activation::gelu_tanh: ops::gelu_tanh_mul(gate_.data(), up_.data(), gate_.data(), n); break;
-      case Activation::gelu: ops::gelu_mul(gate_.data(), up_.data(), gate_.data(), n); break;
+      case Activation::silu: ops::silu_mul(gate, up, gate, n); break;
+      case Activation::gelu_tanh: ops::gelu_tanh_mul(gate, up, gate, n); break;
+      case Activation::gelu: ops::gelu_mul(gate, up, gate, n); break;
     }
   }
   void gate_up_act(std::int64_t l) override {
@@ -307,6 +309,66 @@ class CpuRunner : public KvRunner, private DecoderOps {
   void down(std::int64_t l) override {
     const auto& L = w_.layers[l];
     linear(gate_.data(), L.get(P::down), L.get(P::down_bias), tmp_.data(), c_.hidden_size, c_.intermediate_size);
+  }
+  // transformers' router: float32 softmax over the logits, the top k by probability (ties: the
+  // lower expert first), renormalized when the spec says so.
+  void router(std::int64_t l) override {
+    const std::int64_t E = c_.moe.experts, k = c_.moe.top_k;
+    router_logits_.assign(static_cast<std::size_t>(T_ * E), 0.0f);
+    linear(x_.data(), w_.layers[l].get(P::router), nullptr, router_logits_.data(), E, c_.hidden_size);
+    topk_ids_.resize(static_cast<std::size_t>(T_ * k));
+    topk_weights_.resize(static_cast<std::size_t>(T_ * k));
+    std::vector<float> probs(static_cast<std::size_t>(E));
+    std::vector<std::int64_t> order(static_cast<std::size_t>(E));
+    for (std::int64_t t = 0; t < T_; ++t) {
+      const float* logits = &router_logits_[static_cast<std::size_t>(t * E)];
+      const float top = *std::max_element(logits, logits + E);
+      float sum = 0.0f;
+      for (std::int64_t e = 0; e < E; ++e) sum += probs[e] = std::exp(logits[e] - top);
+      for (float& p : probs) p /= sum;
+      std::iota(order.begin(), order.end(), std::int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](std::int64_t a, std::int64_t b) {
+        return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+      });
+      float chosen = 0.0f;
+      for (std::int64_t j = 0; j < k; ++j) chosen += probs[order[j]];
+      for (std::int64_t j = 0; j < k; ++j) {
+        topk_ids_[t * k + j] = order[j];
+        topk_weights_[t * k + j] = c_.moe.normalize_top_k ? probs[order[j]] / chosen : probs[order[j]];
+      }
+    }
+  }
+  // Expert by expert in ascending order over the rows that chose it (one linear call per expert
+  // and weight), each row's weighted output added as transformers' index_add_ does: a token's
+  // experts are summed in ascending order.
+  void experts(std::int64_t l) override {
+    const std::int64_t E = c_.moe.experts, k = c_.moe.top_k, H = c_.hidden_size, Ie = c_.moe.intermediate_size;
+    const auto& L = w_.layers[l];
+    std::fill(tmp_.begin(), tmp_.end(), 0.0f);
+    std::vector<std::int64_t> rows;  // (token * k + j) of the expert's assignments
+    for (std::int64_t e = 0; e < E; ++e) {
+      rows.clear();
+      for (std::int64_t a = 0; a < T_ * k; ++a)
+        if (topk_ids_[static_cast<std::size_t>(a)] == e) rows.push_back(a);
+      if (rows.empty()) continue;
+      const auto n = static_cast<std::int64_t>(rows.size());
+      expert_x_.resize(static_cast<std::size_t>(n * H));
+      for (std::int64_t r = 0; r < n; ++r)
+        std::copy_n(&x_[static_cast<std::size_t>(rows[r] / k * H)], H, &expert_x_[static_cast<std::size_t>(r * H)]);
+      expert_gate_.resize(static_cast<std::size_t>(n * Ie));
+      expert_up_.resize(static_cast<std::size_t>(n * Ie));
+      expert_y_.resize(static_cast<std::size_t>(n * H));
+      ops::linear(expert_x_.data(), L.get(P::expert_gate) + e * Ie * H, expert_gate_.data(), n, Ie, H);
+      ops::linear(expert_x_.data(), L.get(P::expert_up) + e * Ie * H, expert_up_.data(), n, Ie, H);
+      act_mul(expert_gate_.data(), expert_up_.data(), n * Ie);
+      ops::linear(expert_gate_.data(), L.get(P::expert_down) + e * H * Ie, expert_y_.data(), n, H, Ie);
+      for (std::int64_t r = 0; r < n; ++r) {
+        const float weight = topk_weights_[static_cast<std::size_t>(rows[r])];
+        float* out = &tmp_[static_cast<std::size_t>(rows[r] / k * H)];
+        const float* y = &expert_y_[static_cast<std::size_t>(r * H)];
+        for (std::int64_t i = 0; i < H; ++i) out[i] += y[i] * weight;
+      }
+    }
   }
   void logits(bool every_row) override {
     const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
@@ -346,6 +408,10 @@ class CpuRunner : public KvRunner, private DecoderOps {
   void sample_head(int) override {}  // the caller samples the head output (OutputRequest)
   void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t) override {
     const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
+    if (value == Value::router_topk_ids) {
+      hook.record(name, TensorView{topk_ids_.data(), DType::I64, {T_, c_.moe.top_k}, Device{}});
+      return;
+    }
     const auto [data, cols] = [&]() -> std::pair<const float*, std::int64_t> {
       switch (value) {
         case Value::embed: case Value::attn_residual: case Value::output: return {h_.data(), H};
@@ -358,9 +424,13 @@ class CpuRunner : public KvRunner, private DecoderOps {
         case Value::k_norm: return {k_normed_.data(), kvd};
         case Value::attn: return {attn_.data(), qd};
         case Value::o_proj: case Value::down_proj: case Value::post_attn_out_norm: case Value::post_mlp_norm:
+        case Value::moe_output:
           return {tmp_.data(), H};
         case Value::gate_proj: case Value::act: return {gate_.data(), I};
         case Value::up_proj: return {up_.data(), I};
+        case Value::router_logits: return {router_logits_.data(), c_.moe.experts};
+        case Value::router_topk_weights: return {topk_weights_.data(), c_.moe.top_k};
+        case Value::router_topk_ids: break;  // above
         case Value::logits: return {logits_.as<float>(), c_.vocab_size};
       }
       return {nullptr, 0};
@@ -409,6 +479,9 @@ class CpuRunner : public KvRunner, private DecoderOps {
   HostTensor logits_, head_;
   std::vector<std::pair<float, std::int64_t>> scratch_;
   std::vector<float> penalized_;  // a row with penalties applied (the raw one gives the logprobs)
+  // Mixture-of-experts layers: the router's outputs, and one expert's rows at a time.
+  std::vector<float> router_logits_, topk_weights_, expert_x_, expert_gate_, expert_up_, expert_y_;
+  std::vector<std::int64_t> topk_ids_;
   std::int64_t linear_calls_ = 0, linear_rows_min_ = 0, linear_rows_max_ = 0;
 };
 
@@ -464,8 +537,17 @@ class CpuBackend : public DecoderBackend {
     w_.embed = fetch(c_.embed_weight());
     w_.layers.resize(static_cast<std::size_t>(c_.num_layers));
     for (std::int64_t l = 0; l < c_.num_layers; ++l)
-      for (const auto& t : layer_tensors(c_, l))
-        w_.layers[l][t.param] = is_norm(t.param) ? fetch_norm(t.name) : fetch(t.name);
+      for (const auto& t : layer_tensors(c_, l)) {
+        if (t.expert < 0) {
+          w_.layers[l][t.param] = is_norm(t.param) ? fetch_norm(t.name) : fetch(t.name);
+          continue;
+        }
+        // Experts stacked per parameter: [experts, rows, cols], expert e at e * rows * cols.
+        HostTensor& stacked = w_.layers[l][t.param];
+        if (stacked.empty()) stacked = HostTensor(DType::F32, {c_.moe.experts, t.shape[0], t.shape[1]});
+        const HostTensor one = fetch(t.name);
+        std::copy_n(one.as<float>(), one.numel(), stacked.as<float>() + t.expert * one.numel());
+      }
     w_.final_norm = fetch_norm(c_.final_norm_weight());
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(c_.lm_head_weight());
     for (const auto& t : tables) {
@@ -488,7 +570,16 @@ class CpuBackend : public DecoderBackend {
     std::size_t bytes = w_.final_norm.nbytes() + w_.head().nbytes();
     if (!w_.lm_head.empty()) bytes += static_cast<std::size_t>(c_.hidden_size) * sizeof(float);
     for (const auto& L : w_.layers)
-      for (const auto& tensor : L.t) bytes += tensor.empty() ? 0 : tensor.nbytes();
+      for (std::size_t p = 0; p < kLayerParamCount; ++p) {
+        const HostTensor& tensor = L.t[p];
+        if (tensor.empty()) continue;
+        const auto param = static_cast<LayerParam>(p);
+        const bool expert = param == P::expert_gate || param == P::expert_up || param == P::expert_down;
+        // A step reads the experts it routes to: top_k of them per token at batch 1.
+        bytes += expert ? tensor.nbytes() / static_cast<std::size_t>(c_.moe.experts) *
+                              static_cast<std::size_t>(c_.moe.top_k)
+                        : tensor.nbytes();
+      }
     return {{"decode_weight_bytes", bytes}};
   }
 

@@ -18,6 +18,7 @@ namespace {
 std::string cuda_unsupported(const DecoderSpec& c) {
   if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256)
     return fmt::format("head_dim {} (the attention kernels serve 64, 96, 128 and 256)", c.head_dim);
+  if (c.moe_layers() > 0) return "mixture-of-experts MLPs";
   return {};
 }
 

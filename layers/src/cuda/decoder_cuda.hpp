@@ -66,6 +66,8 @@ class CudaRows : protected DecoderOps {
   void act() override;
   void gate_up_act(std::int64_t layer) override;
   void down(std::int64_t layer) override;
+  void router(std::int64_t layer) override;
+  void experts(std::int64_t layer) override;
 
   cu::NormWeight norm_kind() const;
   const Bf16* next_norm_weight(std::int64_t layer, NextNorm next) const;

@@ -217,6 +217,10 @@ void CudaRows::down(std::int64_t l) {
   profile_.mark("gemm down");
 }
 
+// Refused when the backend is made (cuda_unsupported), so never reached.
+void CudaRows::router(std::int64_t) { throw std::logic_error("CUDA backend: no mixture-of-experts MLPs"); }
+void CudaRows::experts(std::int64_t) { throw std::logic_error("CUDA backend: no mixture-of-experts MLPs"); }
+
 void CudaRows::head_logits(const Bf16* x_rows, std::int64_t rows) {
   ensure_logits(rows);
   b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size, *b_.stream_);
@@ -294,10 +298,12 @@ void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value
       case Value::k_rope: return {k_cache(l) + pos_ * kvd, kvd, kvd};
       case Value::attn: return {a_.attn.as<Bf16>(), qd, qd};
       case Value::o_proj: case Value::down_proj: case Value::post_attn_out_norm: case Value::post_mlp_norm:
+      case Value::moe_output:
         return {a_.tmp.as<Bf16>(), H, H};
       case Value::gate_proj: return {a_.gate_up.as<Bf16>(), I, 2 * I};
       case Value::up_proj: return {a_.gate_up.as<Bf16>() + I, I, 2 * I};
       case Value::act: return {a_.act.as<Bf16>(), I, I};
+      case Value::router_logits: case Value::router_topk_ids: case Value::router_topk_weights:
       case Value::logits: break;
     }
     return {nullptr, 0, 0};

@@ -12,12 +12,16 @@ constexpr std::array kLayerValues = {
     Value::input_norm,    Value::q_proj,         Value::k_proj,         Value::v_proj,    Value::q_norm,
     Value::k_norm,        Value::q_rope,         Value::k_rope,         Value::attn,      Value::o_proj,
     Value::post_attn_out_norm, Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm,
-    Value::gate_proj,     Value::up_proj,        Value::act,            Value::down_proj, Value::post_mlp_norm,
-    Value::output};
+    Value::gate_proj,     Value::up_proj,        Value::act,            Value::down_proj, Value::router_logits,
+    Value::router_topk_ids, Value::router_topk_weights, Value::moe_output, Value::post_mlp_norm, Value::output};
 
-bool has_value(const DecoderSpec& spec, Value value) {
+bool has_value(const DecoderSpec& spec, Value value, std::int64_t layer) {
   const NormPlacement placement = spec.norm_placement;
+  const bool moe = spec.is_moe(layer);
   switch (value) {
+    case Value::gate_proj: case Value::up_proj: case Value::act: case Value::down_proj: return !moe;
+    case Value::router_logits: case Value::router_topk_ids: case Value::router_topk_weights: case Value::moe_output:
+      return moe;
     case Value::q_norm: case Value::k_norm: return spec.qk_norm != QkNorm::none;
     case Value::input_norm: return placement != NormPlacement::post;
     case Value::post_attn_norm: return placement == NormPlacement::pre;
@@ -40,7 +44,7 @@ class Taps {
   void layer(std::int64_t l, std::initializer_list<Value> values) {
     if (!hook_) return;
     for (Value value : values) {
-      if (!has_value(spec_, value)) continue;
+      if (!has_value(spec_, value, l)) continue;
       const std::string name = fmt::format("layer.{}.{}", l, value_name(value));
       if (hook_->wants(name)) ops_.tap(*hook_, name, value, l);
     }
@@ -75,6 +79,10 @@ const char* value_name(Value value) {
     case Value::up_proj: return "up_proj";
     case Value::act: return "act";
     case Value::down_proj: return "down_proj";
+    case Value::router_logits: return "router_logits";
+    case Value::router_topk_ids: return "router_topk_ids";
+    case Value::router_topk_weights: return "router_topk_weights";
+    case Value::moe_output: return "moe_output";
     case Value::post_mlp_norm: return "post_mlp_norm";
     case Value::output: return "output";
     case Value::final_norm: return "final_norm";
@@ -83,10 +91,10 @@ const char* value_name(Value value) {
   return "?";
 }
 
-std::vector<std::string> layer_stages(const DecoderSpec& spec) {
+std::vector<std::string> layer_stages(const DecoderSpec& spec, std::int64_t layer) {
   std::vector<std::string> stages;
   for (Value value : kLayerValues)
-    if (has_value(spec, value)) stages.emplace_back(value_name(value));
+    if (has_value(spec, value, layer)) stages.emplace_back(value_name(value));
   return stages;
 }
 
@@ -119,16 +127,23 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, const GraphOutp
     taps.layer(l, {Value::o_proj});
     residual(l, OutNorm::attention, Value::post_attn_out_norm, NextNorm::pre_mlp);
     taps.layer(l, {Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm});
-    if (taps.on()) {
-      ops.gate_up(l);
-      taps.layer(l, {Value::gate_proj, Value::up_proj});
-      ops.act();
+    if (spec.is_moe(l)) {
+      ops.router(l);
+      taps.layer(l, {Value::router_logits, Value::router_topk_ids, Value::router_topk_weights});
+      ops.experts(l);
+      taps.layer(l, {Value::moe_output});
     } else {
-      ops.gate_up_act(l);
+      if (taps.on()) {
+        ops.gate_up(l);
+        taps.layer(l, {Value::gate_proj, Value::up_proj});
+        ops.act();
+      } else {
+        ops.gate_up_act(l);
+      }
+      taps.layer(l, {Value::act});
+      ops.down(l);
+      taps.layer(l, {Value::down_proj});
     }
-    taps.layer(l, {Value::act});
-    ops.down(l);
-    taps.layer(l, {Value::down_proj});
     residual(l, OutNorm::mlp, Value::post_mlp_norm, NextNorm::next_input);
     taps.layer(l, {Value::output});
   }

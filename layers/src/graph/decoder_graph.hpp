@@ -16,8 +16,8 @@ namespace zoo::layers::inline ZOO_LAYERS_ABI {
 // able to show at the moment the graph taps it.
 enum class Value {
   embed, input_norm, q_proj, k_proj, v_proj, q_norm, k_norm, q_rope, k_rope, attn, o_proj, post_attn_out_norm,
-  attn_residual, post_attn_norm, pre_mlp_norm, gate_proj, up_proj, act, down_proj, post_mlp_norm, output,
-  final_norm, logits
+  attn_residual, post_attn_norm, pre_mlp_norm, gate_proj, up_proj, act, down_proj, router_logits, router_topk_ids,
+  router_topk_weights, moe_output, post_mlp_norm, output, final_norm, logits
 };
 const char* value_name(Value value);
 
@@ -62,6 +62,11 @@ class DecoderOps {
   virtual void act() = 0;                        // act = activation(gate) * up
   virtual void gate_up_act(std::int64_t layer) = 0;  // both, fused where the backend can: no taps
   virtual void down(std::int64_t layer) = 0;
+  // A mixture-of-experts MLP (MlpKind::moe layers), in place of gate_up .. down: the router's
+  // logits, top-k expert ids and weights of every row; then proj = the weighted sum of the chosen
+  // experts' gated MLPs on x.
+  virtual void router(std::int64_t layer) = 0;
+  virtual void experts(std::int64_t layer) = 0;
   // The head on x's output rows (every row of the step when `every_row`: the logits tap), soft-capped.
   virtual void logits(bool every_row) = 0;
   virtual void sample() = 0;  // a token from each output row whose sequence asked to sample

@@ -44,6 +44,13 @@ struct DecoderTensorNames {
   std::string gate_proj = "mlp.gate_proj";
   std::string up_proj = "mlp.up_proj";
   std::string down_proj = "mlp.down_proj";
+  // A mixture-of-experts MLP (MlpKind::moe): the router, and each expert's modules under
+  // `expert_prefix` (relative to the layer; "{}" is the expert's index).
+  std::string router = "mlp.gate";
+  std::string expert_prefix = "mlp.experts.{}.";
+  std::string expert_gate = "gate_proj";
+  std::string expert_up = "up_proj";
+  std::string expert_down = "down_proj";
 };
 
 // The rotary embedding as kernels apply it: angle = position * inv_freq[i] (head_dim / 2 entries,
@@ -66,12 +73,26 @@ enum class QkNorm { none, per_head, whole };
 // The gated MLP's activation: act(gate) * up.
 enum class Activation { silu, gelu_tanh, gelu };
 enum class AttentionKind { full, sliding };
+// A layer's MLP: dense (gate|up, activation, down) or a mixture of experts (DecoderSpec::moe).
+enum class MlpKind { dense, moe };
 
 // What differs between the layers of one model.
 struct LayerSpec {
   AttentionKind attention = AttentionKind::full;
   std::int64_t window = 0;  // sliding: a query at position p sees keys p - window + 1 .. p
   int rope = 0;             // which of DecoderSpec::ropes this layer rotates with
+  MlpKind mlp = MlpKind::dense;
+};
+
+// The mixture-of-experts MLP of the MlpKind::moe layers. Per token: router logits = x @ router^T,
+// probabilities = softmax(logits), the top_k experts by probability (renormalized to sum 1 when
+// normalize_top_k), and the output is the sum of those experts' gated MLPs (each of
+// intermediate_size, the model's activation) weighted by their probabilities.
+struct MoeSpec {
+  std::int64_t experts = 0;
+  std::int64_t top_k = 0;
+  std::int64_t intermediate_size = 0;
+  bool normalize_top_k = false;
 };
 
 struct DecoderSpec {
@@ -107,8 +128,9 @@ struct DecoderSpec {
   // The RoPE tables; layers[l].rope picks one (e.g. global and local bases). Each has
   // rotary() / 2 frequencies.
   std::vector<RopeTable> ropes = std::vector<RopeTable>(1);
-  // One entry per layer, or empty: every layer full attention with ropes[0].
+  // One entry per layer, or empty: every layer full attention with ropes[0] and a dense MLP.
   std::vector<LayerSpec> layers;
+  MoeSpec moe;  // the experts of the MlpKind::moe layers (none: experts == 0)
   DecoderTensorNames names;
   // What reading config.json found that does not stop the model (read_hf_decoder_config fills
   // it); make_decoder_model logs each line as a warning.
@@ -124,6 +146,8 @@ struct DecoderSpec {
   const RopeTable& rope_of(std::int64_t l) const { return ropes[static_cast<std::size_t>(layer(l).rope)]; }
   // Whether any layer attends through a window (backends that cannot are refused).
   bool has_sliding_window() const;
+  bool is_moe(std::int64_t l) const { return layer(l).mlp == MlpKind::moe; }
+  std::int64_t moe_layers() const;
   // Checks the sizes (positive, GQA-compatible, even head_dim, table length) and that every
   // derived size fits in 64 bits; InputError naming `label` otherwise. make_decoder_model calls it.
   void check(const std::string& label) const;
@@ -138,6 +162,8 @@ struct DecoderSpec {
 
   // Checkpoint names, derived from `names`.
   std::string layer_tensor(std::int64_t layer, const std::string& module, const char* kind = "weight") const;
+  // An expert's module of layer `layer`: "<layer prefix><expert prefix><module>.weight".
+  std::string expert_tensor(std::int64_t layer, std::int64_t expert, const std::string& module) const;
   std::string embed_weight() const { return names.embed + ".weight"; }
   std::string final_norm_weight() const { return names.final_norm + ".weight"; }
   std::string lm_head_weight() const { return names.lm_head + ".weight"; }
@@ -145,9 +171,10 @@ struct DecoderSpec {
 
 // One layer's parameters in forward order; which exist depends on the spec's switches. post_norm
 // is the norm before the MLP (pre and sandwich placements).
+// The expert_* parameters come once per expert (LayerTensor::expert); backends stack them per layer.
 enum class LayerParam {
   input_norm, q, q_bias, k, k_bias, v, v_bias, o, o_bias, q_norm, k_norm, post_attn_out_norm, post_norm,
-  gate, gate_bias, up, up_bias, down, down_bias, post_mlp_norm
+  gate, gate_bias, up, up_bias, down, down_bias, router, expert_gate, expert_up, expert_down, post_mlp_norm
 };
 inline constexpr std::size_t kLayerParamCount = static_cast<std::size_t>(LayerParam::post_mlp_norm) + 1;
 // Whether a parameter is a norm's weight (scaled as 1 + w under NormKind::rms_one_plus).
@@ -159,16 +186,18 @@ struct LayerTensor {
   LayerParam param;
   std::string name;
   Shape shape;
+  std::int64_t expert = -1;  // the expert_* parameters: which expert
 };
 // The parameters of layer `layer` that this spec has, with their checkpoint names and shapes.
 std::vector<LayerTensor> layer_tensors(const DecoderSpec& spec, std::int64_t layer);
 // Every tensor the model reads (embedding, layers, final norm, head unless tied), float dtypes.
 std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& spec);
 
-// The per-layer tap stages this spec emits, in forward order (DESIGN.md; q_norm/k_norm only with
-// a q/k norm; input_norm and the pre-MLP norm only where the placement has them, the pre-MLP norm
-// named post_attn_norm under NormPlacement::pre and pre_mlp_norm under sandwich).
-std::vector<std::string> layer_stages(const DecoderSpec& spec);
+// The tap stages layer `layer` emits, in forward order (DESIGN.md; q_norm/k_norm only with a q/k
+// norm; input_norm and the pre-MLP norm only where the placement has them, the pre-MLP norm named
+// post_attn_norm under NormPlacement::pre and pre_mlp_norm under sandwich; gate_proj .. down_proj
+// in a dense layer, router_logits .. moe_output in a mixture-of-experts layer).
+std::vector<std::string> layer_stages(const DecoderSpec& spec, std::int64_t layer);
 
 // A Model over `args.weights`: float32 on the CPU, bf16 on CUDA. Checks the spec first, then
 // logs through `host` the spec's config_warnings and, when the checkpoint holds layers past

@@ -47,7 +47,10 @@ const char* hf_field_use_name(HfFieldUse use);
 //     sliding_window_pattern where `sliding_layer` reads them): which layers attend through a
 //     window, from layer_types when config.json has it, else from `sliding_layer`;
 //   rope_local_base_freq, or rope_parameters keyed by layer type: a second RoPE table for the
-//     sliding layers.
+//     sliding layers;
+//   num_experts (with num_local_experts, num_experts_per_tok, moe_intermediate_size,
+//     norm_topk_prob, decoder_sparse_step, mlp_only_layers): mixture-of-experts MLPs, on the layers
+//     decoder_sparse_step and mlp_only_layers make sparse.
 struct HfFamilyRules {
   std::set<std::string> reads;
   // The field naming the MLP activation: "hidden_act", or "hidden_activation" where a family keeps it there.
