@@ -6,7 +6,8 @@
     bench_transformers.py --roofline [--device cuda] [--json]
 
 CHECKPOINT is an HF directory (config.json + model.safetensors or shards + index), e.g. from
-`zoo synth`. Qwen3 checkpoints load with Qwen3ForCausalLM.from_pretrained (bf16, sdpa). A Higgs
+`zoo synth`. Qwen3 checkpoints load with Qwen3ForCausalLM.from_pretrained (bf16, sdpa), Qwen3-MoE
+ones with Qwen3MoeForCausalLM. A Higgs
 Audio v3 checkpoint (model_type higgs_multimodal_qwen3) loads its Qwen3 body the same way with
 the Higgs tensor names mapped onto Qwen3's, and its audio head is F.linear with the tied audio
 table, as Zoo's higgs_audio plugin computes it.
@@ -222,13 +223,17 @@ def load_model(checkpoint: Path, dtype: torch.dtype, attn: str, device: Device, 
     # transformers' plain path.
     common = dict(dtype=dtype, attn_implementation=attn)
     if not is_higgs(config):
-        model, loading = Qwen3ForCausalLM.from_pretrained(str(checkpoint), output_loading_info=True, **common)
+        cls = Qwen3ForCausalLM
+        if config.get("model_type") == "qwen3_moe":  # the Qwen3-MoE shape: its own class
+            from transformers import Qwen3MoeForCausalLM as cls
+        model, loading = cls.from_pretrained(str(checkpoint), output_loading_info=True, **common)
         model = model.to(device.torch)
         check_loaded(checkpoint, "model.norm.weight", model.model.norm.weight)
         missing = sorted(set(loading.get("missing_keys", [])) - {"lm_head.weight"})
         if missing:
             log(f"warning: {checkpoint}: tensors left at random init: {missing[:5]}")
-        return model.eval(), None, {"kind": "qwen3", "load_method": "from_pretrained", "missing_keys": missing}
+        kind = config.get("model_type", "qwen3")
+        return model.eval(), None, {"kind": kind, "load_method": "from_pretrained", "missing_keys": missing}
 
     from safetensors import safe_open
 
