@@ -71,6 +71,20 @@ std::int64_t DecoderSpec::checked_parameter_count(const std::string& label) cons
 
 std::int64_t DecoderSpec::parameter_count() const { return checked_parameter_count(family); }
 
+std::int64_t DecoderSpec::decode_parameter_count() const {
+  std::int64_t total = 0;
+  for (const auto& r : decoder_requirements(*this)) {
+    std::int64_t n = 1;
+    for (auto d : r.shape) n *= d;
+    if (r.name == embed_weight() && !tie_word_embeddings) n = hidden_size;
+    total += n;
+  }
+  // The expert tensors were counted for every expert; a token reads top_k of them.
+  for (std::int64_t l = 0; l < num_layers; ++l)
+    if (is_moe(l)) total -= (moe.experts - moe.top_k) * 3 * moe.intermediate_size * hidden_size;
+  return total;
+}
+
 std::int64_t DecoderSpec::kv_cache_elements(std::int64_t max_context, const std::string& label) const {
   check_range(max_context, 1, kMaxContextTokens, label + ": max_context");
   return checked_product({2, num_layers, max_context, kv_dim()},

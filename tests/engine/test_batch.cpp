@@ -23,9 +23,10 @@
 namespace zoo::ptest {
 namespace {
 
-// Every decoder family's fixture, sliding windows (mistral-sw 6, gemma2 5, gemma3 6) included.
+// Every decoder family's fixture, sliding windows (mistral-sw 6, gemma2 5, gemma3 6) and experts
+// included.
 const char* const kFixtures[] = {"qwen3-tiny",  "qwen2-tiny",  "llama-tiny", "mistral-sw-tiny", "gemma-tiny",
-                                 "gemma2-tiny", "gemma3-tiny", "phi3-tiny",  "olmo2-tiny"};
+                                 "gemma2-tiny", "gemma3-tiny", "phi3-tiny",  "olmo2-tiny",      "qwen3-moe-tiny"};
 
 std::vector<std::int64_t> prompt_ids(std::int64_t length, std::int64_t vocab, std::uint64_t salt) {
   std::vector<std::int64_t> ids;
@@ -640,7 +641,7 @@ TEST_CASE("CUDA runner: every sequence of a batch equals its run alone on every 
   if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
   const std::int64_t lengths[] = {15, 16, 17, 31, 32, 33, 1, 5, 47, 130};
   for (const char* name : {"qwen3-tiny-hd64", "llama-tiny-hd128", "qwen2-tiny", "mistral-sw-tiny", "gemma-tiny",
-                           "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "olmo2-tiny"}) {
+                           "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "olmo2-tiny", "qwen3-moe-tiny"}) {
     INFO("fixture " << name);
     const auto loaded = cuda_test::load_cuda_fixture(fixture_dir(name));
     Model& model = *loaded->model;

@@ -222,6 +222,49 @@ TEST_CASE("family fixtures on CUDA: the fused step equals the tapped step, prefi
 #endif
 }
 
+// The experts CUDA picks (bf16 router logits, rounded as transformers' bf16 router) against the
+// float32 golden's: the fixture was chosen so that every token's k-th and (k+1)-th router logits
+// are >= 0.05 apart, far beyond bf16's error at this size, so every choice must be equal. Both
+// expert paths run: the prompt's 16 rows take the grouped GEMMs, a decode row the streaming kernels.
+TEST_CASE("qwen3-moe-tiny on CUDA picks the experts transformers picks, prefill and decode", "[families][cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const fs::path dir = fixture_dir("qwen3-moe-tiny");
+  auto model = registry().create_model("qwen3_moe", cuda_test::cuda_bf16_args(dir));
+  model->load();
+  const Prompt prompt = model->prepare(load_request(dir / "request.json"));
+  const auto golden = SafetensorsFile::open(dir / "golden.safetensors");
+  const auto T = static_cast<std::int64_t>(prompt.ids.size());
+  // Prefill all but the last token (grouped path), then the last one alone (streaming path): the
+  // same rows as the golden's, split over the two paths.
+  auto session = model->new_session();
+  TraceRecorder prefill(PointSelection({"layer.*.router_topk_ids"}));
+  const std::vector<std::int64_t> head(prompt.ids.begin(), prompt.ids.end() - 1), tail{prompt.ids.back()};
+  session->forward(ForwardStep{head, {}, {}, {}, {}}, &prefill);
+  TraceRecorder decode(PointSelection({"layer.*.router_topk_ids"}));
+  session->forward(ForwardStep{tail, {}, {}, {}, {}}, &decode);
+  int layers = 0;
+  for (const auto& [name, ids] : prefill.tensors()) {
+    INFO(name);
+    const SafetensorsEntry* entry = golden->find(name);
+    REQUIRE(entry != nullptr);
+    const TensorView want = golden->view(*entry);
+    const std::int64_t k = want.shape[1];
+    const auto* w = static_cast<const std::int64_t*>(want.data);
+    const auto* first = ids.as<std::int64_t>();
+    const auto last = decode.tensors();
+    const auto it = std::find_if(last.begin(), last.end(), [&](const auto& e) { return e.first == name; });
+    REQUIRE(it != last.end());
+    CHECK(std::equal(first, first + (T - 1) * k, w));
+    CHECK(std::equal(it->second.as<std::int64_t>(), it->second.as<std::int64_t>() + k, w + (T - 1) * k));
+    ++layers;
+  }
+  CHECK(layers == 2);  // layers 0 and 2; layer 1 is dense
+#endif
+}
+
 // A head_dim the attention kernels do not serve is refused by name when the model is made, before
 // any weight is read (phi3-tiny with four heads of 48).
 TEST_CASE("a head_dim the CUDA attention does not serve is refused by name", "[families][cuda]") {

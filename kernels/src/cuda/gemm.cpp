@@ -1,12 +1,15 @@
 #include "zoo/kernels/cuda/gemm.hpp"
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cublaslt_handles.hpp"
 #include "gemv.hpp"
@@ -57,6 +60,37 @@ bool fuse_silu_from_env() {
   return env_flag("ZOO_GEMV_SILU", true);
 }
 
+// grouped_linear's cuBLAS handle and its two pointer staging slots, made at the first call.
+struct Grouped {
+  // The device arrays of A, B and C pointers (cuBLAS reads them from device memory) and their
+  // pinned source. `done` is recorded after the GEMM that read them, so once it has completed the
+  // slot may be rewritten (also from another stream).
+  struct Slot {
+    PinnedBuffer host;
+    DeviceBuffer device;
+    Event done{false};
+    bool pending = false;
+  };
+  cublasHandle_t handle = nullptr;
+  Slot slots[2];
+  int next = 0;
+  bool grouped_call = true;  // false once cuBLAS refused the grouped call: a GEMM per group
+  // The per-problem arguments, host memory (kept to allocate once).
+  std::vector<cublasOperation_t> trans_a, trans_b;
+  std::vector<int> m, n, k, lda, ldb, ldc, group_size;
+  std::vector<float> alpha, beta;
+
+  Grouped() { ZOO_CUBLAS_CHECK(cublasCreate(&handle)); }
+  ~Grouped() {
+    // The buffers go back to CUDA below: let GEMMs still reading them finish first.
+    for (auto& slot : slots)
+      if (slot.pending) (void)cudaEventSynchronize(slot.done.get());
+    if (handle) (void)cublasDestroy(handle);
+  }
+  Grouped(const Grouped&) = delete;
+  Grouped& operator=(const Grouped&) = delete;
+};
+
 }  // namespace
 
 struct Gemm::Impl {
@@ -67,6 +101,7 @@ struct Gemm::Impl {
   std::int64_t gemv_max_rows = gemv_rows_from_env();
   bool fuse_silu = fuse_silu_from_env();
   std::size_t gemv_calls = 0;
+  std::unique_ptr<Grouped> grouped;
 
   explicit Impl(std::size_t workspace_bytes) : workspace(workspace_bytes) {
     ZOO_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -175,6 +210,96 @@ void Gemm::linear_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf1
   }
   linear(x, w, gate_up, m, 2 * inter, k, stream);
   act_and_mul(act, gate_up, out, m, inter, stream);
+}
+
+void Gemm::grouped_linear(const Bf16* x, const Bf16* w, std::int64_t w_stride, const std::int32_t* host_counts,
+                          int groups, Bf16* y, std::int64_t n, std::int64_t k, cudaStream_t stream) {
+  if (groups < 0 || n < 0 || k < 0 || w_stride < 0)
+    throw std::invalid_argument("Gemm::grouped_linear: negative size or stride");
+  if (n > INT_MAX || k > INT_MAX) throw std::invalid_argument("Gemm::grouped_linear: n or k beyond int");
+  if (groups > 0 && host_counts == nullptr) throw std::invalid_argument("Gemm::grouped_linear: no counts");
+  std::int64_t rows = 0;
+  int problems = 0;
+  for (int g = 0; g < groups; ++g) {
+    if (host_counts[g] < 0) throw std::invalid_argument("Gemm::grouped_linear: negative count");
+    rows += host_counts[g];
+    problems += host_counts[g] > 0;
+  }
+  if (rows == 0 || n == 0) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  ZOO_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    throw std::logic_error("Gemm::grouped_linear cannot be captured in a CUDA graph");
+  if (k == 0) {  // cuBLAS rejects k == 0; the products are zeros
+    ZOO_CUDA_CHECK(cudaMemsetAsync(y, 0, static_cast<std::size_t>(rows * n) * sizeof(Bf16), stream));
+    return;
+  }
+  if (!impl_->grouped) impl_->grouped = std::make_unique<Grouped>();
+  Grouped& gr = *impl_->grouped;
+  Grouped::Slot& slot = gr.slots[gr.next];
+  gr.next ^= 1;
+  // The GEMM that last read this slot's pointers (two calls back) must be done with them.
+  if (slot.pending) slot.done.synchronize();
+  slot.pending = false;
+  const std::size_t bytes = 3 * static_cast<std::size_t>(problems) * sizeof(void*);
+  if (slot.host.size() < bytes) {
+    slot.host = PinnedBuffer(2 * bytes);
+    slot.device = DeviceBuffer(2 * bytes);
+  }
+  // Row-major Y = X W^T is column-major Y^T [n, c] = W^T' X^T: A = W seen column-major [k, n],
+  // transposed; B = X seen column-major [k, c]; C = Y seen column-major [n, c] (gemm.cpp's "TN").
+  auto** ptrs = slot.host.as<const void*>();
+  const void** a_ptrs = ptrs;
+  const void** b_ptrs = ptrs + problems;
+  const void** c_ptrs = ptrs + 2 * problems;
+  for (auto* v : {&gr.m, &gr.n, &gr.k, &gr.lda, &gr.ldb, &gr.ldc, &gr.group_size}) v->clear();
+  gr.trans_a.assign(problems, CUBLAS_OP_T);
+  gr.trans_b.assign(problems, CUBLAS_OP_N);
+  gr.alpha.assign(problems, 1.0f);
+  gr.beta.assign(problems, 0.0f);
+  std::int64_t offset = 0;
+  int p = 0;
+  for (int g = 0; g < groups; ++g) {
+    const int count = host_counts[g];
+    if (count == 0) continue;
+    a_ptrs[p] = w + g * w_stride;
+    b_ptrs[p] = x + offset * k;
+    c_ptrs[p] = y + offset * n;
+    gr.m.push_back(static_cast<int>(n));
+    gr.n.push_back(count);
+    gr.k.push_back(static_cast<int>(k));
+    gr.lda.push_back(static_cast<int>(k));
+    gr.ldb.push_back(static_cast<int>(k));
+    gr.ldc.push_back(static_cast<int>(n));
+    gr.group_size.push_back(1);
+    offset += count;
+    ++p;
+  }
+  ZOO_CUBLAS_CHECK(cublasSetStream(gr.handle, stream));
+  bool done = false;
+  if (gr.grouped_call) {
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(slot.device.data(), slot.host.data(), bytes, cudaMemcpyHostToDevice, stream));
+    auto** dev_ptrs = slot.device.as<void*>();
+    const cublasStatus_t status = cublasGemmGroupedBatchedEx(
+        gr.handle, gr.trans_a.data(), gr.trans_b.data(), gr.m.data(), gr.n.data(), gr.k.data(), gr.alpha.data(),
+        dev_ptrs, CUDA_R_16BF, gr.lda.data(), dev_ptrs + problems, CUDA_R_16BF, gr.ldb.data(), gr.beta.data(),
+        dev_ptrs + 2 * problems, CUDA_R_16BF, gr.ldc.data(), problems, gr.group_size.data(), CUBLAS_COMPUTE_32F);
+    slot.done.record(stream);  // also after a refusal: the upload above read the pinned staging
+    slot.pending = true;
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED) gr.grouped_call = false;
+    else {
+      ZOO_CUBLAS_CHECK(status);
+      done = true;
+    }
+  }
+  if (!done) {
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int i = 0; i < problems; ++i)
+      ZOO_CUBLAS_CHECK(cublasGemmEx(gr.handle, CUBLAS_OP_T, CUBLAS_OP_N, gr.m[i], gr.n[i], gr.k[i], &alpha, a_ptrs[i],
+                                    CUDA_R_16BF, gr.lda[i], b_ptrs[i], CUDA_R_16BF, gr.ldb[i], &beta,
+                                    const_cast<void*>(c_ptrs[i]), CUDA_R_16BF, gr.ldc[i], CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+  }
 }
 
 void Gemm::linear_silu_mul(const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* act, std::int64_t m,

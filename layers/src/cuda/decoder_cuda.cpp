@@ -18,7 +18,12 @@ namespace {
 std::string cuda_unsupported(const DecoderSpec& c) {
   if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256)
     return fmt::format("head_dim {} (the attention kernels serve 64, 96, 128 and 256)", c.head_dim);
-  if (c.moe_layers() > 0) return "mixture-of-experts MLPs";
+  if (c.moe_layers() > 0 && (c.moe.experts > cu::kMoeMaxExperts || c.moe.top_k > cu::kMoeMaxTopK ||
+                            c.hidden_size % 8 != 0 || c.moe.intermediate_size % 8 != 0))
+    return fmt::format("mixture-of-experts layers of {} experts, top {}, hidden {}, expert ffn {} (the kernels serve up "
+                       "to {} experts, top {}, sizes that are multiples of 8)",
+                       c.moe.experts, c.moe.top_k, c.hidden_size, c.moe.intermediate_size, cu::kMoeMaxExperts,
+                       cu::kMoeMaxTopK);
   return {};
 }
 
@@ -59,9 +64,13 @@ std::unique_ptr<Runner> CudaBackend::new_runner(const RunnerOptions& options) {
 
 nlohmann::json CudaBackend::runtime_stats() const {
   const auto& props = cu::device_properties(device_);
-  return {{"gpu", props.name},
-          {"weights_gb", static_cast<double>(w_.bytes) / 1e9},
-          {"peak_device_memory_gb", static_cast<double>(peak_used_) / 1e9}};
+  nlohmann::json stats = {{"gpu", props.name},
+                          {"weights_gb", static_cast<double>(w_.bytes) / 1e9},
+                          {"peak_device_memory_gb", static_cast<double>(peak_used_) / 1e9}};
+  // A mixture reads a fraction of its weights per token: `zoo bench`'s estimate (every tensor) would
+  // overstate its bandwidth many times over.
+  if (c_.moe_layers() > 0) stats["decode_weight_bytes"] = c_.decode_parameter_count() * static_cast<std::int64_t>(sizeof(Bf16));
+  return stats;
 }
 
 void CudaBackend::note_memory() {
@@ -118,6 +127,23 @@ void CudaRows::ensure_activations(std::int64_t tokens) {
   a_.act = bf16(T * I);
   a_.q_normed = bf16(T * qd);
   a_.k_normed = bf16(T * kvd);
+  if (c_.moe_layers() > 0) {
+    const std::int64_t E = c_.moe.experts, k = c_.moe.top_k, Ie = c_.moe.intermediate_size, A = T * k;
+    a_.router_logits = cu::DeviceBuffer(static_cast<std::size_t>(T * E) * sizeof(float));
+    a_.topk_ids = cu::DeviceBuffer(static_cast<std::size_t>(A) * sizeof(std::int32_t));
+    a_.topk_weights = cu::DeviceBuffer(static_cast<std::size_t>(A) * sizeof(float));
+    a_.expert_act = bf16(A * Ie);
+    if (T > kMoeStreamRows) {
+      a_.expert_counts = cu::DeviceBuffer(static_cast<std::size_t>(E) * sizeof(std::int32_t));
+      a_.expert_offsets = cu::DeviceBuffer(static_cast<std::size_t>(E + 1) * sizeof(std::int32_t));
+      a_.row_of = cu::DeviceBuffer(static_cast<std::size_t>(A) * sizeof(std::int32_t));
+      a_.token_of = cu::DeviceBuffer(static_cast<std::size_t>(A) * sizeof(std::int32_t));
+      a_.sorted_x = bf16(A * H);
+      a_.sorted_gate_up = bf16(A * 2 * Ie);
+      a_.sorted_y = bf16(A * H);
+      a_.counts_host = cu::PinnedBuffer(static_cast<std::size_t>(E) * sizeof(std::int32_t));
+    }
+  }
   ids_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));
   positions_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));
   a_.tokens = T;

@@ -19,12 +19,17 @@
 #include "zoo/kernels/cuda/common.hpp"
 #include "zoo/kernels/cuda/event_profiler.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
+#include "zoo/kernels/cuda/moe.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
 #include "zoo/kernels/env.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
 inline constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
+// Steps up to this many rows run a mixture-of-experts layer through the kernels that stream only
+// the chosen experts per row (graph-capturable); longer ones group the rows by expert for grouped
+// GEMMs, which reads the expert counts back to the host (a synchronization per layer, no graphs).
+inline constexpr std::int64_t kMoeStreamRows = 8;
 
 // What a decode step computes besides the layers; a graph is captured per variant and kv bucket.
 struct StepVariant {
@@ -55,6 +60,12 @@ class CudaRows : protected DecoderOps {
   struct Activations {
     std::int64_t tokens = 0;
     cu::DeviceBuffer h, x, qkv, q, attn, tmp, gate_up, act, q_normed, k_normed;
+    // Mixture-of-experts layers: the router's logits (float32 [T, E]), top-k ids (int32 [T, k]) and
+    // weights (float32), the experts' activations [T * k, I]; for the grouped path the per-expert
+    // counts and offsets, each assignment's sorted row, each row's token, and the sorted rows.
+    cu::DeviceBuffer router_logits, topk_ids, topk_weights, expert_act, expert_counts, expert_offsets, row_of,
+        token_of, sorted_x, sorted_gate_up, sorted_y;
+    cu::PinnedBuffer counts_host;
   };
   void input_norm() override;
   void qkv(std::int64_t layer) override;

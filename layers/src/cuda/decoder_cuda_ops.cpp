@@ -5,6 +5,7 @@
 #include "decoder_cuda.hpp"
 
 #include "zoo/dtype.hpp"
+#include "zoo/kernels/cuda/moe.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
@@ -217,9 +218,50 @@ void CudaRows::down(std::int64_t l) {
   profile_.mark("gemm down");
 }
 
-// Refused when the backend is made (cuda_unsupported), so never reached.
-void CudaRows::router(std::int64_t) { throw std::logic_error("CUDA backend: no mixture-of-experts MLPs"); }
-void CudaRows::experts(std::int64_t) { throw std::logic_error("CUDA backend: no mixture-of-experts MLPs"); }
+// The router GEMM in float32, then on the device: its logits rounded to bf16 (transformers' bf16
+// router), the softmax, top k and renormalization (kernels/cuda/moe.hpp).
+void CudaRows::router(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  const auto E = static_cast<int>(c_.moe.experts), k = static_cast<int>(c_.moe.top_k);
+  b_.gemm_->linear(a_.x.as<Bf16>(), L.router, a_.router_logits.as<float>(), T_, E, c_.hidden_size, *b_.stream_);
+  cu::moe_route(a_.router_logits.as<float>(), T_, E, k, c_.moe.normalize_top_k, a_.topk_ids.as<std::int32_t>(),
+                a_.topk_weights.as<float>(), *b_.stream_);
+  profile_.mark("moe router");
+}
+
+// Few rows: kernels that stream only each row's chosen experts (decode; graph-capturable). Many
+// rows: grouped by expert into one grouped GEMM per projection, whose sizes come from the counts
+// read back to the host.
+void CudaRows::experts(std::int64_t l) {
+  const LayerPtrs& L = b_.w_.layers[l];
+  const auto E = static_cast<int>(c_.moe.experts), k = static_cast<int>(c_.moe.top_k);
+  const std::int64_t H = c_.hidden_size, Ie = c_.moe.intermediate_size, A = T_ * k;
+  cudaStream_t s = *b_.stream_;
+  const int sms = cu::device_properties(b_.device_).multiprocessors;
+  const auto* ids = a_.topk_ids.as<std::int32_t>();
+  const auto* weights = a_.topk_weights.as<float>();
+  if (T_ <= kMoeStreamRows) {
+    cu::moe_gate_up_act(gated_activation(), a_.x.as<Bf16>(), L.experts_gate_up, ids, T_, k, Ie, H,
+                        a_.expert_act.as<Bf16>(), sms, s);
+    cu::moe_down_sum(a_.expert_act.as<Bf16>(), L.experts_down, ids, weights, T_, k, H, Ie, a_.tmp.as<Bf16>(), sms, s);
+    profile_.mark("moe experts");
+    return;
+  }
+  cu::moe_group(ids, T_, k, E, a_.expert_counts.as<std::int32_t>(), a_.expert_offsets.as<std::int32_t>(),
+                a_.row_of.as<std::int32_t>(), a_.token_of.as<std::int32_t>(), s);
+  cu::gather_rows(a_.x.as<Bf16>(), a_.token_of.as<std::int32_t>(), A, H, a_.sorted_x.as<Bf16>(), s);
+  auto* counts = a_.counts_host.as<std::int32_t>();
+  ZOO_CUDA_CHECK(cudaMemcpyAsync(counts, a_.expert_counts.data(), static_cast<std::size_t>(E) * sizeof(std::int32_t),
+                                 cudaMemcpyDeviceToHost, s));
+  b_.stream_->synchronize();
+  b_.gemm_->grouped_linear(a_.sorted_x.as<Bf16>(), L.experts_gate_up, 2 * Ie * H, counts, E,
+                           a_.sorted_gate_up.as<Bf16>(), 2 * Ie, H, s);
+  cu::act_and_mul(gated_activation(), a_.sorted_gate_up.as<Bf16>(), a_.expert_act.as<Bf16>(), A, Ie, s);
+  b_.gemm_->grouped_linear(a_.expert_act.as<Bf16>(), L.experts_down, H * Ie, counts, E, a_.sorted_y.as<Bf16>(), H, Ie,
+                           s);
+  cu::moe_combine(a_.sorted_y.as<Bf16>(), a_.row_of.as<std::int32_t>(), ids, weights, T_, k, H, a_.tmp.as<Bf16>(), s);
+  profile_.mark("moe experts (grouped)");
+}
 
 void CudaRows::head_logits(const Bf16* x_rows, std::int64_t rows) {
   ensure_logits(rows);
@@ -269,6 +311,24 @@ void CudaSession::sample_head(int table) {
 void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t l) {
   const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
   const std::int64_t qkv_cols = qd + 2 * kvd;
+  if (value == Value::router_logits || value == Value::router_topk_weights) {
+    const bool logits = value == Value::router_logits;
+    HostTensor out(DType::F32, {T_, logits ? c_.moe.experts : c_.moe.top_k});
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(out.data(), (logits ? a_.router_logits : a_.topk_weights).data(), out.nbytes(),
+                                   cudaMemcpyDeviceToHost, *b_.stream_));
+    b_.stream_->synchronize();
+    hook.record(name, out.view());
+    return;
+  }
+  if (value == Value::router_topk_ids) {
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(T_ * c_.moe.top_k));
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(ids.data(), a_.topk_ids.data(), ids.size() * 4, cudaMemcpyDeviceToHost, *b_.stream_));
+    b_.stream_->synchronize();
+    HostTensor out(DType::I64, {T_, c_.moe.top_k});
+    std::copy(ids.begin(), ids.end(), out.as<std::int64_t>());
+    hook.record(name, out.view());
+    return;
+  }
   if (value == Value::logits) {
     HostTensor all(DType::F32, {logits_computed_, c_.vocab_size});
     ZOO_CUDA_CHECK(cudaMemcpyAsync(all.data(), logits_dev_.data(), all.nbytes(), cudaMemcpyDeviceToHost, *b_.stream_));
@@ -303,7 +363,7 @@ void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value
       case Value::gate_proj: return {a_.gate_up.as<Bf16>(), I, 2 * I};
       case Value::up_proj: return {a_.gate_up.as<Bf16>() + I, I, 2 * I};
       case Value::act: return {a_.act.as<Bf16>(), I, I};
-      case Value::router_logits: case Value::router_topk_ids: case Value::router_topk_weights:
+      case Value::router_logits: case Value::router_topk_ids: case Value::router_topk_weights:  // above
       case Value::logits: break;
     }
     return {nullptr, 0, 0};

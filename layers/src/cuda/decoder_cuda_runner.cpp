@@ -227,7 +227,9 @@ class CudaRunner : public KvRunner, private CudaRows {
                                std::none_of(slices_.begin(), slices_.end(), [](const Slice& slice) {
                                  return slice.step->outputs.hidden || slice.step->outputs.all_positions;
                                });
-    if (greedy_decode && graphs_enabled_ && !profile_.enabled()) graph_batch_ = batch_bucket(decodes_);
+    // Mixture-of-experts layers of more rows than kMoeStreamRows read counts back mid-step: eager.
+    const bool moe_graphable = c_.moe_layers() == 0 || batch_bucket(decodes_) <= kMoeStreamRows;
+    if (greedy_decode && graphs_enabled_ && moe_graphable && !profile_.enabled()) graph_batch_ = batch_bucket(decodes_);
     mode_begin_[0] = 0;
     for (const cu::SampleMode mode : {cu::SampleMode::select, cu::SampleMode::sort}) {
       mode_begin_[static_cast<int>(mode)] = samples;

@@ -90,9 +90,12 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
   // [qd + 2 kvd, H] projection; gate|up the [2I, H] one; likewise their biases) share a slot.
   struct Slot {
     std::size_t input_norm = kAbsent, qkv, qkv_bias = kAbsent, o, o_bias = kAbsent, q_norm = kAbsent,
-                k_norm = kAbsent, post_norm = kAbsent, gate_up, gate_up_bias = kAbsent, down, down_bias = kAbsent,
-                post_attn_out_norm = kAbsent, post_mlp_norm = kAbsent;
+                k_norm = kAbsent, post_norm = kAbsent, gate_up = kAbsent, gate_up_bias = kAbsent, down = kAbsent,
+                down_bias = kAbsent,
+                post_attn_out_norm = kAbsent, post_mlp_norm = kAbsent, router = kAbsent, experts_gate_up = kAbsent,
+                experts_down = kAbsent;
   };
+  const std::int64_t E = spec.moe.experts, Ie = spec.moe.intermediate_size;
   const bool whole_qk = spec.qk_norm == QkNorm::whole;
   const std::size_t embed_off = reserve(static_cast<std::size_t>(spec.vocab_size * H));
   plan.push_back({spec.embed_weight(), embed_off});
@@ -123,6 +126,17 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
         case P::down_bias: at = o.down_bias = reserve(H); break;
         case P::post_attn_out_norm: at = o.post_attn_out_norm = reserve(H); break;
         case P::post_mlp_norm: at = o.post_mlp_norm = reserve(H); break;
+        case P::router: at = o.router = reserve(static_cast<std::size_t>(E * H)); break;
+        // Experts stacked like the dense projections: expert e's gate|up at e * 2Ie * H.
+        case P::expert_gate:
+          if (t.expert == 0) o.experts_gate_up = reserve(static_cast<std::size_t>(E * 2 * Ie * H));
+          at = o.experts_gate_up + static_cast<std::size_t>(t.expert * 2 * Ie * H) * b;
+          break;
+        case P::expert_up: at = o.experts_gate_up + static_cast<std::size_t>((t.expert * 2 + 1) * Ie * H) * b; break;
+        case P::expert_down:
+          if (t.expert == 0) o.experts_down = reserve(static_cast<std::size_t>(E * H * Ie));
+          at = o.experts_down + static_cast<std::size_t>(t.expert * H * Ie) * b;
+          break;
       }
       plan.push_back({t.name, at});
     }
@@ -159,7 +173,8 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
   for (const auto& o : slots)
     w.layers.push_back({at(o.input_norm), at(o.qkv), at(o.qkv_bias), at(o.o), at(o.o_bias), at(o.q_norm),
                          at(o.k_norm), at(o.post_norm), at(o.gate_up), at(o.gate_up_bias), at(o.down),
-                         at(o.down_bias), at(o.post_attn_out_norm), at(o.post_mlp_norm)});
+                         at(o.down_bias), at(o.post_attn_out_norm), at(o.post_mlp_norm), at(o.router),
+                         at(o.experts_gate_up), at(o.experts_down)});
   for (std::size_t i = 0; i < spec.ropes.size(); ++i)
     ZOO_CUDA_CHECK(cudaMemcpyAsync(w.inv_freq[i], spec.ropes[i].inv_freq.data(),
                                    spec.ropes[i].inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice, stream));

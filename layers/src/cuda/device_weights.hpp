@@ -15,10 +15,12 @@ namespace cu = zoo::kernels::cuda;
 using cu::Bf16;
 
 // Device addresses of one layer's weights inside the single weight allocation.
-// Absent parameters (biases, q/k norm, the norms a placement lacks) are null.
+// Absent parameters (biases, q/k norm, the norms a placement lacks, the MLP kind a layer does not
+// have) are null. A mixture-of-experts layer's experts are stacked: experts_gate_up [E][2I][H]
+// (each expert's gate rows, then its up rows), experts_down [E][H][I].
 struct LayerPtrs {
   Bf16 *input_norm, *qkv, *qkv_bias, *o, *o_bias, *q_norm, *k_norm, *post_norm, *gate_up, *gate_up_bias, *down,
-      *down_bias, *post_attn_out_norm, *post_mlp_norm;
+      *down_bias, *post_attn_out_norm, *post_mlp_norm, *router, *experts_gate_up, *experts_down;
 };
 
 // A row table (Model::add_row_table) in the weight allocation, bf16.

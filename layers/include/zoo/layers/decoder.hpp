@@ -154,6 +154,9 @@ struct DecoderSpec {
   // Elements of all tensors the spec reads; InputError naming `label` if the sum does not fit.
   std::int64_t checked_parameter_count(const std::string& label) const;
   std::int64_t parameter_count() const;
+  // The parameters one decode step of one token reads: each tensor once, except the embedding
+  // table behind an untied head (one row) and the experts of a mixture (top_k of them per layer).
+  std::int64_t decode_parameter_count() const;
   // K and V cache elements for `max_context` tokens (both caches, all layers); InputError naming
   // max_context when it is out of range or the size does not fit in 64 bits.
   std::int64_t kv_cache_elements(std::int64_t max_context, const std::string& label) const;

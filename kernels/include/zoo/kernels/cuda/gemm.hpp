@@ -66,6 +66,20 @@ class Gemm {
   void linear_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* out, std::int64_t m,
                       std::int64_t inter, std::int64_t k, cudaStream_t stream);
 
+  // A mixture of experts' grouped projection (moe.hpp's prefill path): for each group g with
+  // host_counts[g] > 0, Y[off_g, off_g + c_g) = X[off_g, off_g + c_g) @ W_g^T, where
+  // W_g = w + g * w_stride is [n, k] row-major, c_g = host_counts[g] and off_g the sum of the counts
+  // before g. X [sum c, k], Y [sum c, n], bf16, float32 accumulation rounded once, as linear(). One
+  // cuBLAS grouped GEMM (cublasGemmGroupedBatchedEx, a problem per non-empty group); one
+  // cublasGemmEx per group where the library refuses the grouped call for these types.
+  // Unlike linear() it is NOT capturable in a CUDA graph (std::logic_error while `stream` captures):
+  // the counts are host memory (the caller reads moe_group's counts back first), and the groups'
+  // matrix pointers go to the device through pinned staging buffers that are reused every other
+  // call, so a call may block the host until the grouped GEMM two calls back has finished. The
+  // first call creates a cuBLAS handle; a larger group count than before grows the staging.
+  void grouped_linear(const Bf16* x, const Bf16* w, std::int64_t w_stride, const std::int32_t* host_counts, int groups,
+                      Bf16* y, std::int64_t n, std::int64_t k, cudaStream_t stream);
+
   // Number of distinct shapes planned so far (for tests of the cache).
   std::size_t cached_plans() const;
 
