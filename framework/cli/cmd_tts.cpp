@@ -5,6 +5,7 @@
 // a sound file to code frames, only the encoder's tensors read; `--ref-audio FILE` with --text
 // encodes the reference voice the same way before synthesizing.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include "tts_text.hpp"
 #include "zoo/codec.hpp"
 #include "zoo/code_frames.hpp"
+#include "zoo/code_stream.hpp"
 #include "zoo/error.hpp"
 #include "zoo/sound_file.hpp"
 
@@ -29,8 +31,36 @@ struct TtsOptions {
   ModelOptions model;
   TtsTextOptions text;
   std::string codes, encode, out;
+  bool stream = false;
   bool quiet = false;
 };
+
+// `--stream`: the waveform goes to stdout as raw 16-bit PCM, each chunk as soon as it is decoded.
+// A terminal would show binary noise: refused before anything loads.
+void check_stream_target() {
+  if (isatty(STDOUT_FILENO) != 0)
+    throw InputError("--stream writes raw 16-bit PCM to stdout, which is a terminal here: redirect it to a file or "
+                     "pipe it to a player (e.g. | aplay -f S16_LE -r 24000 -c 1)");
+}
+
+// A CodeStream whose chunks go to stdout as 16-bit little-endian PCM.
+CodeStream pcm_stream(const CodeDecoder& decoder) {
+  return CodeStream(decoder, [](std::span<const float> samples) {
+    const std::vector<unsigned char> bytes = pcm16_le(samples);
+    if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
+      throw InputError("--stream: writing to stdout failed (a closed pipe?)");
+  });
+}
+
+void report_stream(const CodeDecoder& decoder, const CodeStream& stream, double seconds, bool quiet) {
+  if (quiet) return;
+  const double duration =
+      static_cast<double>(stream.frames_decoded() * decoder.samples_per_frame()) / decoder.sample_rate();
+  fmt::print(stderr, "tts: streamed {} frames ({:.2f} s of 16-bit PCM, mono, {} Hz) to stdout in {} chunks in {:.3f} s; "
+             "the first chunk went out when {} frames existed ({} frames of context each side)\n",
+             stream.frames_decoded(), duration, decoder.sample_rate(), stream.chunks_decoded(), seconds,
+             stream.frames_at_first_chunk(), decoder.context_frames());
+}
 
 // The model's decoder (built from tensor headers; nothing read yet).
 CodeDecoder& code_decoder_of(OpenedModel& opened) {
@@ -132,15 +162,30 @@ int run_codes(const TtsOptions& options) {
   check_sound_name(options.out);
   CodeDecoder& decoder = code_decoder_of(opened);
   const HostTensor codes = load_code_frames(options.codes, decoder.num_codebooks());  // input errors first
+  if (options.stream) check_stream_target();
   load_code_decoder(opened, decoder);
-  decode_to_file(decoder, codes, options.codes, options.out, options.quiet);
+  if (!options.stream) {
+    decode_to_file(decoder, codes, options.codes, options.out, options.quiet);
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  CodeStream stream = pcm_stream(decoder);
+  try {
+    const auto rows = code_frames_rows(codes.view());
+    stream.push(rows);
+    stream.finish();
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", options.codes, e.what()));
+  }
+  report_stream(decoder, stream, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                options.quiet);
   return 0;
 }
 
 // Text to frames through the language model, then (with --out) frames to a waveform.
 int run_text(const TtsOptions& options) {
-  if (options.out.empty() && options.text.codes_out.empty())
-    throw InputError("tts: give --out (a sound file) and/or --codes-out (the generated code frames)");
+  if (options.out.empty() && !options.stream && options.text.codes_out.empty())
+    throw InputError("tts: give --out (a sound file) or --stream, and/or --codes-out (the generated code frames)");
   if (!options.text.ref_text.empty() && options.text.ref_codes.empty() && options.text.ref_audio.empty())
     throw InputError("tts: --ref-text needs --ref-codes or --ref-audio (the voice it transcribes)");
   PluginRegistry registry;
@@ -152,7 +197,9 @@ int run_text(const TtsOptions& options) {
   if (!options.out.empty()) check_output("--out", options.out, opened, inputs);
   if (!options.text.codes_out.empty()) check_output("--codes-out", options.text.codes_out, opened, inputs);
   check_sound_name(options.out);
-  CodeDecoder* decoder = options.out.empty() ? nullptr : &code_decoder_of(opened);  // before the long part
+  // Before the long part:
+  CodeDecoder* decoder = options.out.empty() && !options.stream ? nullptr : &code_decoder_of(opened);
+  if (options.stream) check_stream_target();
   TtsTextOptions text = options.text;
   CodeEncoder* encoder = nullptr;
   std::vector<float> reference;
@@ -167,6 +214,15 @@ int run_text(const TtsOptions& options) {
     text.ref_frames = frame_rows(encode_sound(*encoder, reference, "--ref-audio " + text.ref_audio, options.quiet));
   }
   const auto start = std::chrono::steady_clock::now();
+  if (options.stream) {  // the codec decodes while the model generates
+    CodeStream stream = pcm_stream(*decoder);
+    synthesize_text(opened, text, options.quiet,
+                    [&](std::span<const std::vector<std::int64_t>> frames) { stream.push(frames); });
+    stream.finish();
+    report_stream(*decoder, stream, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                  options.quiet);
+    return 0;
+  }
   const auto frames = synthesize_text(opened, text, options.quiet);
   if (!decoder) return 0;
   const auto K = static_cast<std::int64_t>(frames.empty() ? decoder->num_codebooks() : frames.front().size());
@@ -201,10 +257,15 @@ void add_tts_command(CLI::App& app, Action& run) {
   encode->excludes(text);
   encode->excludes(codes);
   encode->needs(cmd->get_option("--codes-out"));
-  output_file(cmd->add_option("--out", options->out,
-                              "Output sound file, in the format its extension names: .wav (16-bit PCM; also "
-                              "without an extension), .flac, .ogg (Vorbis), .opus, .mp3"),
-              "a sound file");
+  auto* out = output_file(cmd->add_option("--out", options->out,
+                                          "Output sound file, in the format its extension names: .wav (16-bit PCM; "
+                                          "also without an extension), .flac, .ogg (Vorbis), .opus, .mp3"),
+                          "a sound file");
+  auto* stream = cmd->add_flag("--stream", options->stream,
+                               "Write the waveform to stdout as it is decoded, while the model still generates: raw "
+                               "16-bit little-endian PCM, mono, at the codec's rate (the samples a .wav would hold)");
+  stream->excludes(out);
+  stream->excludes(encode);
   cmd->add_flag("-q,--quiet", options->quiet, "No progress output");
   cmd->callback([&run, options] {
     run = [options] {
@@ -212,7 +273,8 @@ void add_tts_command(CLI::App& app, Action& run) {
       if (!options->encode.empty()) return run_encode(*options);
       if (!options->text.codes_out.empty()) throw InputError("tts: --codes-out needs --text or --encode");
       if (options->codes.empty()) throw InputError("tts: give --text TEXT (speech from text) or --codes FILE (code frames to decode)");
-      if (options->out.empty()) throw InputError("tts: --codes needs --out (the sound file to write)");
+      if (options->out.empty() && !options->stream)
+        throw InputError("tts: --codes needs --out (the sound file to write) or --stream");
       return run_codes(*options);
     };
   });

@@ -53,7 +53,9 @@ std::filesystem::path tokenizer_file(const OpenedModel& opened) {
   return (std::filesystem::is_directory(ckpt) ? ckpt : ckpt.parent_path()) / "tokenizer.json";
 }
 
-std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, const TtsTextOptions& o, bool quiet) {
+std::vector<std::vector<std::int64_t>> synthesize_text(
+    OpenedModel& opened, const TtsTextOptions& o, bool quiet,
+    const std::function<void(std::span<const std::vector<std::int64_t>>)>& on_frames) {
   const auto tok_path = tokenizer_file(opened);
   if (!std::filesystem::exists(tok_path))
     throw InputError(fmt::format("{}: missing; text to speech needs the checkpoint's tokenizer", tok_path.string()));
@@ -96,6 +98,7 @@ std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, cons
   };
   SpeechProgress latest;
   const SpeechProgressFn progress = [&](const SpeechProgress& p) {
+    if (on_frames && !p.new_frames.empty()) on_frames(p.new_frames);
     latest = p;
     const auto now = Clock::now();
     if (quiet || now - last < std::chrono::milliseconds(250)) return;

@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -39,6 +41,9 @@ std::filesystem::path tokenizer_file(const OpenedModel& opened);
 // Synthesizes options.text with the loaded model, reporting progress on stderr unless quiet
 // (frames, seconds of speech, real-time factor), writes --codes-out when given, and returns the
 // frames [T, codebooks] for the codec.
-std::vector<std::vector<std::int64_t>> synthesize_text(OpenedModel& opened, const TtsTextOptions& options, bool quiet);
+// `on_frames` (optional) gets the frames as the model completes them (for decoding while it runs).
+std::vector<std::vector<std::int64_t>> synthesize_text(
+    OpenedModel& opened, const TtsTextOptions& options, bool quiet,
+    const std::function<void(std::span<const std::vector<std::int64_t>>)>& on_frames = {});
 
 }  // namespace zoo::cli

@@ -135,6 +135,20 @@ void write_sound_file(const std::filesystem::path& path, std::span<const float> 
   out.commit();
 }
 
+std::vector<unsigned char> pcm16_le(std::span<const float> samples) {
+  std::vector<unsigned char> out;
+  out.reserve(samples.size() * 2);
+  for (const float x : samples) {
+    // libsndfile's float-to-short with SFC_SET_NORM_FLOAT and SFC_SET_CLIPPING (write_sound_file).
+    const float v = x * 32767.0f;
+    const long s = !(v == v) ? 0 : v >= 32767.0f ? 32767 : v <= -32768.0f ? -32768 : std::lrintf(v);
+    const auto u = static_cast<std::uint16_t>(static_cast<std::int16_t>(s));
+    out.push_back(static_cast<unsigned char>(u & 0xff));
+    out.push_back(static_cast<unsigned char>(u >> 8));
+  }
+  return out;
+}
+
 namespace {
 
 SoundFileContents read_sound(const std::filesystem::path& path, bool downmix) {

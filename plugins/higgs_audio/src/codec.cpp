@@ -451,6 +451,7 @@ class HiggsCodeDecoder : public CodeDecoder {
   std::int64_t codebook_size() const override { return codec_->geometry().codebook_size; }
   std::int64_t samples_per_frame() const override { return codec_->geometry().samples_per_frame(); }
   int sample_rate() const override { return kCodecSampleRate; }
+  std::int64_t context_frames() const override { return codec_->geometry().context_frames(); }
   std::string summary() const override {
     return fmt::format("{}; float32 on {}", codec_->geometry().summary(), device_.str());
   }

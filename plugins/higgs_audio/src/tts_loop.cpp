@@ -35,7 +35,7 @@ bool DelayStateMachine::step(CodeRow& codes) {
 }
 
 TtsLoopResult run_tts_rows(const NextRow& next, const TtsLoopOptions& options,
-                           const std::function<void(std::int64_t)>& on_row) {
+                           const RowsFn& on_row) {
   const std::int64_t K = options.num_codebooks, V = options.codebook_size;
   if (K <= 0 || V < 3) throw std::invalid_argument("run_tts_loop: bad codebook shape");
   if (options.max_rows <= 0) throw std::invalid_argument("run_tts_loop: max_rows must be positive");
@@ -49,7 +49,7 @@ TtsLoopResult run_tts_rows(const NextRow& next, const TtsLoopOptions& options,
       if (code < 0 || code >= V) throw std::logic_error(fmt::format("run_tts_loop: code {} outside [0, {})", code, V));
     const bool last = machine.step(codes);
     result.rows.push_back(codes);
-    if (on_row) on_row(static_cast<std::int64_t>(result.rows.size()));
+    if (on_row) on_row(result.rows);
     if (last) {
       result.stop = TtsStop::EndOfCodes;
       break;
@@ -64,7 +64,7 @@ TtsLoopResult run_tts_rows(const NextRow& next, const TtsLoopOptions& options,
 }
 
 TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model, const RowPicker& pick,
-                           const TtsLoopOptions& options, const std::function<void(std::int64_t)>& on_row) {
+                           const TtsLoopOptions& options, const RowsFn& on_row) {
   const std::int64_t K = options.num_codebooks, V = options.codebook_size;
   std::vector<float> logits = std::move(first_logits);
   const NextRow next = [&](const CodeRow* previous, std::int64_t index) {
@@ -75,6 +75,15 @@ TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model
     return pick(logits, index);
   };
   return run_tts_rows(next, options, on_row);
+}
+
+CodeRow codec_frame(const std::vector<CodeRow>& rows, std::int64_t t, std::int64_t num_codebooks, std::int64_t codes) {
+  CodeRow frame(static_cast<std::size_t>(num_codebooks));
+  for (std::int64_t c = 0; c < num_codebooks; ++c) {
+    const std::int64_t code = rows.at(static_cast<std::size_t>(t + c)).at(static_cast<std::size_t>(c));
+    frame[static_cast<std::size_t>(c)] = code >= codes ? 0 : code;
+  }
+  return frame;
 }
 
 std::vector<CodeRow> codec_frames(const std::vector<CodeRow>& rows, std::int64_t num_codebooks, std::int64_t codes) {

@@ -65,22 +65,27 @@ struct TtsLoopOptions {
 // 0), else after feeding `previous` back (a session picking on its device, or logits and a picker).
 using NextRow = std::function<CodeRow(const CodeRow* previous, std::int64_t index)>;
 
+// Sees the rows emitted so far, after each new one.
+using RowsFn = std::function<void(const std::vector<CodeRow>& rows)>;
+
 // The generation loop over rows from `next`: step the state machine, emit the row; stop when the
 // machine is done or max_rows rows exist; otherwise feed the row back for the next one. `on_row`
-// (optional) sees the number of rows emitted so far.
+// (optional) sees the rows emitted so far.
 TtsLoopResult run_tts_rows(const NextRow& next, const TtsLoopOptions& options,
-                           const std::function<void(std::int64_t)>& on_row = {});
+                           const RowsFn& on_row = {});
 
 // The generation loop: pick a row from `first_logits` (the prompt's last position), step the
 // state machine, emit the row; stop when the machine is done or max_rows rows exist; otherwise
 // feed the row back and pick the next one from the logits that come back. `on_row` (optional)
-// sees the number of rows emitted so far.
+// sees the rows emitted so far.
 TtsLoopResult run_tts_loop(std::vector<float> first_logits, AudioRowModel& model, const RowPicker& pick,
-                           const TtsLoopOptions& options, const std::function<void(std::int64_t)>& on_row = {});
+                           const TtsLoopOptions& options, const RowsFn& on_row = {});
 
 // Codec input from generated rows: reverse delay (raw[t][c] = rows[t + c][c], T = L - K + 1, none
 // when L < K), then every value >= codes (BOC, EOC) replaced by 0, as the first-party vocoder
 // scheduler does (not clipped, not truncated).
 std::vector<CodeRow> codec_frames(const std::vector<CodeRow>& rows, std::int64_t num_codebooks, std::int64_t codes);
+// Frame t of codec_frames(rows, ...), complete once rows t .. t + num_codebooks - 1 exist.
+CodeRow codec_frame(const std::vector<CodeRow>& rows, std::int64_t t, std::int64_t num_codebooks, std::int64_t codes);
 
 }  // namespace zoo::higgs

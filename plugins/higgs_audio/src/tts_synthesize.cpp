@@ -96,10 +96,15 @@ SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const Sp
   const NextRow next = [&](const CodeRow* previous, std::int64_t) {
     return previous != nullptr ? picker.feed(*previous) : picker.next(prompt.step());
   };
-  const auto on_row = [&](std::int64_t rows) {
+  std::vector<CodeRow> fresh;  // the frames completed by the newest row, for streaming callers
+  std::int64_t sent = 0;
+  const auto on_row = [&](const std::vector<CodeRow>& rows) {
     if (!progress) return;
-    const std::int64_t frames = std::max<std::int64_t>(0, rows - (K - 1));
-    progress({rows, frames, static_cast<double>(frames) / shape.frames_per_second});
+    const auto steps = static_cast<std::int64_t>(rows.size());
+    const std::int64_t frames = std::max<std::int64_t>(0, steps - (K - 1));
+    fresh.clear();
+    for (; sent < frames; ++sent) fresh.push_back(codec_frame(rows, sent, K, V - 2));
+    progress({steps, frames, static_cast<double>(frames) / shape.frames_per_second, fresh});
   };
   const TtsLoopResult loop =
       run_tts_rows(next, {.num_codebooks = K, .codebook_size = V, .max_rows = request.max_steps}, on_row);

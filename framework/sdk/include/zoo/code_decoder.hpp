@@ -35,6 +35,9 @@ class CodeDecoder {
   // samples_per_frame() * frames samples. Negative codes are an InputError. Taps (float32,
   // [steps, channels]) go to `hook` when given.
   virtual Waveform decode(const TensorView& codes, DiagnosticHook* hook = nullptr) const = 0;
+  // Frames of context on each side that a piece of frames needs for its samples to equal the whole
+  // decode's (the receptive field, in frames): what decoding while frames arrive waits for.
+  virtual std::int64_t context_frames() const = 0;
 };
 
 }  // namespace zoo

@@ -25,8 +25,9 @@
 // 8: extensions found at run time (Model::find_extension, zoo/extension.hpp); row tables, speech
 // and the codec left Model for the RowTables, Speech and Codec extensions. 9: scoring given ids
 // (OutputRequest::score_ids, ForwardResult::scores), RunnerOptions::kv_memory_fraction. 10: penalties
-// in SampleRequest (repetition, frequency, presence over the sequence's own tokens).
-#define ZOO_PLUGIN_ABI_VERSION 10u
+// in SampleRequest (repetition, frequency, presence over the sequence's own tokens). 11: streamed
+// speech (SpeechProgress::new_frames, CodeDecoder::context_frames appended).
+#define ZOO_PLUGIN_ABI_VERSION 11u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ struct SpeechProgress {
   std::int64_t steps = 0;   // decode steps so far
   std::int64_t frames = 0;  // complete codec frames so far
   double seconds = 0;       // of speech in those frames
+  // The frames completed since the previous call ([codebooks] each, ready for the codec, the same
+  // values SpeechResult::frames will hold), so that a caller can decode while the model generates.
+  std::span<const std::vector<std::int64_t>> new_frames;
 };
 
 struct SpeechResult {

@@ -21,6 +21,9 @@ std::optional<SoundFormat> sound_format_for(const std::filesystem::path& path);
 // FIFO written directly. Throws InputError naming the path on failure (an unknown extension
 // included); a failed write leaves no file behind.
 void write_sound_file(const std::filesystem::path& path, std::span<const float> samples, int sample_rate);
+// The samples as 16-bit little-endian PCM bytes, as write_sound_file stores them in a WAV (full
+// scale 1.0 is 32767, saturated past it; NaN is 0): what `zoo tts --stream` writes.
+std::vector<unsigned char> pcm16_le(std::span<const float> samples);
 
 // What read_sound_file returns: the samples of the first channel as float in [-1, 1].
 struct SoundFileContents {
