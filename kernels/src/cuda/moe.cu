@@ -23,6 +23,7 @@
 
 #include "device_utils.cuh"
 #include "launch.cuh"
+#include "stream_dot.cuh"
 #include "vec.cuh"
 #include "zoo/kernels/cuda/moe.hpp"
 
@@ -33,31 +34,6 @@ using namespace detail;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kUnroll = 8;  // 16-byte loads in flight per lane, as gemv.cu's one-row kernel
-
-// gemv.cu's streaming load and bf16 dot (private there): W is read once per call, so it bypasses L1.
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 r;
-  // volatile: issued where written, so loads placed before the PDL wait stay before it.
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
-__device__ __forceinline__ float lo(std::uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float hi(std::uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-
-__device__ __forceinline__ float dot8(float acc, const uint4& w, const uint4& x) {
-  acc = fmaf(lo(w.x), lo(x.x), acc);
-  acc = fmaf(hi(w.x), hi(x.x), acc);
-  acc = fmaf(lo(w.y), lo(x.y), acc);
-  acc = fmaf(hi(w.y), hi(x.y), acc);
-  acc = fmaf(lo(w.z), lo(x.z), acc);
-  acc = fmaf(hi(w.z), hi(x.z), acc);
-  acc = fmaf(lo(w.w), lo(x.w), acc);
-  acc = fmaf(hi(w.w), hi(x.w), acc);
-  return acc;
-}
 
 // Loads the U vectors of one lane's first step over [begin, end) of a row (zeros past the end).
 __device__ __forceinline__ void load_step(uint4 (&wv)[kUnroll], const uint4* row, int base, int end) {
