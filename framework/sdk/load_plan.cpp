@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <map>
+#include <numeric>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -87,10 +90,76 @@ std::size_t LoadPlan::problem_count() const {
       std::count_if(entries.begin(), entries.end(), [](const PlanEntry& e) { return is_problem(e.status); }));
 }
 
-std::string LoadPlan::table() const {
-  struct Row {
-    std::array<std::string, 7> cells;
+namespace {
+
+struct Row {
+  std::array<std::string, 7> cells;
+};
+
+// A name with its last run of digits replaced by "{}", and that number (-1: the name has none).
+std::pair<std::string, long long> last_number(const std::string& name) {
+  const std::size_t end = name.find_last_of("0123456789");
+  if (end == std::string::npos) return {name, -1};
+  std::size_t begin = end;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(name[begin - 1]))) --begin;
+  if (end - begin > 9) return {name, -1};
+  return {name.substr(0, begin) + "{}" + name.substr(end + 1), std::stoll(name.substr(begin, end - begin + 1))};
+}
+
+// Rows that say the same thing about tensors numbered a, a + 1, ... b (layers, experts) become one
+// row "...{a..b}..." at the first one's place: a 48-layer model of 128 experts has 18k tensors,
+// and a table of them all would hide the one that is missing. Only rows whose status, dtype, shape,
+// size, file and note are all equal fold (so a model sharded over files folds per file), and only
+// runs of at least kFold consecutive numbers; every other row (any problem included) stays as it is.
+void fold_numbered_rows(std::vector<Row>& rows) {
+  constexpr std::size_t kFold = 8;
+  struct Group {
+    std::vector<std::size_t> members;  // row indices, in order
+    std::vector<long long> numbers;
   };
+  std::map<std::pair<std::string, std::array<std::string, 6>>, Group> groups;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto [name, number] = last_number(rows[i].cells[0]);
+    if (number < 0 || rows[i].cells[1] != "ok") continue;
+    std::array<std::string, 6> rest;
+    std::copy(rows[i].cells.begin() + 1, rows[i].cells.end(), rest.begin());
+    Group& g = groups[{name, rest}];
+    g.members.push_back(i);
+    g.numbers.push_back(number);
+  }
+  std::vector<bool> drop(rows.size(), false);
+  for (auto& [key, g] : groups) {
+    if (g.members.size() < kFold) continue;
+    // Each maximal run of consecutive numbers folds on its own.
+    std::vector<std::size_t> order(g.members.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return g.numbers[a] < g.numbers[b]; });
+    for (std::size_t begin = 0, end = 1; begin < order.size(); begin = end, end = begin + 1) {
+      while (end < order.size() && g.numbers[order[end]] == g.numbers[order[end - 1]] + 1) ++end;
+      if (end - begin < kFold) continue;
+      std::size_t first = g.members[order[begin]];
+      for (std::size_t j = begin; j < end; ++j) first = std::min(first, g.members[order[j]]);
+      for (std::size_t j = begin; j < end; ++j)
+        if (g.members[order[j]] != first) drop[g.members[order[j]]] = true;
+      std::string folded = key.first;
+      folded.replace(folded.find("{}"), 2,
+                     fmt::format("{{{}..{}}}", g.numbers[order[begin]], g.numbers[order[end - 1]]));
+      rows[first].cells[0] = folded;
+      rows[first].cells[4] += fmt::format(" x{}", end - begin);
+    }
+  }
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (drop[i]) continue;
+    if (out != i) rows[out] = std::move(rows[i]);
+    ++out;
+  }
+  rows.resize(out);
+}
+
+}  // namespace
+
+std::string LoadPlan::table() const {
   std::vector<Row> rows;
   rows.push_back({{"tensor", "status", "dtype", "shape", "size", "file", "note"}});
   std::array<std::size_t, 5> counts{};
@@ -121,6 +190,7 @@ std::string LoadPlan::table() const {
     }
     rows.push_back(std::move(row));
   }
+  fold_numbered_rows(rows);
 
   std::array<std::size_t, 7> width{};
   for (const auto& row : rows)
