@@ -50,6 +50,9 @@ void DecoderSpec::check(const std::string& label) const {
     if (moe.top_k > moe.experts)
       throw InputError(fmt::format("{}: num_experts_per_tok {} exceeds num_experts {}", label, moe.top_k, moe.experts));
     if (mlp_bias) throw InputError(fmt::format("{}: mlp_bias with mixture-of-experts layers is not supported", label));
+    if (moe.shared_intermediate_size < 0)
+      throw InputError(fmt::format("{}: field 'shared_expert_intermediate_size' must be positive (got {})", label,
+                                   moe.shared_intermediate_size));
   }
   for (auto [value, name] : {std::pair{query_scale, "query scale"}, {attn_softcap, "attention softcap"},
                              {final_softcap, "final logit softcap"}, {embed_scale, "embedding scale"}})
@@ -79,7 +82,7 @@ std::int64_t DecoderSpec::decode_parameter_count() const {
     if (r.name == embed_weight() && !tie_word_embeddings) n = hidden_size;
     total += n;
   }
-  // The expert tensors were counted for every expert; a token reads top_k of them.
+  // The routed experts were counted for every expert; a token reads top_k of them.
   for (std::int64_t l = 0; l < num_layers; ++l)
     if (is_moe(l)) total -= (moe.experts - moe.top_k) * 3 * moe.intermediate_size * hidden_size;
   return total;
@@ -117,8 +120,10 @@ std::string DecoderSpec::summary() const {
     extras += fmt::format(", sliding window {} on {}/{} layers", window, sliding, num_layers);
   }
   if (const std::int64_t sparse = moe_layers(); sparse > 0)
-    extras += fmt::format(", {} experts top-{}{} (ffn {}) on {}/{} layers", moe.experts, moe.top_k,
-                          moe.normalize_top_k ? " normalized" : "", moe.intermediate_size, sparse, num_layers);
+    extras += fmt::format(", {} experts top-{}{} (ffn {}{}) on {}/{} layers", moe.experts, moe.top_k,
+                          moe.normalize_top_k ? " normalized" : "", moe.intermediate_size,
+                          moe.shared_intermediate_size > 0 ? fmt::format(", shared {}", moe.shared_intermediate_size) : "",
+                          sparse, num_layers);
   if (rotary_dim > 0 && rotary_dim != head_dim) extras += fmt::format(", rotary {}/{}", rotary_dim, head_dim);
   if (attn_softcap > 0) extras += fmt::format(", attn softcap {}", attn_softcap);
   if (final_softcap > 0) extras += fmt::format(", logit softcap {}", final_softcap);
@@ -181,6 +186,12 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& c, std::int64_t l) {
       out.push_back({P::expert_gate, c.expert_tensor(l, e, n.expert_gate), {Ie, H}, e});
       out.push_back({P::expert_up, c.expert_tensor(l, e, n.expert_up), {Ie, H}, e});
       out.push_back({P::expert_down, c.expert_tensor(l, e, n.expert_down), {H, Ie}, e});
+    }
+    if (const std::int64_t Is = c.moe.shared_intermediate_size; Is > 0) {
+      add(P::shared_gate, n.shared_expert + n.expert_gate, {Is, H});
+      add(P::shared_up, n.shared_expert + n.expert_up, {Is, H});
+      add(P::shared_down, n.shared_expert + n.expert_down, {H, Is});
+      add(P::shared_expert_gate, n.shared_expert_gate, {1, H});
     }
   } else {
     add(P::gate, n.gate_proj, {I, H});

@@ -181,7 +181,8 @@ const std::vector<Rule>& rules() {
       {{"norm_topk_prob", kRefused, "mixture-of-experts routing (in the families that read it)"}},
       {{"decoder_sparse_step", kRefused, "which layers are mixtures of experts (in the families that read it)"}},
       {{"mlp_only_layers", kRefused, "which layers are mixtures of experts (in the families that read it)"}},
-      {{"shared_expert_intermediate_size", kRefused, "a shared expert beside the routed ones"}},
+      {{"shared_expert_intermediate_size", kRefused, "a shared expert beside the routed ones (in the families that read it)"}},
+      {{"qkv_bias", kRefused, "biases on q/k/v, stated in config.json (in the families that read it)"}, is_false},
       {{"n_shared_experts", kRefused, "shared experts beside the routed ones"}},
 
       {{"architectures", kIgnored, "picks the plugin"}},
@@ -395,6 +396,12 @@ void read_moe(const json& config, const HfFamilyRules& family, DecoderSpec& c, c
   c.moe.top_k = positive_int(config, "num_experts_per_tok", c.moe.experts, label);
   c.moe.intermediate_size = positive_int(config, "moe_intermediate_size", kMaxIntermediate, label);
   c.moe.normalize_top_k = hf_bool(config, "norm_topk_prob", false, label);
+  if (family.reads.count("shared_expert_intermediate_size") && present(config, "shared_expert_intermediate_size")) {
+    const json& shared = config.at("shared_expert_intermediate_size");
+    if (!(shared.is_number_integer() && shared.get<std::int64_t>() == 0))
+      c.moe.shared_intermediate_size =
+          bounded_int(shared, "shared_expert_intermediate_size", kMaxIntermediate, label);
+  }
   const std::int64_t step =
       present(config, "decoder_sparse_step") ? bounded_int(config.at("decoder_sparse_step"), "decoder_sparse_step", kMaxLayers, label) : 1;
   std::set<std::int64_t> dense;
@@ -505,8 +512,11 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   if (present(config, "max_position_embeddings"))
     c.max_position_embeddings =
         bounded_int(config.at("max_position_embeddings"), "max_position_embeddings", kMaxPositions, label);
-  // A window that is switched off is still a window size: a nonsense one is a broken config.
-  if (present(config, "sliding_window"))
+  // A window that is switched off is still a window size: a nonsense one is a broken config. (0 with
+  // use_sliding_window false is how transformers 5 writes some families' switched-off window.)
+  if (present(config, "sliding_window") &&
+      !(config.at("sliding_window") == 0 && present(config, "use_sliding_window") &&
+        config.at("use_sliding_window") == false))
     (void)bounded_int(config.at("sliding_window"), "sliding_window", kMaxPositions, label);
   read_layer_types(config, rules, c, label);
   read_moe(config, rules, c, label);

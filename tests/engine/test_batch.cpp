@@ -26,7 +26,8 @@ namespace {
 // Every decoder family's fixture, sliding windows (mistral-sw 6, gemma2 5, gemma3 6) and experts
 // included.
 const char* const kFixtures[] = {"qwen3-tiny",  "qwen2-tiny",  "llama-tiny", "mistral-sw-tiny", "gemma-tiny",
-                                 "gemma2-tiny", "gemma3-tiny", "phi3-tiny",  "olmo2-tiny",      "qwen3-moe-tiny"};
+                                 "gemma2-tiny", "gemma3-tiny", "phi3-tiny",  "olmo2-tiny",      "qwen3-moe-tiny",
+                                 "qwen2-moe-tiny"};
 
 std::vector<std::int64_t> prompt_ids(std::int64_t length, std::int64_t vocab, std::uint64_t salt) {
   std::vector<std::int64_t> ids;

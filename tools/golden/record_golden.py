@@ -91,6 +91,7 @@ MOE_MLP = {"router_logits", "router_topk_ids", "router_topk_weights", "moe_outpu
 NORM_LAYOUTS = {
     "llama": "pre", "mistral": "pre", "qwen2": "pre", "qwen3": "pre", "phi3": "pre", "gemma": "pre",
     "gemma2": "sandwich", "gemma3_text": "sandwich", "olmo2": "post", "qwen3_moe": "pre",
+    "qwen2_moe": "pre",
 }
 LAYOUT_STAGES = {  # the stages each layout has besides the ones every layout has
     "pre": {"input_norm", "attn_residual", "post_attn_norm"},

@@ -43,7 +43,7 @@ LLAMA_FIXTURES = ["llama-tiny", "llama-tiny-hd128", "qwen2-tiny", "mistral-tiny"
 # The families of tools/fixtures/make_family_fixtures.py and the stages their layouts lack modules for.
 FAMILY_ABSENT = {"gemma-tiny": "q_norm,k_norm", "gemma2-tiny": "q_norm,k_norm", "gemma3-tiny": "none",
                  "phi3-tiny": "q_norm,k_norm", "olmo2-tiny": "none", "mistral-sw-tiny": "q_norm,k_norm",
-                 "qwen3-moe-tiny": "none"}
+                 "qwen3-moe-tiny": "none", "qwen2-moe-tiny": "q_norm,k_norm"}
 
 try:
     import numpy as np

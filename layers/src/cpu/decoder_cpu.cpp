@@ -340,7 +340,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
   }
   // Expert by expert in ascending order over the rows that chose it (one linear call per expert
   // and weight), each row's weighted output added as transformers' index_add_ does: a token's
-  // experts are summed in ascending order.
+  // experts are summed in ascending order. Then the shared expert, where the spec has one.
   void experts(std::int64_t l) override {
     const std::int64_t E = c_.moe.experts, k = c_.moe.top_k, H = c_.hidden_size, Ie = c_.moe.intermediate_size;
     const auto& L = w_.layers[l];
@@ -367,6 +367,22 @@ class CpuRunner : public KvRunner, private DecoderOps {
         float* out = &tmp_[static_cast<std::size_t>(rows[r] / k * H)];
         const float* y = &expert_y_[static_cast<std::size_t>(r * H)];
         for (std::int64_t i = 0; i < H; ++i) out[i] += y[i] * weight;
+      }
+    }
+    if (const std::int64_t Is = c_.moe.shared_intermediate_size; Is > 0) {
+      // The shared expert on every row, scaled by sigmoid(x . gate), added after the routed sum.
+      expert_gate_.resize(static_cast<std::size_t>(T_ * Is));
+      expert_up_.resize(static_cast<std::size_t>(T_ * Is));
+      expert_y_.resize(static_cast<std::size_t>(T_ * H));
+      std::vector<float> gate(static_cast<std::size_t>(T_));
+      ops::linear(x_.data(), L.get(P::shared_gate), expert_gate_.data(), T_, Is, H);
+      ops::linear(x_.data(), L.get(P::shared_up), expert_up_.data(), T_, Is, H);
+      act_mul(expert_gate_.data(), expert_up_.data(), T_ * Is);
+      ops::linear(expert_gate_.data(), L.get(P::shared_down), expert_y_.data(), T_, H, Is);
+      ops::linear(x_.data(), L.get(P::shared_expert_gate), gate.data(), T_, 1, H);
+      for (std::int64_t t = 0; t < T_; ++t) {
+        const float g = 1.0f / (1.0f + std::exp(-gate[static_cast<std::size_t>(t)]));
+        for (std::int64_t i = 0; i < H; ++i) tmp_[static_cast<std::size_t>(t * H + i)] += g * expert_y_[static_cast<std::size_t>(t * H + i)];
       }
     }
   }

@@ -18,6 +18,7 @@ namespace {
 std::string cuda_unsupported(const DecoderSpec& c) {
   if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256)
     return fmt::format("head_dim {} (the attention kernels serve 64, 96, 128 and 256)", c.head_dim);
+  if (c.moe_layers() > 0 && c.moe.shared_intermediate_size > 0) return "a shared expert beside the routed ones";
   if (c.moe_layers() > 0 && (c.moe.experts > cu::kMoeMaxExperts || c.moe.top_k > cu::kMoeMaxTopK ||
                             c.hidden_size % 8 != 0 || c.moe.intermediate_size % 8 != 0))
     return fmt::format("mixture-of-experts layers of {} experts, top {}, hidden {}, expert ffn {} (the kernels serve up "

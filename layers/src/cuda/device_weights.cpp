@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include "zoo/kernels/thread_pool.hpp"
 
@@ -137,6 +138,9 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
           if (t.expert == 0) o.experts_down = reserve(static_cast<std::size_t>(E * H * Ie));
           at = o.experts_down + static_cast<std::size_t>(t.expert * H * Ie) * b;
           break;
+        // A shared expert: refused by the CUDA backend before anything is placed (cuda_unsupported).
+        case P::shared_gate: case P::shared_up: case P::shared_down: case P::shared_expert_gate:
+          throw std::logic_error("CUDA backend: no shared experts");
       }
       plan.push_back({t.name, at});
     }

@@ -51,6 +51,10 @@ struct DecoderTensorNames {
   std::string expert_gate = "gate_proj";
   std::string expert_up = "up_proj";
   std::string expert_down = "down_proj";
+  // A shared expert beside the routed ones (MoeSpec::shared_intermediate_size > 0): its gated MLP
+  // under `shared_expert` (with the expert_* module names) and its sigmoid gate.
+  std::string shared_expert = "mlp.shared_expert.";
+  std::string shared_expert_gate = "mlp.shared_expert_gate";
 };
 
 // The rotary embedding as kernels apply it: angle = position * inv_freq[i] (head_dim / 2 entries,
@@ -87,12 +91,15 @@ struct LayerSpec {
 // The mixture-of-experts MLP of the MlpKind::moe layers. Per token: router logits = x @ router^T,
 // probabilities = softmax(logits), the top_k experts by probability (renormalized to sum 1 when
 // normalize_top_k), and the output is the sum of those experts' gated MLPs (each of
-// intermediate_size, the model's activation) weighted by their probabilities.
+// intermediate_size, the model's activation) weighted by their probabilities. With a shared expert
+// (shared_intermediate_size > 0) every token also gets sigmoid(x . shared_gate) times a gated MLP
+// of that size, added after the routed sum.
 struct MoeSpec {
   std::int64_t experts = 0;
   std::int64_t top_k = 0;
   std::int64_t intermediate_size = 0;
   bool normalize_top_k = false;
+  std::int64_t shared_intermediate_size = 0;
 };
 
 struct DecoderSpec {
@@ -177,7 +184,8 @@ struct DecoderSpec {
 // The expert_* parameters come once per expert (LayerTensor::expert); backends stack them per layer.
 enum class LayerParam {
   input_norm, q, q_bias, k, k_bias, v, v_bias, o, o_bias, q_norm, k_norm, post_attn_out_norm, post_norm,
-  gate, gate_bias, up, up_bias, down, down_bias, router, expert_gate, expert_up, expert_down, post_mlp_norm
+  gate, gate_bias, up, up_bias, down, down_bias, router, expert_gate, expert_up, expert_down, shared_gate, shared_up,
+  shared_down, shared_expert_gate, post_mlp_norm
 };
 inline constexpr std::size_t kLayerParamCount = static_cast<std::size_t>(LayerParam::post_mlp_norm) + 1;
 // Whether a parameter is a norm's weight (scaled as 1 + w under NormKind::rms_one_plus).
