@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -43,17 +44,19 @@ void check_stream_target() {
                      "pipe it to a player (e.g. | aplay -f S16_LE -r 24000 -c 1)");
 }
 
-// A CodeStream whose chunks go to stdout as 16-bit little-endian PCM.
-CodeStream pcm_stream(const CodeDecoder& decoder) {
-  return CodeStream(decoder, [](std::span<const float> samples) {
+// Streams the frames `feed` pushes into a CodeStream whose chunks go to stdout as 16-bit
+// little-endian PCM, then the rest, and reports what went out.
+void stream_to_stdout(const CodeDecoder& decoder, const std::function<void(CodeStream&)>& feed, bool quiet) {
+  const auto start = std::chrono::steady_clock::now();
+  CodeStream stream(decoder, [](std::span<const float> samples) {
     const std::vector<unsigned char> bytes = pcm16_le(samples);
     if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
       throw InputError("--stream: writing to stdout failed (a closed pipe?)");
   });
-}
-
-void report_stream(const CodeDecoder& decoder, const CodeStream& stream, double seconds, bool quiet) {
+  feed(stream);
+  stream.finish();
   if (quiet) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double duration =
       static_cast<double>(stream.frames_decoded() * decoder.samples_per_frame()) / decoder.sample_rate();
   fmt::print(stderr, "tts: streamed {} frames ({:.2f} s of 16-bit PCM, mono, {} Hz) to stdout in {} chunks in {:.3f} s; "
@@ -168,17 +171,12 @@ int run_codes(const TtsOptions& options) {
     decode_to_file(decoder, codes, options.codes, options.out, options.quiet);
     return 0;
   }
-  const auto start = std::chrono::steady_clock::now();
-  CodeStream stream = pcm_stream(decoder);
   try {
     const auto rows = code_frames_rows(codes.view());
-    stream.push(rows);
-    stream.finish();
+    stream_to_stdout(decoder, [&](CodeStream& stream) { stream.push(rows); }, options.quiet);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}: {}", options.codes, e.what()));
   }
-  report_stream(decoder, stream, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                options.quiet);
   return 0;
 }
 
@@ -215,12 +213,13 @@ int run_text(const TtsOptions& options) {
   }
   const auto start = std::chrono::steady_clock::now();
   if (options.stream) {  // the codec decodes while the model generates
-    CodeStream stream = pcm_stream(*decoder);
-    synthesize_text(opened, text, options.quiet,
-                    [&](std::span<const std::vector<std::int64_t>> frames) { stream.push(frames); });
-    stream.finish();
-    report_stream(*decoder, stream, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                  options.quiet);
+    stream_to_stdout(
+        *decoder,
+        [&](CodeStream& stream) {
+          synthesize_text(opened, text, options.quiet,
+                          [&](std::span<const std::vector<std::int64_t>> frames) { stream.push(frames); });
+        },
+        options.quiet);
     return 0;
   }
   const auto frames = synthesize_text(opened, text, options.quiet);

@@ -345,11 +345,11 @@ class CpuRunner : public KvRunner, private DecoderOps {
     const std::int64_t E = c_.moe.experts, k = c_.moe.top_k, H = c_.hidden_size, Ie = c_.moe.intermediate_size;
     const auto& L = w_.layers[l];
     std::fill(tmp_.begin(), tmp_.end(), 0.0f);
-    std::vector<std::int64_t> rows;  // (token * k + j) of the expert's assignments
+    // Each expert's assignments (token * k + j), in one pass over the step's choices.
+    std::vector<std::vector<std::int64_t>> chosen(static_cast<std::size_t>(E));
+    for (std::int64_t a = 0; a < T_ * k; ++a) chosen[static_cast<std::size_t>(topk_ids_[static_cast<std::size_t>(a)])].push_back(a);
     for (std::int64_t e = 0; e < E; ++e) {
-      rows.clear();
-      for (std::int64_t a = 0; a < T_ * k; ++a)
-        if (topk_ids_[static_cast<std::size_t>(a)] == e) rows.push_back(a);
+      const std::vector<std::int64_t>& rows = chosen[static_cast<std::size_t>(e)];
       if (rows.empty()) continue;
       const auto n = static_cast<std::int64_t>(rows.size());
       expert_x_.resize(static_cast<std::size_t>(n * H));
