@@ -65,22 +65,6 @@ void stream_to_stdout(const CodeDecoder& decoder, const std::function<void(CodeS
              stream.frames_at_first_chunk(), decoder.context_frames());
 }
 
-// The model's decoder (built from tensor headers; nothing read yet).
-CodeDecoder& code_decoder_of(OpenedModel& opened) {
-  Codec* codec = opened.model->extension<Codec>();
-  CodeDecoder* decoder = codec ? codec->code_decoder() : nullptr;
-  if (!decoder)
-    throw InputError(fmt::format("{}: the {} plugin's model has no codes-to-waveform decoder", opened.spec.file.string(),
-                                 opened.model->info().plugin));
-  return *decoder;
-}
-
-// Checks the decoder's own load plan and reads its weights (not the rest of the model's).
-void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder) {
-  check_part_load_plan(opened, decoder.requirements(), "decoder");
-  decoder.load();
-}
-
 // Encodes `samples` (from `name`) into code frames, reporting time and the closest call.
 EncodedFrames encode_sound(const CodeEncoder& encoder, const std::vector<float>& samples, const std::string& name,
                           bool quiet) {

@@ -10,6 +10,13 @@
 
 namespace zoo::cli {
 
+// The model's codes-to-waveform decoder (built from tensor headers; nothing read yet), or an
+// InputError naming the model when its plugin holds none.
+CodeDecoder& code_decoder_of(OpenedModel& opened);
+
+// Checks the decoder's own load plan and reads its weights (not the rest of the model's).
+void load_code_decoder(OpenedModel& opened, CodeDecoder& decoder);
+
 // The model's encoder (built from tensor headers; nothing read yet), or an InputError naming the
 // model when its plugin holds none.
 CodeEncoder& code_encoder_of(OpenedModel& opened);

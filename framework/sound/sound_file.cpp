@@ -96,53 +96,73 @@ std::optional<SoundFormat> sound_format_for(const std::filesystem::path& path) {
   return std::nullopt;
 }
 
-void write_sound_file(const std::filesystem::path& path, std::span<const float> samples, int sample_rate) {
-  const std::string name = escape_text(path.string());
+namespace {
+
+// libsndfile's scale (it reads 16-bit samples back divided by 32768): x * 32768 rounded,
+// saturated to [-32768, 32767], NaN 0.
+std::vector<std::int16_t> to_pcm16(std::span<const float> samples) {
+  std::vector<std::int16_t> out(samples.size());
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const float v = samples[i] * 32768.0f;
+    out[i] = static_cast<std::int16_t>(!(v == v) ? 0 : v >= 32767.0f ? 32767 : v <= -32768.0f ? -32768 : std::lrintf(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<unsigned char> encode_sound(std::span<const float> samples, int sample_rate, SoundFormat format,
+                                        const std::string& name) {
   if (sample_rate <= 0) throw InputError(fmt::format("{}: invalid sample rate {}", name, sample_rate));
-  if (path.filename().empty()) throw InputError(fmt::format("{}: not a file name", name));
-  const auto format = sound_format_for(path);
-  if (!format)
-    throw InputError(fmt::format("{}: unknown sound file extension '{}' (use .wav, .flac, .ogg, .opus or .mp3)", name,
-                                 escape_text(path.extension().string())));
-  if (*format == SoundFormat::Flac && sample_rate > 655350)
+  if (format == SoundFormat::Flac && sample_rate > 655350)
     throw InputError(fmt::format("{}: FLAC cannot store a sample rate of {}", name, sample_rate));
-  if (*format == SoundFormat::OggOpus && sample_rate != 8000 && sample_rate != 12000 && sample_rate != 16000 &&
+  if (format == SoundFormat::OggOpus && sample_rate != 8000 && sample_rate != 12000 && sample_rate != 16000 &&
       sample_rate != 24000 && sample_rate != 48000)
     throw InputError(fmt::format("{}: Opus cannot store a sample rate of {} (8, 12, 16, 24 or 48 kHz)", name, sample_rate));
 
   SF_INFO info{};
   info.samplerate = sample_rate;
   info.channels = 1;
-  info.format = libsndfile_format(*format);
+  info.format = libsndfile_format(format);
   if (!sf_format_check(&info)) throw InputError(fmt::format("{}: libsndfile rejects this format", name));
 
   MemoryFile memory;
   SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
-  {
-    SndfilePtr file(sf_open_virtual(&io, SFM_WRITE, &info, &memory));
-    if (!file) throw InputError(fmt::format("{}: cannot encode: {}", name, sf_strerror(nullptr)));
-    // Full scale is 1.0; past it, saturate rather than wrap around.
-    sf_command(file.get(), SFC_SET_CLIPPING, nullptr, SF_TRUE);
-    sf_command(file.get(), SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
-    const auto n = static_cast<sf_count_t>(samples.size());
-    if (n > 0 && sf_writef_float(file.get(), samples.data(), n) != n)
-      throw InputError(fmt::format("{}: encoding failed: {}", name, sf_strerror(file.get())));
-    // sf_close flushes (FLAC and the lossy encoders emit their last block there).
-    if (sf_close(file.release()) != 0) throw InputError(fmt::format("{}: encoding failed while closing", name));
-  }
+  SndfilePtr file(sf_open_virtual(&io, SFM_WRITE, &info, &memory));
+  if (!file) throw InputError(fmt::format("{}: cannot encode: {}", name, sf_strerror(nullptr)));
+  // Full scale is 1.0; past it, saturate rather than wrap around.
+  sf_command(file.get(), SFC_SET_CLIPPING, nullptr, SF_TRUE);
+  sf_command(file.get(), SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
+  const auto n = static_cast<sf_count_t>(samples.size());
+  // The 16-bit formats get pcm16_le's integers: a WAV holds exactly the PCM a stream of the same
+  // samples sends, by construction.
+  const bool pcm16 = format == SoundFormat::Wav || format == SoundFormat::Flac;
+  const bool written = pcm16 ? n == 0 || sf_writef_short(file.get(), to_pcm16(samples).data(), n) == n
+                             : n == 0 || sf_writef_float(file.get(), samples.data(), n) == n;
+  if (!written) throw InputError(fmt::format("{}: encoding failed: {}", name, sf_strerror(file.get())));
+  // sf_close flushes (FLAC and the lossy encoders emit their last block there).
+  if (sf_close(file.release()) != 0) throw InputError(fmt::format("{}: encoding failed while closing", name));
+  return {memory.bytes.begin(), memory.bytes.end()};
+}
+
+void write_sound_file(const std::filesystem::path& path, std::span<const float> samples, int sample_rate) {
+  const std::string name = escape_text(path.string());
+  if (path.filename().empty()) throw InputError(fmt::format("{}: not a file name", name));
+  const auto format = sound_format_for(path);
+  if (!format)
+    throw InputError(fmt::format("{}: unknown sound file extension '{}' (use .wav, .flac, .ogg, .opus or .mp3)", name,
+                                 escape_text(path.extension().string())));
+  const std::vector<unsigned char> bytes = encode_sound(samples, sample_rate, *format, name);
   AtomicFileWriter out(path);
-  out.write(memory.bytes);
+  out.write(bytes.data(), bytes.size());
   out.commit();
 }
 
 std::vector<unsigned char> pcm16_le(std::span<const float> samples) {
   std::vector<unsigned char> out;
   out.reserve(samples.size() * 2);
-  for (const float x : samples) {
-    // libsndfile's float-to-short with SFC_SET_NORM_FLOAT and SFC_SET_CLIPPING (write_sound_file).
-    const float v = x * 32767.0f;
-    const long s = !(v == v) ? 0 : v >= 32767.0f ? 32767 : v <= -32768.0f ? -32768 : std::lrintf(v);
-    const auto u = static_cast<std::uint16_t>(static_cast<std::int16_t>(s));
+  for (const std::int16_t s : to_pcm16(samples)) {
+    const auto u = static_cast<std::uint16_t>(s);
     out.push_back(static_cast<unsigned char>(u & 0xff));
     out.push_back(static_cast<unsigned char>(u >> 8));
   }
@@ -151,13 +171,8 @@ std::vector<unsigned char> pcm16_le(std::span<const float> samples) {
 
 namespace {
 
-SoundFileContents read_sound(const std::filesystem::path& path, bool downmix) {
-  const std::string name = escape_text(path.string());
-  const InputFile input(path, "a sound file");
-  SF_INFO info{};
-  // The descriptor stays the InputFile's (closed by it), so libsndfile opens nothing itself.
-  SndfilePtr file(sf_open_fd(input.fd(), SFM_READ, &info, SF_FALSE));
-  if (!file) throw InputError(fmt::format("{}: cannot read as a sound file: {}", name, sf_strerror(nullptr)));
+// The samples of an open sound file (`name` names it in messages).
+SoundFileContents decode_open(SNDFILE* file, const SF_INFO& info, const std::string& name, bool downmix) {
   // A header may claim any length; a billion samples is over an hour at 192 kHz.
   constexpr sf_count_t kMaxSamples = sf_count_t{1} << 30;
   if (info.channels < 1 || info.channels > 1024 || info.frames < 0 || info.frames > kMaxSamples / info.channels)
@@ -174,7 +189,7 @@ SoundFileContents read_sound(const std::filesystem::path& path, bool downmix) {
                : major == SF_FORMAT_MPEG                         ? SoundFormat::Mp3
                                                                  : SoundFormat::Wav;
   std::vector<float> interleaved(static_cast<std::size_t>(info.frames * info.channels));
-  const sf_count_t got = sf_readf_float(file.get(), interleaved.data(), info.frames);
+  const sf_count_t got = sf_readf_float(file, interleaved.data(), info.frames);
   if (got != info.frames) throw InputError(fmt::format("{}: truncated ({} of {} frames)", name, got, info.frames));
   out.samples.resize(static_cast<std::size_t>(got));
   const int channels = downmix ? info.channels : 1;
@@ -186,6 +201,16 @@ SoundFileContents read_sound(const std::filesystem::path& path, bool downmix) {
   return out;
 }
 
+SoundFileContents read_sound(const std::filesystem::path& path, bool downmix) {
+  const std::string name = escape_text(path.string());
+  const InputFile input(path, "a sound file");
+  SF_INFO info{};
+  // The descriptor stays the InputFile's (closed by it), so libsndfile opens nothing itself.
+  SndfilePtr file(sf_open_fd(input.fd(), SFM_READ, &info, SF_FALSE));
+  if (!file) throw InputError(fmt::format("{}: cannot read as a sound file: {}", name, sf_strerror(nullptr)));
+  return decode_open(file.get(), info, name, downmix);
+}
+
 struct DeleteSoxr {
   void operator()(soxr_t s) const { soxr_delete(s); }
 };
@@ -195,6 +220,16 @@ struct DeleteSoxr {
 SoundFileContents read_sound_file(const std::filesystem::path& path) { return read_sound(path, false); }
 
 SoundFileContents read_sound_file_downmixed(const std::filesystem::path& path) { return read_sound(path, true); }
+
+SoundFileContents decode_sound(std::span<const unsigned char> bytes, const std::string& name) {
+  MemoryFile memory;
+  memory.bytes.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  SF_VIRTUAL_IO io{mem_length, mem_seek, mem_read, mem_write, mem_tell};
+  SF_INFO info{};
+  SndfilePtr file(sf_open_virtual(&io, SFM_READ, &info, &memory));
+  if (!file) throw InputError(fmt::format("{}: cannot read as a sound file: {}", name, sf_strerror(nullptr)));
+  return decode_open(file.get(), info, name, true);
+}
 
 std::vector<float> resample_sound(std::span<const float> samples, int from, int to) {
   if (from < 1 || to < 1) throw InputError(fmt::format("resample: invalid rates {} -> {} Hz", from, to));
