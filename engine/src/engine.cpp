@@ -25,10 +25,16 @@ struct Engine::Sequence {
   std::int64_t computed = 0;         // tokens in the runner's cache
   std::int64_t cached = 0;           // prompt tokens the prefix cache supplied (first admission)
   SequenceId id = -1;                // the runner's sequence while running
+  std::shared_ptr<SequenceDriver> driver;  // a driven request: its positions and picks are the driver's
+  std::int64_t driven_prompt = 0;          // its positions when added
 
-  std::int64_t remaining() const { return static_cast<std::int64_t>(tokens.size()) - computed; }
+  // Positions whose inputs are known.
+  std::int64_t length() const { return driver ? driver->known() : static_cast<std::int64_t>(tokens.size()); }
+  std::int64_t remaining() const { return length() - computed; }
   std::int64_t generated() const { return static_cast<std::int64_t>(picked.size()); }
-  std::int64_t prompt_size() const { return static_cast<std::int64_t>(params.prompt.size()); }
+  std::int64_t prompt_size() const { return driver ? driven_prompt : static_cast<std::int64_t>(params.prompt.size()); }
+  // Whether it may take from or give to the prefix cache.
+  bool cacheable() const { return !driver && params.prompt_logprobs < 0; }
   bool scores() const { return params.prompt_logprobs >= 0; }
   // Prompt rows still to score from `computed` on (their logits are needed).
   std::int64_t unscored() const { return scores() ? std::max<std::int64_t>(0, prompt_size() - 1 - computed) : 0; }
@@ -86,7 +92,7 @@ void Engine::forget_hashes(const CachedPrefix& entry) {
 
 void Engine::open_with_prefix(Sequence& sequence) {
   sequence.computed = 0;
-  if (cache_on_ && !sequence.scores()) {
+  if (cache_on_ && sequence.cacheable()) {
     ++stats_.prefix_queries;
     // The longest prefix of whole pages some entry holds, leaving at least one token to compute
     // (its logits are what the step needs): the prompt's chained page hashes, longest first; a hit
@@ -138,7 +144,7 @@ void Engine::open_with_prefix(Sequence& sequence) {
 }
 
 std::int64_t Engine::shared_pages(const Sequence& lender, const Sequence& sequence, bool computed) {
-  if (lender.id < 0 || lender.scores()) return 0;
+  if (lender.id < 0 || !lender.cacheable() || !sequence.cacheable()) return 0;
   // Whole pages of the same tokens, leaving the borrower at least one token to compute.
   const auto limit = std::min<std::int64_t>(computed ? lender.computed : static_cast<std::int64_t>(lender.tokens.size()),
                                             static_cast<std::int64_t>(sequence.tokens.size()) - 1);
@@ -148,7 +154,7 @@ std::int64_t Engine::shared_pages(const Sequence& lender, const Sequence& sequen
 }
 
 bool Engine::wait_for_lender(const Sequence& sequence) const {
-  if (!cache_on_ || sequence.scores()) return false;
+  if (!cache_on_ || !sequence.cacheable()) return false;
   for (const auto& running : running_)
     if (shared_pages(*running, sequence, false) > shared_pages(*running, sequence, true) &&
         running->computed < running->prompt_size())
@@ -157,7 +163,7 @@ bool Engine::wait_for_lender(const Sequence& sequence) const {
 }
 
 void Engine::retire(Sequence& sequence) {
-  if (!cache_on_ || sequence.computed < kKvPageTokens) {
+  if (!cache_on_ || !sequence.cacheable() || sequence.computed < kKvPageTokens) {
     runner_.close_sequence(sequence.id);
   } else {
     CachedPrefix entry{sequence.id,
@@ -193,23 +199,36 @@ std::int64_t Engine::add(GenerationRequest request) {
   if (request.max_new_tokens < 0 || (request.max_new_tokens == 0 && request.prompt_logprobs < 0))
     throw InputError(fmt::format("engine: max_new_tokens must be positive (0 only when scoring the prompt), got {}",
                                  request.max_new_tokens));
-  const std::int64_t limit = runner_.max_context();
-  if (prompt + request.max_new_tokens > limit)
-    throw InputError(
-        fmt::format("the prompt's {} tokens plus max_new_tokens {} exceed the context limit of {} tokens",
-                    prompt, request.max_new_tokens, limit));
-  // A sequence that would need more pages than the pool has could never finish.
-  const std::int64_t pages = (prompt + request.max_new_tokens + kKvPageTokens - 1) / kKvPageTokens;
-  for (const auto& group : runner_.pool().groups)
-    if (pages > group.capacity)
-      throw InputError(
-          fmt::format("the prompt's {} tokens plus max_new_tokens {} need {} KV pages, the pool holds {}",
-                      prompt, request.max_new_tokens, pages, group.capacity));
+  check_fits(prompt + request.max_new_tokens,
+             fmt::format("the prompt's {} tokens plus max_new_tokens {}", prompt, request.max_new_tokens));
   if (request.top_logprobs > kMaxTopLogprobs || request.prompt_logprobs > kMaxTopLogprobs)
     throw InputError(fmt::format("top_logprobs {} or prompt_logprobs {} is above {}", request.top_logprobs,
                                  request.prompt_logprobs, kMaxTopLogprobs));
   auto sequence = std::make_unique<Sequence>(
       Sequence{next_request_, request, Sampler(request.sampling), request.prompt, {}, {}, 0, 0, -1});
+  waiting_.push_back(std::move(sequence));
+  return next_request_++;
+}
+
+void Engine::check_fits(std::int64_t positions, const std::string& what) const {
+  const std::int64_t limit = runner_.max_context();
+  if (positions > limit) throw InputError(fmt::format("{} exceed the context limit of {} tokens", what, limit));
+  // A sequence that would need more pages than the pool has could never finish.
+  const std::int64_t pages = (positions + kKvPageTokens - 1) / kKvPageTokens;
+  for (const auto& group : runner_.pool().groups)
+    if (pages > group.capacity)
+      throw InputError(fmt::format("{} need {} KV pages, the pool holds {}", what, pages, group.capacity));
+}
+
+std::int64_t Engine::add(DrivenRequest request) {
+  if (!request.driver) throw std::invalid_argument("engine: a driven request without a driver");
+  SequenceDriver& driver = *request.driver;
+  if (driver.done() || driver.known() < 1)
+    throw InputError("engine: a driven request needs a position to compute and must not be done");
+  check_fits(driver.max_positions(), fmt::format("the request's {} positions at most", driver.max_positions()));
+  auto sequence = std::make_unique<Sequence>(Sequence{next_request_, {}, Sampler(SamplingOptions{}), {}, {}, {}, 0, 0, -1});
+  sequence->driven_prompt = driver.known();
+  sequence->driver = std::move(request.driver);
   waiting_.push_back(std::move(sequence));
   return next_request_++;
 }
@@ -237,13 +256,13 @@ void Engine::preempt(Sequence& sequence) {
 }
 
 bool Engine::samples(const Sequence& sequence, std::int64_t tokens) {
-  return tokens == sequence.remaining() && sequence.params.max_new_tokens > 0;
+  return tokens == sequence.remaining() && (sequence.driver || sequence.params.max_new_tokens > 0);
 }
 
 Completion Engine::complete(Sequence& sequence, FinishReason finish) {
   Completion completion{sequence.request,         {}, std::move(sequence.picked), finish, sequence.prompt_size(),
                         sequence.cached,           std::move(sequence.prompt_scores)};
-  completion.ids.assign(sequence.tokens.begin() + completion.prompt_tokens, sequence.tokens.end());
+  if (!sequence.driver) completion.ids.assign(sequence.tokens.begin() + completion.prompt_tokens, sequence.tokens.end());
   retire(sequence);
   return completion;
 }
@@ -273,6 +292,7 @@ bool Engine::cancel(std::int64_t request) {
 std::vector<Completion> Engine::step() {
   const auto started = std::chrono::steady_clock::now();
   last_tokens_.clear();
+  last_driven_.clear();
   std::vector<std::int64_t> free;
   for (const auto& group : runner_.pool().groups) free.push_back(group.capacity - group.used);
 
@@ -352,6 +372,14 @@ std::vector<Completion> Engine::step() {
   for (std::size_t i = 0; i < plan.size(); ++i) {
     Sequence& sequence = *plan[i].sequence;
     ForwardStep& step = steps[i];
+    batch.slices.push_back({sequence.id, sequence.computed, &step});
+    stats_.rows += plan[i].tokens;
+    if (sequence.driver) {
+      step = sequence.driver->step(sequence.computed, sequence.computed + plan[i].tokens);
+      stats_.prompt_tokens += std::max<std::int64_t>(
+          0, std::min(sequence.computed + plan[i].tokens, sequence.driven_prompt) - sequence.computed);
+      continue;
+    }
     step.ids =
         std::span<const std::int64_t>(sequence.tokens)
             .subspan(static_cast<std::size_t>(sequence.computed), static_cast<std::size_t>(plan[i].tokens));
@@ -368,8 +396,6 @@ std::vector<Completion> Engine::step() {
       step.outputs.sample = draws[i];
       step.outputs.top_logprobs = sequence.params.top_logprobs;
     }
-    batch.slices.push_back({sequence.id, sequence.computed, &step});
-    stats_.rows += plan[i].tokens;
     if (sequence.computed < static_cast<std::int64_t>(sequence.params.prompt.size()))
       stats_.prompt_tokens += std::min<std::int64_t>(
           plan[i].tokens, static_cast<std::int64_t>(sequence.params.prompt.size()) - sequence.computed);
@@ -388,11 +414,17 @@ std::vector<Completion> Engine::step() {
     Sequence& sequence = *plan[i].sequence;
     sequence.computed += plan[i].tokens;
     for (auto& scored : results[i].scores) sequence.prompt_scores.push_back(std::move(scored));
-    if (sequence.params.max_new_tokens == 0 && sequence.remaining() == 0) {  // scored only
+    if (!sequence.driver && sequence.params.max_new_tokens == 0 && sequence.remaining() == 0) {  // scored only
       done.push_back(complete(sequence, FinishReason::length));
       continue;
     }
     if (!plan[i].samples) continue;
+    if (sequence.driver) {
+      last_driven_.push_back(sequence.request);
+      ++stats_.generated_tokens;
+      if (sequence.driver->accept(results[i])) done.push_back(complete(sequence, FinishReason::stop));
+      continue;
+    }
     SampledToken picked;
     if (results[i].sampled) {
       picked = *results[i].sampled;

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "test_skip.hpp"
+#include "higgs/tiny_speech.hpp"
 
 #include "tts_loop.hpp"
 #include "tts_sampler.hpp"
@@ -26,28 +27,6 @@ namespace zoo::ptest {
 namespace {
 
 using higgs::CodeRow;
-
-// Text "tokenizer" for a tiny fixture (no tokenizer.json): a byte per id (modulo vocab - 16), the
-// special tokens near the top of the vocabulary (higgs-tiny: 320, higgs-tiny-hd128: 256).
-SpeechRequest tiny_speech(const std::string& text, std::int64_t vocab = 320) {
-  SpeechRequest r;
-  r.text = text;
-  r.encode = [vocab](std::string_view s) {
-    std::vector<std::int64_t> ids;
-    for (char ch : s) ids.push_back(static_cast<unsigned char>(ch) % (vocab - 16));
-    return ids;
-  };
-  r.token_id = [vocab](std::string_view s) -> std::optional<std::int64_t> {
-    const std::int64_t top = vocab - 10;
-    const std::map<std::string, std::int64_t, std::less<>> specials{
-        {"<|tts|>", top}, {"<|text|>", top + 1}, {"<|audio|>", top + 2}, {"<|ref_audio|>", top + 3},
-        {"<|ref_text|>", top + 4}};
-    auto it = specials.find(s);
-    if (it == specials.end()) return std::nullopt;
-    return it->second;
-  };
-  return r;
-}
 
 // The rows of synthesize_speech picked where `session` can (on_device) and on the host, for
 // several settings and seeds: the same frames; `device_rows` says where the first run picked.

@@ -45,43 +45,47 @@ struct AudioTable {
   }
 };
 
-class HiggsSession : public Session {
+// The Higgs contract over the body's: a step's outputs become the body's (the audio table as a row
+// table head, no text logits), and the body's results become audio logits [K, V] as extra
+// "audio_logits" (or the K codes the body picked on its device). Sessions and runners share it.
+class AudioHeadContract {
  public:
-  HiggsSession(std::unique_ptr<Session> body, const AudioTable& table) : body_(std::move(body)), table_(table) {}
+  explicit AudioHeadContract(const AudioTable& table) : table_(table) {}
 
-  std::int64_t position() const override { return body_->position(); }
-  void reset() override { body_->reset(); }
-
-  // Returns the audio logits [K, V] at the last position as extra "audio_logits"; text logits are
-  // not produced (`logits` holds text logits only, see ForwardResult). With head_sample (segments
-  // K: one code per codebook) a body that picks on its device returns head_sampled instead.
-  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+  OutputRequest body_outputs(const OutputRequest& outputs, DiagnosticHook* hook) const {
     // There are no text logits to pick a token from (the audio codebooks are sampled by the TTS
     // loop): say so rather than return nothing.
-    if (step.outputs.sample || !step.outputs.score_ids.empty())
+    if (outputs.sample || !outputs.score_ids.empty())
       throw InputError("higgs_audio: cannot sample or score text tokens (OutputRequest::sample, score_ids): it "
                        "predicts audio codes; use `zoo tts`");
-    ForwardStep body_step = step;
-    body_step.outputs = {.hidden = step.outputs.hidden, .logits = false, .all_positions = false,
-                         .head_table = table_.index};
-    // A hook that taps the audio logits needs them on the host: then the caller samples them.
-    const bool taps_logits = hook && (hook->wants("audio_logits") || hook->wants("audio_argmax"));
-    if (step.outputs.head_sample && step.outputs.logits && !taps_logits) {
-      if (step.outputs.head_sample->segments != table_.K)
+    if (outputs.all_positions && outputs.logits)
+      throw InputError("higgs_audio: audio logits come for the last position only (OutputRequest::all_positions)");
+    // A hook that taps the audio logits needs them on the host, and so does a trace without logits.
+    const bool taps = hook && (hook->wants("audio_logits") || hook->wants("audio_argmax"));
+    OutputRequest body{.hidden = outputs.hidden, .logits = false, .all_positions = false,
+                       .head_table = outputs.logits || taps ? table_.index : -1};
+    if (outputs.head_sample && outputs.logits && !taps) {
+      if (outputs.head_sample->segments != table_.K)
         throw InputError(fmt::format("higgs_audio: head sampling picks one code per codebook: {} segments, want {}",
-                                     step.outputs.head_sample->segments, table_.K));
-      body_step.outputs.head_sample = step.outputs.head_sample;
+                                     outputs.head_sample->segments, table_.K));
+      body.head_sample = outputs.head_sample;
     }
-    ForwardResult body = body_->forward(body_step, hook);
+    return body;
+  }
+
+  ForwardResult result(ForwardResult body, const OutputRequest& outputs, DiagnosticHook* hook) const {
     ForwardResult result;
+    if (outputs.hidden) result.hidden = std::move(body.hidden);
     if (!body.head_sampled.empty()) {
-      if (step.outputs.hidden) result.hidden = std::move(body.hidden);
       result.head_sampled = std::move(body.head_sampled);
       return result;
     }
     const HostTensor* head = body.find_extra(kAudioTable);
-    if (head == nullptr || head->numel() != table_.K * table_.V)
-      throw std::logic_error("higgs_audio: the body returned no audio head output");
+    if (head == nullptr) {
+      if (outputs.logits) throw std::logic_error("higgs_audio: the body returned no audio head output");
+      return result;
+    }
+    if (head->numel() != table_.K * table_.V) throw std::logic_error("higgs_audio: the audio head output has the wrong size");
     HostTensor logits = HostTensor::from_f32({table_.K, table_.V}, {head->as<float>(), static_cast<std::size_t>(head->numel())});
     if (hook && hook->wants("audio_logits")) hook->record("audio_logits", logits.view());
     if (hook && hook->wants("audio_argmax")) {
@@ -90,17 +94,90 @@ class HiggsSession : public Session {
         argmax.as<std::int64_t>()[c] = ops::argmax({logits.as<float>() + c * table_.V, static_cast<std::size_t>(table_.V)});
       hook->record("audio_argmax", argmax.view());
     }
-    if (step.outputs.hidden) result.hidden = std::move(body.hidden);
-    if (step.outputs.logits) result.extra.emplace_back("audio_logits", std::move(logits));
+    if (outputs.logits) result.extra.emplace_back("audio_logits", std::move(logits));
     return result;
   }
 
  private:
-  std::unique_ptr<Session> body_;  // keeps the body model's state alive itself
   const AudioTable table_;
 };
 
-class HiggsModel : public Model, public Speech, public zoo::Codec {
+class HiggsSession : public Session {
+ public:
+  HiggsSession(std::unique_ptr<Session> body, const AudioTable& table) : body_(std::move(body)), contract_(table) {}
+
+  std::int64_t position() const override { return body_->position(); }
+  void reset() override { body_->reset(); }
+
+  // Returns the audio logits [K, V] at the last position as extra "audio_logits"; text logits are
+  // not produced (`logits` holds text logits only, see ForwardResult). With head_sample (segments
+  // K: one code per codebook) a body that picks on its device returns head_sampled instead.
+  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
+    ForwardStep body_step = step;
+    body_step.outputs = contract_.body_outputs(step.outputs, hook);
+    return contract_.result(body_->forward(body_step, hook), step.outputs, hook);
+  }
+
+ private:
+  std::unique_ptr<Session> body_;  // keeps the body model's state alive itself
+  AudioHeadContract contract_;
+};
+
+// The body's batch runner under the same contract: many speech sequences per forward pass.
+class HiggsRunner : public Runner {
+ public:
+  HiggsRunner(std::unique_ptr<Runner> body, const AudioTable& table) : body_(std::move(body)), contract_(table) {}
+
+  SequenceId open_sequence() override { return body_->open_sequence(); }
+  SequenceId fork_sequence(SequenceId sequence, std::int64_t tokens) override {
+    return body_->fork_sequence(sequence, tokens);
+  }
+  void close_sequence(SequenceId sequence) override { body_->close_sequence(sequence); }
+  std::int64_t tokens(SequenceId sequence) const override { return body_->tokens(sequence); }
+  std::int64_t max_context() const override { return body_->max_context(); }
+  std::vector<std::int64_t> pages_needed(SequenceId sequence, std::int64_t count) const override {
+    return body_->pages_needed(sequence, count);
+  }
+  KvPoolStats pool() const override { return body_->pool(); }
+  nlohmann::json stats() const override { return body_->stats(); }
+
+  void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
+    if (hook) throw InputError("higgs_audio: the batch runner records no taps (trace through a session)");
+    std::vector<ForwardStep> steps;
+    std::vector<OutputRequest> outputs;
+    steps.reserve(batch.slices.size());
+    for (const SequenceSlice& slice : batch.slices) {
+      if (slice.step == nullptr) throw std::logic_error("higgs_audio: a slice without a step");
+      steps.push_back(*slice.step);
+      steps.back().outputs = contract_.body_outputs(slice.step->outputs, nullptr);
+      outputs.push_back(slice.step->outputs);
+    }
+    ForwardBatch body_batch;
+    for (std::size_t i = 0; i < batch.slices.size(); ++i)
+      body_batch.slices.push_back({batch.slices[i].sequence, batch.slices[i].start, &steps[i]});
+    body_->submit(body_batch);  // checks everything first: on a throw nothing here changed
+    steps_ = std::move(steps);  // the body reads them until wait()
+    outputs_ = std::move(outputs);
+  }
+
+  std::vector<ForwardResult> wait() override {
+    std::vector<ForwardResult> body = body_->wait();
+    std::vector<ForwardResult> results;
+    results.reserve(body.size());
+    for (std::size_t i = 0; i < body.size(); ++i) results.push_back(contract_.result(std::move(body[i]), outputs_[i], nullptr));
+    steps_.clear();
+    outputs_.clear();
+    return results;
+  }
+
+ private:
+  std::unique_ptr<Runner> body_;
+  AudioHeadContract contract_;
+  std::vector<ForwardStep> steps_;  // the submitted batch's body steps
+  std::vector<OutputRequest> outputs_;
+};
+
+class HiggsModel : public Model, public Speech, public SpeechSteps, public zoo::Codec {
  public:
   HiggsModel(const ModelArgs& args, Host& host)
       : config_(HiggsConfig::parse(args.config, "higgs_audio config")), checkpoint_(args.weights),
@@ -150,20 +227,17 @@ class HiggsModel : public Model, public Speech, public zoo::Codec {
     return "it predicts audio codes, not text; for text-to-speech use `zoo tts`";
   }
 
+  std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
+    if (table_.index < 0) throw std::logic_error("higgs_audio: new_runner() before load()");
+    return std::make_unique<HiggsRunner>(body_->new_runner(options), table_);
+  }
+
   SpeechResult synthesize(const SpeechRequest& request, const SpeechProgressFn& progress) override {
-    if (table_.index < 0) throw std::logic_error("higgs_audio: synthesize() before load()");
     auto session = new_session();
-    // ZOO_TTS_HOST_SAMPLING=1: pick the codes on the host even where the session could (an A/B of
-    // the device picks in one build; the codes are the same).
-    const bool on_device = !kernels::env_flag("ZOO_TTS_HOST_SAMPLING", false);
-    TtsShape shape{table_.K, table_.V, table_.H, max_context_, table_.index};
-    // Seconds of speech as the checkpoint's own codec makes them (a tiny test codec has other
-    // strides than the released 24 kHz / 960); a checkpoint without a codec keeps the released rate.
-    if (has_code_decoder(*weights_, kCodecPrefix)) {
-      const CodeDecoder* codec = code_decoder();
-      shape.frames_per_second = static_cast<double>(codec->sample_rate()) / static_cast<double>(codec->samples_per_frame());
-    }
-    return synthesize_speech(*session, shape, request, progress, on_device);
+    return synthesize_speech(*session, tts_shape(), request, progress, device_sampling());
+  }
+  std::unique_ptr<SpeechSequence> start_speech(const SpeechRequest& request) override {
+    return std::make_unique<HiggsSpeechSequence>(tts_shape(), request, device_sampling());
   }
   nlohmann::json runtime_stats() const override {
     auto stats = body_->runtime_stats();
@@ -174,6 +248,7 @@ class HiggsModel : public Model, public Speech, public zoo::Codec {
   }
   Extension* find_extension(std::string_view name) override {
     if (name == Speech::kName) return static_cast<Speech*>(this);
+    if (name == SpeechSteps::kName) return static_cast<SpeechSteps*>(this);
     if (name == zoo::Codec::kName) return static_cast<zoo::Codec*>(this);
     return nullptr;
   }
@@ -194,6 +269,22 @@ class HiggsModel : public Model, public Speech, public zoo::Codec {
       encoder_ = make_code_encoder(weights_, kCodecPrefix, config_.num_codebooks, config_.codebook_size, device_);
     }
     return encoder_.get();
+  }
+
+  // ZOO_TTS_HOST_SAMPLING=1: pick the codes on the host even where the device could (an A/B of
+  // the device picks in one build; the codes are the same).
+  static bool device_sampling() { return !kernels::env_flag("ZOO_TTS_HOST_SAMPLING", false); }
+
+  TtsShape tts_shape() {
+    if (table_.index < 0) throw std::logic_error("higgs_audio: speech before load()");
+    TtsShape shape{table_.K, table_.V, table_.H, max_context_, table_.index};
+    // Seconds of speech as the checkpoint's own codec makes them (a tiny test codec has other
+    // strides than the released 24 kHz / 960); a checkpoint without a codec keeps the released rate.
+    if (has_code_decoder(*weights_, kCodecPrefix)) {
+      const CodeDecoder* codec = code_decoder();
+      shape.frames_per_second = static_cast<double>(codec->sample_rate()) / static_cast<double>(codec->samples_per_frame());
+    }
+    return shape;
   }
 
   // input_ids equal to audio_token_id are audio slots, filled in order by the rows of audio_codes

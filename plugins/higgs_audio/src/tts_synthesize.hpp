@@ -6,6 +6,7 @@
 #include "tts_loop.hpp"
 #include "tts_sampler.hpp"
 #include "zoo/model.hpp"
+#include "tts_prompt.hpp"
 #include "zoo/speech.hpp"
 
 namespace zoo::higgs {
@@ -33,27 +34,43 @@ class SessionRowModel : public AudioRowModel {
   TtsShape shape_;
 };
 
-// Rows picked by a TtsSampler from a session's forward steps. Each step asks the session to pick
-// the K codes on its device (OutputRequest::head_sample, the row's uniforms drawn here), so only
-// K ids cross per row; a session that cannot returns the audio logits instead and the sampler
-// picks them on the host with the same uniforms: the same codes and the same stream either way.
-class SessionRowSampler {
+// One Higgs TTS request as a sequence any scheduler drives (zoo::SpeechSequence): the prompt
+// (reference codes in delay layout in the audio slots), then one position per generated row fed
+// back through the audio row table. Its steps speak the Higgs model's contract, for a Session or a
+// Runner alike: with `logits` the audio logits [K, V] come back as extra "audio_logits", or with
+// head_sample the K codes picked on the device (the row's uniforms drawn here, so only K ids cross
+// per row); where the device cannot pick, the TtsSampler picks the logits on the host with the same
+// uniforms: the same codes and the same stream either way. The delay state machine decides the end.
+class HiggsSpeechSequence : public SpeechSequence {
  public:
-  // on_device false: never ask (the host path, e.g. to compare against).
-  SessionRowSampler(Session& session, const TtsShape& shape, TtsSampler& sampler, bool on_device = true)
-      : session_(session), shape_(shape), sampler_(sampler), on_device_(on_device) {}
-  // The codes of the next row after running `step` (its outputs are set here).
-  CodeRow next(ForwardStep step);
-  // The codes after feeding `row` back as one position (as SessionRowModel::feed).
-  CodeRow feed(const CodeRow& row);
-  std::int64_t device_rows() const { return device_rows_; }  // rows the session picked itself
+  // device_sampling false: never ask the device to pick (the host path, e.g. to compare against).
+  HiggsSpeechSequence(const TtsShape& shape, const SpeechRequest& request, bool device_sampling = true);
+
+  std::int64_t known() const override;
+  std::int64_t max_positions() const override { return P_ + max_steps_ - 1; }
+  ForwardStep step(std::int64_t begin, std::int64_t end) override;
+  bool accept(const ForwardResult& result) override;
+  bool done() const override { return done_; }
+  SpeechProgress progress() override;
+  SpeechResult result() const override;
+  std::int64_t device_rows() const { return device_rows_; }  // rows the device picked
 
  private:
-  Session& session_;
   TtsShape shape_;
-  TtsSampler& sampler_;
-  bool on_device_;
+  TtsSampler sampler_;
+  DelayStateMachine machine_;
+  bool device_sampling_;
+  TtsPrompt prompt_;
+  std::int64_t P_ = 0, max_steps_ = 0;
+  std::vector<CodeRow> rows_;  // emitted, in delay layout; all but the last are fed back
+  bool done_ = false, finished_ = false;
   std::int64_t device_rows_ = 0;
+  // The last step's inputs (its spans point here) and the pending row's uniforms.
+  std::vector<std::int64_t> ids_, table_positions_, table_ids_;
+  std::vector<double> u_;
+  std::int64_t u_row_ = -1;  // the row u_ was drawn for
+  std::int64_t sent_ = 0;    // frames handed out by progress()
+  std::vector<CodeRow> fresh_;
 };
 
 // How synthesize_speech picked its rows (for tests and measurements).
@@ -61,9 +78,9 @@ struct SynthesisStats {
   std::int64_t device_rows = 0;  // rows the session picked on its device
 };
 
-// Model::synthesize for Higgs: builds the prompt (reference codes in delay layout in the audio
-// slots), prefills it in `session`, runs the sampler loop and returns codec frames. Rows are
-// picked on the session's device where it can (SessionRowSampler) unless `device_sampling` is off.
+// Model::synthesize for Higgs: a HiggsSpeechSequence driven through `session` alone (the prompt in
+// one step, then a step per row), returning codec frames. Rows are picked on the session's device
+// where it can unless `device_sampling` is off.
 SpeechResult synthesize_speech(Session& session, const TtsShape& shape, const SpeechRequest& request,
                                const SpeechProgressFn& progress, bool device_sampling = true,
                                SynthesisStats* stats = nullptr);

@@ -10,12 +10,14 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "zoo/batch.hpp"
 #include "zoo/generation.hpp"
 #include "zoo/model.hpp"
+#include "zoo/sequence_driver.hpp"
 
 namespace zoo::engine {
 
@@ -45,6 +47,15 @@ struct GenerationRequest {
   int prompt_logprobs = -1;
 };
 inline constexpr std::int64_t kScoreChunkTokens = 512;
+
+// A request whose positions a SequenceDriver supplies and picks (speech: rows of codebooks fed
+// back through a row table): scheduled as text is (chunked prefill, a position per decode step,
+// preemption by recompute: the driver keeps its picks and random stream, so it draws what it
+// would have), never taken from or kept in the prefix cache. The caller keeps the driver to read
+// its results; the engine holds it until the request completes or is cancelled.
+struct DrivenRequest {
+  std::shared_ptr<SequenceDriver> driver;
+};
 
 enum class FinishReason { length, stop };
 const char* finish_reason_name(FinishReason reason);
@@ -92,6 +103,10 @@ class Engine {
   // plus max_new_tokens beyond the runner's context limit (both numbers named), more pages than
   // the pool holds, or bad sampling options.
   std::int64_t add(GenerationRequest request);
+  // Queues a driven request (ids from the same counter). InputError when it can never run: a
+  // driver that is done or has no position, or whose max_positions() exceed the context limit or
+  // the pool. Its Completion has no ids (finish: stop when the driver ended it).
+  std::int64_t add(DrivenRequest request);
   bool idle() const { return waiting_.empty() && running_.empty(); }
   std::int64_t waiting() const { return static_cast<std::int64_t>(waiting_.size()); }
   std::int64_t running() const { return static_cast<std::int64_t>(running_.size()); }
@@ -99,6 +114,8 @@ class Engine {
   std::vector<Completion> step();
   // The tokens picked in the last step(), one per request that sampled (those that finished too).
   const std::vector<TokenEvent>& last_tokens() const { return last_tokens_; }
+  // The driven requests whose driver accepted a pick in the last step() (finished ones too).
+  const std::vector<std::int64_t>& last_driven() const { return last_driven_; }
   // Drops a request, waiting or running (its pages go back at once); false when it is unknown or
   // already finished. Not called during step().
   bool cancel(std::int64_t request);
@@ -125,6 +142,9 @@ class Engine {
   static std::int64_t shared_pages(const Sequence& lender, const Sequence& sequence, bool computed = true);
   // Whether a running sequence is still computing pages this waiting one could borrow.
   bool wait_for_lender(const Sequence& sequence) const;
+  // Pages a sequence of `positions` takes at most; InputError naming them when the context limit
+  // or the pool could never hold them (`what` says what they are).
+  void check_fits(std::int64_t positions, const std::string& what) const;
   // Keeps a finished sequence's pages for its prefix, or closes it.
   void retire(Sequence& sequence);
   // Closes the least recently used cached prefix; false when none is left. `free` gains its pages.
@@ -143,6 +163,7 @@ class Engine {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   EngineStats stats_;
   std::vector<TokenEvent> last_tokens_;
+  std::vector<std::int64_t> last_driven_;
   std::vector<CachedPrefix> cache_;
   // Each cached page's chained hash -> the entries (uids) holding that prefix: a lookup walks the
   // prompt's pages, not the entries.

@@ -3,6 +3,7 @@
 // zoo/codec.hpp, for a waveform).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "zoo/extension.hpp"
+#include "zoo/sequence_driver.hpp"
 
 namespace zoo {
 
@@ -56,6 +58,32 @@ class Speech : public Extension {
 
  protected:
   ~Speech() = default;
+};
+
+// One speech request as a sequence a scheduler drives (the SpeechSteps extension): the same prompt,
+// sampler and stopping rule as Speech::synthesize, so a request gives the same frames alone or
+// batched with others (for a seed).
+class SpeechSequence : public SequenceDriver {
+ public:
+  // Decode steps and frames so far; new_frames: those completed since the previous call (each
+  // handed out once).
+  virtual SpeechProgress progress() = 0;
+  // Once done(): every frame, as synthesize() returns them.
+  virtual SpeechResult result() const = 0;
+};
+
+// Speech that many requests can share forward passes for: the model's batch Runner
+// (Model::new_runner) runs any number of these sequences at once, each step a slice.
+class SpeechSteps : public Extension {
+ public:
+  static constexpr std::string_view kName = "zoo.speech_steps.v1";
+  static constexpr std::string_view kLacking = "does not synthesize speech in batches";
+  // The request checked and its prompt built: InputError for what synthesize() refuses. The
+  // sequence may not outlive the model.
+  virtual std::unique_ptr<SpeechSequence> start_speech(const SpeechRequest& request) = 0;
+
+ protected:
+  ~SpeechSteps() = default;
 };
 
 }  // namespace zoo
