@@ -3,7 +3,10 @@
 // it can answer, and drains on SIGINT or SIGTERM.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -11,13 +14,16 @@
 #include "file_options.hpp"
 #include "model_options.hpp"
 #include "numeric_option.hpp"
+#include "sound_encoding.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/error.hpp"
 #include "zoo/generation_config.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/plugin_registry.hpp"
 #include "zoo/prompt_input.hpp"
+#include "zoo/input_file.hpp"
 #include "zoo/server/openai_server.hpp"
+#include "zoo/sound_file.hpp"
 
 namespace zoo::cli {
 
@@ -25,12 +31,49 @@ namespace {
 
 struct ServeOptions {
   ModelOptions model;
-  std::string host = "127.0.0.1", served_model_name, api_key, tokenizer;
+  std::string host = "127.0.0.1", served_model_name, api_key, tokenizer, voices;
   int port = 8000;
   std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0, prefix_cache = 64;
   double kv_cache_gb = 0, memory_fraction = 0, request_timeout = 600;
   int drain_timeout = 30;
 };
+
+// --voices DIR: NAME.wav (or another sound file) with NAME.txt, its transcript, per voice; each
+// encoded once, now.
+std::map<std::string, server::SpeechVoice> load_voices(const std::string& dir, CodeEncoder* encoder) {
+  if (!encoder)
+    throw InputError(fmt::format("--voices {}: this checkpoint has no codec encoder to encode the voices with", dir));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError(fmt::format("--voices {}: not a directory", dir));
+  std::vector<std::filesystem::path> sounds;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.is_regular_file() && sound_format_for(entry.path()) && entry.path().extension() != "")
+      sounds.push_back(entry.path());
+  if (ec) throw InputError(fmt::format("--voices {}: {}", dir, ec.message()));
+  std::sort(sounds.begin(), sounds.end());
+  if (sounds.empty()) throw InputError(fmt::format("--voices {}: no sound files (NAME.wav with NAME.txt)", dir));
+  std::map<std::string, server::SpeechVoice> voices;
+  for (const auto& sound : sounds) {
+    const std::string name = sound.stem().string();
+    if (voices.contains(name)) throw InputError(fmt::format("--voices {}: two sound files for voice '{}'", dir, name));
+    auto transcript = sound;
+    transcript.replace_extension(".txt");
+    if (!std::filesystem::exists(transcript, ec))
+      throw InputError(fmt::format("--voices {}: voice '{}' has no transcript {}", dir, name, transcript.string()));
+    server::SpeechVoice voice;
+    voice.text = read_text_file(transcript, "a voice's transcript", 1 << 16);
+    while (!voice.text.empty() && (voice.text.back() == '\n' || voice.text.back() == '\r' || voice.text.back() == ' '))
+      voice.text.pop_back();
+    const auto samples = read_reference_sound("serve", "--voices", sound.string(), *encoder, true);
+    const EncodedFrames encoded = encoder->encode(samples, sound.string());
+    for (std::int64_t t = 0; t < encoded.frames; ++t)
+      voice.frames.emplace_back(encoded.codes.begin() + t * encoded.num_codebooks,
+                                encoded.codes.begin() + (t + 1) * encoded.num_codebooks);
+    fmt::print(stderr, "zoo serve: voice '{}': {} frames from {}\n", name, encoded.frames, sound.string());
+    voices.emplace(name, std::move(voice));
+  }
+  return voices;
+}
 
 int run_serve(const ServeOptions& o) {
   server::ServerOptions so;
@@ -48,13 +91,25 @@ int run_serve(const ServeOptions& o) {
   server::OpenAiServer server(so);  // bound now: a taken port fails before the model loads
   PluginRegistry registry;
   auto opened = open_from_options(model_options, registry);
-  if (const auto why = opened.model->text_generation_unsupported(); !why.empty())
+  SpeechSteps* speech = opened.model->extension<SpeechSteps>();
+  const std::string no_text = opened.model->text_generation_unsupported();
+  if (!no_text.empty() && !speech)
     throw InputError(fmt::format("{}: `zoo serve` cannot serve this {} model: {}", opened.spec.file.string(),
-                                 opened.model->info().plugin, why));
+                                 opened.model->info().plugin, no_text));
+  if (!o.voices.empty() && !speech)
+    throw InputError(fmt::format("--voices: the {} model does not synthesize speech", opened.model->info().plugin));
+  CodeDecoder* decoder = speech ? &code_decoder_of(opened) : nullptr;
+  CodeEncoder* encoder = nullptr;
+  if (speech) {
+    Codec* codec = opened.model->extension<Codec>();
+    encoder = codec ? codec->code_encoder() : nullptr;
+  }
   const auto model_dir = checkpoint_directory(opened.spec);
   const auto tokenizer = open_model_tokenizer(model_dir, o.tokenizer, false);
   const auto defaults = load_generation_defaults(model_dir, opened.config);
   load_model(opened, true);
+  if (decoder) load_code_decoder(opened, *decoder);
+  if (encoder) load_code_encoder(opened, *encoder);
   // The prefix cache keeps finished sequences open: the runner holds them beside the running ones.
   RunnerOptions runner_options{.max_sequences = o.max_running + o.prefix_cache, .max_context = opened.spec.max_context};
   runner_options.kv_bytes = static_cast<std::int64_t>(o.kv_cache_gb * 1e9);
@@ -81,6 +136,11 @@ int run_serve(const ServeOptions& o) {
     }
   }
   served.defaults_from_model = !defaults.sampling_source.empty();
+  served.text_unsupported = no_text;
+  served.speech = speech;
+  served.decoder = decoder;
+  served.encoder = encoder;
+  if (!o.voices.empty()) served.voices = load_voices(o.voices, encoder);
   if (served.chat_template)
     fmt::print(stderr, "zoo serve: chat template {}: reasoning {}, tool calls {}\n", served.chat_template->label(),
                engine::reasoning_syntax_name(served.chat_syntax.reasoning),
@@ -141,6 +201,10 @@ void add_serve_command(CLI::App& app, Action& run) {
   cmd->add_option("--drain-timeout", options->drain_timeout,
                   "Seconds running requests get to finish after SIGTERM before they are cancelled")
       ->check(integer_in(0, 86400));
+  input_file(cmd->add_option("--voices", options->voices,
+                             "Voices for the speech endpoint's 'voice' field: a directory of NAME.wav (any sound "
+                             "file) and NAME.txt (its transcript), encoded once at start"),
+             "a directory of voices", {.directory_ok = true});
   input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
              "a tokenizer.json");
   cmd->callback([&run, options] { run = [options] { return run_serve(*options); }; });

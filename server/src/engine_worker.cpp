@@ -18,13 +18,21 @@ EngineWorker::EngineWorker(Runner& runner, engine::EngineOptions options, std::i
 EngineWorker::~EngineWorker() { stop(); }
 
 bool EngineWorker::submit(std::int64_t ticket, engine::GenerationRequest request, std::shared_ptr<RequestSink> sink) {
+  return enqueue({ticket, std::move(request), {}, std::move(sink), {}});
+}
+
+bool EngineWorker::submit(std::int64_t ticket, engine::DrivenRequest request, std::shared_ptr<RequestSink> sink) {
+  return enqueue({ticket, {}, std::move(request), std::move(sink), {}});
+}
+
+bool EngineWorker::enqueue(Submission submission) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return false;
     if (in_flight_.load() >= max_in_flight_) return false;
     ++in_flight_;
-    const auto deadline = timeout_.count() > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
-    inbox_.push_back({ticket, std::move(request), std::move(sink), deadline});
+    submission.deadline = timeout_.count() > 0 ? Clock::now() + timeout_ : Clock::time_point::max();
+    inbox_.push_back(std::move(submission));
   }
   wake_.notify_one();
   return true;
@@ -111,7 +119,8 @@ void EngineWorker::loop() {
     }
     for (auto& s : inbox) {
       try {
-        const std::int64_t request = engine_.add(std::move(s.request));
+        const std::int64_t request =
+            s.driven.driver ? engine_.add(std::move(s.driven)) : engine_.add(std::move(s.request));
         live_[request] = {s.ticket, s.sink, s.deadline};
         by_ticket_[s.ticket] = request;
       } catch (const InputError& e) {
@@ -142,6 +151,8 @@ void EngineWorker::loop() {
       if (!event.prompt_scores.empty()) it->second.sink->prompt_scores(event.prompt_scores);
       it->second.sink->token(event.token);
     }
+    for (const std::int64_t request : engine_.last_driven())
+      if (const auto it = live_.find(request); it != live_.end()) it->second.sink->picked();
     for (const auto& completion : done) {
       const auto it = live_.find(completion.request);
       if (it == live_.end()) continue;

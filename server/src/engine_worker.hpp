@@ -26,6 +26,9 @@ class RequestSink {
   virtual void token(const SampledToken& token) = 0;
   // Before the first token of a request that scores its prompt (prompt_logprobs): the scores.
   virtual void prompt_scores(const std::vector<SampledToken>&) {}
+  // A driven request's driver took a pick in the last step (read its progress here, on the engine
+  // thread, between steps).
+  virtual void picked() {}
   virtual void done(const engine::Completion& completion) = 0;
   // The request could not run (status: HTTP); nothing else follows.
   virtual void failed(int status, const std::string& message) = 0;
@@ -44,6 +47,8 @@ class EngineWorker {
   std::int64_t ticket() { return next_ticket_++; }
   // Queues a request; false when the queue is full (running plus max_waiting requests).
   bool submit(std::int64_t ticket, engine::GenerationRequest request, std::shared_ptr<RequestSink> sink);
+  // The same for a driven request (speech): its sink hears picked() after each step that picked for it.
+  bool submit(std::int64_t ticket, engine::DrivenRequest request, std::shared_ptr<RequestSink> sink);
   // Drops a request wherever it is; nothing more reaches its sink. From any thread.
   void cancel(std::int64_t ticket);
   // Requests queued or running.
@@ -64,9 +69,11 @@ class EngineWorker {
   struct Submission {
     std::int64_t ticket;
     engine::GenerationRequest request;
+    engine::DrivenRequest driven;  // set: a driven request (and `request` is unused)
     std::shared_ptr<RequestSink> sink;
     Clock::time_point deadline;
   };
+  bool enqueue(Submission submission);
   struct Live {
     std::int64_t ticket;
     std::shared_ptr<RequestSink> sink;

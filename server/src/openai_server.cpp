@@ -18,7 +18,9 @@
 #include <stdexcept>
 #include <thread>
 
+#include "api_fields.hpp"
 #include "engine_worker.hpp"
+#include "speech_endpoint.hpp"
 #include "zoo/engine/text_stream.hpp"
 #include "zoo/error.hpp"
 #include "zoo/format.hpp"
@@ -29,65 +31,7 @@ namespace zoo::server {
 
 namespace {
 
-using json = nlohmann::json;
-using ojson = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
-
-// An answer other than 200, as OpenAI shapes it.
-struct ApiError : std::runtime_error {
-  int status;
-  std::string type, param, code;
-  ApiError(int status_, std::string message, std::string param_ = {}, std::string code_ = "invalid_value",
-           std::string type_ = "invalid_request_error")
-      : std::runtime_error(std::move(message)), status(status_), type(std::move(type_)), param(std::move(param_)),
-        code(std::move(code_)) {}
-};
-
-std::string dump(const ojson& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-std::string error_body(const std::string& message, const std::string& type, const std::string& param,
-                       const std::string& code) {
-  ojson error{{"message", message}, {"type", type}, {"param", param.empty() ? ojson() : ojson(param)},
-              {"code", code.empty() ? ojson() : ojson(code)}};
-  return dump(ojson{{"error", error}});
-}
-
-void reply_error(Responder& r, const ApiError& e) {
-  std::vector<std::pair<std::string, std::string>> headers;
-  if (e.status == 429) headers.emplace_back("Retry-After", "1");
-  r.reply(e.status, "application/json", error_body(e.what(), e.type, e.param, e.code), headers);
-}
-
-// ---- request fields ----------------------------------------------------------------------------
-
-const json* field(const json& body, const char* name) {
-  const auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-double number_field(const json& body, const char* name, double fallback, double lo, double hi) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number()) throw ApiError(400, fmt::format("'{}' must be a number", name), name, "invalid_type");
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) throw ApiError(400, fmt::format("'{}' is {}, must be in [{}, {}]", name, x, lo, hi), name);
-  return x;
-}
-std::int64_t int_field(const json& body, const char* name, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number_integer()) throw ApiError(400, fmt::format("'{}' must be an integer", name), name, "invalid_type");
-  const auto x = v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)
-                     ? hi + 1
-                     : v->get<std::int64_t>();
-  if (x < lo || x > hi) throw ApiError(400, fmt::format("'{}' is {}, must be in [{}, {}]", name, x, lo, hi), name);
-  return x;
-}
-bool bool_field(const json& body, const char* name, bool fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_boolean()) throw ApiError(400, fmt::format("'{}' must be true or false", name), name, "invalid_type");
-  return v->get<bool>();
-}
 
 // The completion fields: implemented, accepted and ignored, refused until implemented.
 const std::set<std::string> kCompletionFields = {
@@ -729,6 +673,9 @@ struct OpenAiServer::Impl {
   ServedModel model;
   std::int64_t context_limit = 0, pool_pages = 0;
   std::unique_ptr<EngineWorker> worker;
+  std::unique_ptr<AudioWorker> audio;  // with a speech model: the codec's thread
+  ReferenceCache references;           // audio thread only
+  SpeechCounters speech;
   Metrics metrics;
   std::atomic<std::int64_t> next_id{0}, requests_total{0}, requests_failed{0};
   // Last, so destroyed first: its destructor runs the handlers still queued, which reach the
@@ -782,6 +729,11 @@ struct OpenAiServer::Impl {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
       return completions(path == "/v1/chat/completions", request, responder);
     }
+    if (path == "/v1/audio/speech") {
+      if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
+      if (!audio) throw ApiError(400, fmt::format("the model '{}' does not synthesize speech", model.name), "model", "unsupported");
+      return speech_endpoint(request, responder, {model, *worker, *audio, references, speech});
+    }
     if (path == "/tokenize" || path == "/detokenize") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
       return tokens(path == "/tokenize", request, responder);
@@ -821,6 +773,16 @@ struct OpenAiServer::Impl {
     add("zoo_prefix_cache_queries_total", "counter", "Admissions that looked for a cached prefix", c.prefix_queries);
     add("zoo_prefix_cache_hits_total", "counter", "Admissions that reused a cached prefix", c.prefix_hits);
     add("zoo_prefix_cache_hit_tokens_total", "counter", "Prompt tokens the prefix cache supplied", c.prefix_hit_tokens);
+    if (audio) {
+      add("zoo_speech_requests_finished_total", "counter", "Speech requests answered in full", speech.finished.load());
+      add("zoo_speech_requests_failed_total", "counter", "Speech requests that failed", speech.failed.load());
+      add("zoo_speech_requests_cancelled_total", "counter", "Speech requests whose client went away",
+          speech.cancelled.load());
+      add("zoo_speech_audio_samples_total", "counter", "Audio samples decoded for speech requests",
+          speech.audio_samples.load());
+      add("zoo_speech_reference_cache_hits_total", "counter", "Reference audio found already encoded",
+          references.hits());
+    }
     out += metrics.ttft.text("zoo_time_to_first_token_seconds", "From the request's arrival to its first token");
     out += metrics.itl.text("zoo_inter_token_latency_seconds", "Between two tokens of one sequence");
     out += metrics.e2e.text("zoo_request_latency_seconds", "From the request's arrival to its last token");
@@ -930,6 +892,9 @@ struct OpenAiServer::Impl {
   }
 
   void completions(bool chat, const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+    if (!model.text_unsupported.empty())
+      throw ApiError(400, fmt::format("the model '{}' makes no text: {}", model.name, model.text_unsupported), "model",
+                     "unsupported");
     const json body = parse_body(request);
     check_model(body);
     Sampling sampling = parse_sampling(body, model, context_limit, chat);
@@ -1002,6 +967,7 @@ OpenAiServer::OpenAiServer(ServerOptions options) : impl_(std::make_unique<Impl>
 
 OpenAiServer::~OpenAiServer() {
   if (impl_->worker) impl_->worker->stop();
+  impl_->audio.reset();  // its last answers go out while the connections exist
   impl_->http.stop();
   if (impl_->io_thread.joinable()) impl_->io_thread.join();
 }
@@ -1014,6 +980,7 @@ void OpenAiServer::ready(ServedModel model) {
   impl_->context_limit = impl_->model.runner->max_context();
   impl_->worker = std::make_unique<EngineWorker>(*impl_->model.runner, impl_->options.engine, impl_->options.max_queue,
                                                  impl_->options.request_timeout);
+  if (impl_->model.speech) impl_->audio = std::make_unique<AudioWorker>();
   impl_->ready = true;
 }
 
@@ -1031,6 +998,7 @@ void OpenAiServer::wait() {
   while (impl_->worker && impl_->worker->in_flight() > 0 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (impl_->worker) impl_->worker->stop();  // what is left hears 503
+  impl_->audio.reset();                      // and that goes out before the connections close
   // Let the last answers leave before the connections close.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   impl_->http.stop();

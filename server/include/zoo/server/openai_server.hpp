@@ -4,11 +4,14 @@
 // runs, taking new requests and cancellations between steps, and streams each token back.
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "zoo/batch.hpp"
+#include "zoo/codec.hpp"
+#include "zoo/speech.hpp"
 #include "zoo/chat_template.hpp"
 #include "zoo/engine/chat_output.hpp"
 #include "zoo/engine/engine.hpp"
@@ -17,6 +20,12 @@
 #include "zoo/tokenizer.hpp"
 
 namespace zoo::server {
+
+// A voice for /v1/audio/speech's `voice` (zoo serve --voices): reference frames and their transcript.
+struct SpeechVoice {
+  std::vector<std::vector<std::int64_t>> frames;  // [T, codebooks]
+  std::string text;
+};
 
 struct ServedModel {
   std::string name;                 // what /v1/models lists and requests must name
@@ -31,6 +40,14 @@ struct ServedModel {
   engine::ChatSyntax chat_syntax;
   SamplingOptions defaults;         // generation_config.json's, for fields a request leaves out
   bool defaults_from_model = false; // else OpenAI's (temperature 1)
+  // Non-empty: the model makes no text (a speech model); /v1/completions and chat answer 400 with it.
+  std::string text_unsupported;
+  // Speech (/v1/audio/speech); null: that endpoint answers 400. The decoder and encoder are loaded
+  // and used from one thread of the server's (never at once).
+  SpeechSteps* speech = nullptr;
+  CodeDecoder* decoder = nullptr;  // frames to waveform; required with `speech`
+  CodeEncoder* encoder = nullptr;  // request audio to reference frames; null: voices only
+  std::map<std::string, SpeechVoice> voices;
 };
 
 struct ServerOptions {
