@@ -12,6 +12,7 @@
 
 #include "api_fields.hpp"
 #include "zoo/code_stream.hpp"
+#include "zoo/engine/speech_text.hpp"
 #include "zoo/encoder_input.hpp"
 #include "zoo/error.hpp"
 #include "zoo/sound_file.hpp"
@@ -118,6 +119,9 @@ namespace {
 
 using Frames = std::vector<std::vector<std::int64_t>>;
 
+// Words per piece of a long input (sglang-omni's figure).
+constexpr std::size_t kSpeechPieceWords = 60;
+
 // The speech fields: implemented (OpenAI's, then sglang-omni's Higgs fields), refused with `param`
 // unless they change nothing (speed 1.0, empty instructions).
 const std::set<std::string> kSpeechFields = {"model", "input", "voice", "response_format", "stream_format", "speed",
@@ -216,62 +220,53 @@ VoiceChoice voice_choice(const json& body, const ServedModel& model) {
   return choice;
 }
 
-// One request: lives on the audio thread once started (the engine thread only hands it frames).
+// One request: lives on the audio thread once started (the engine thread only hands it frames). A
+// long input is several pieces (split_speech_text), generated at once as separate sequences with the
+// same voice and seeds seed, seed + 1, ...; their frames go to one CodeStream in order, so the
+// waveform runs on across the joins.
 class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
  public:
   SpeechJob(SpeechContext context, std::shared_ptr<Responder> responder, AudioFormat format, bool sse)
       : c_(context), responder_(std::move(responder)), format_(std::move(format)), sse_(sse) {}
 
-  // Audio thread: the reference encoded (or found), the sequence started and queued.
-  void start(SpeechRequest request, VoiceChoice voice) {
+  // Audio thread: the reference encoded (or found), every piece's sequence started and queued.
+  void start(SpeechRequest request, const std::vector<std::string>& texts, VoiceChoice voice) {
     try {
       if (!voice.audio.empty()) {
-        if (const Frames* cached = c_.references.find(voice.audio)) {
-          request.reference_codes = *cached;
-        } else {
-          const std::string name = fmt::format("'{}' audio", voice.param);
-          SoundFileContents sound;
-          try {
-            sound = decode_sound({reinterpret_cast<const unsigned char*>(voice.audio.data()), voice.audio.size()}, name);
-          } catch (const InputError& e) {
-            throw ApiError(400, e.what(), voice.param);
-          }
-          std::vector<float> samples;
-          EncodedFrames encoded;
-          try {
-            samples = encoder_input(std::move(sound), *c_.model.encoder, name);
-            encoded = c_.model.encoder->encode(samples, name);
-          } catch (const InputError& e) {
-            throw ApiError(400, e.what(), voice.param);
-          }
-          Frames frames(static_cast<std::size_t>(encoded.frames));
-          for (std::int64_t t = 0; t < encoded.frames; ++t)
-            frames[static_cast<std::size_t>(t)].assign(encoded.codes.begin() + t * encoded.num_codebooks,
-                                                       encoded.codes.begin() + (t + 1) * encoded.num_codebooks);
-          c_.references.add(voice.audio, frames);
-          request.reference_codes = std::move(frames);
-        }
+        request.reference_codes = encode_reference(voice);
         request.reference_label = voice.param;
       } else {
         request.reference_codes = std::move(voice.frames);
       }
       request.reference_text = voice.text;
-      try {
-        sequence_ = c_.model.speech->start_speech(request);
-      } catch (const InputError& e) {
-        throw ApiError(400, e.what(), std::string(e.what()).find("frame") != std::string::npos ? "max_new_tokens" : "input");
+      for (std::size_t i = 0; i < texts.size(); ++i) {
+        SpeechRequest piece = request;
+        piece.text = texts[i];
+        piece.seed = request.seed + i;
+        try {
+          pieces_.push_back({c_.model.speech->start_speech(piece)});
+        } catch (const InputError& e) {
+          const bool length = std::string(e.what()).find("frames") != std::string::npos;
+          throw ApiError(400, texts.size() > 1 ? fmt::format("input piece {} of {}: {}", i + 1, texts.size(), e.what())
+                                               : std::string(e.what()),
+                         length ? "max_new_tokens" : "input");
+        }
       }
       stream_ = std::make_unique<CodeStream>(*c_.model.decoder, [this](std::span<const float> samples) { deliver(samples); });
-      ticket_ = c_.worker.ticket();
+      for (Piece& piece : pieces_) piece.ticket = c_.worker.ticket();
       // Weak: the responder keeps its callback, and the job must not keep itself alive through it.
       responder_->on_disconnect([weak = weak_from_this()] {
         const auto self = weak.lock();
         if (!self || self->over_.exchange(true)) return;
         ++self->c_.counters.cancelled;
-        self->c_.worker.cancel(self->ticket_);
+        self->cancel_all();
       });
-      if (!c_.worker.submit(ticket_, engine::DrivenRequest{sequence_}, std::make_shared<Sink>(shared_from_this())))
-        throw ApiError(429, "the server's queue is full; retry later", "", "queue_full", "rate_limit_error");
+      for (std::size_t i = 0; i < pieces_.size(); ++i)
+        if (!c_.worker.submit(pieces_[i].ticket, engine::DrivenRequest{pieces_[i].sequence},
+                              std::make_shared<Sink>(shared_from_this(), i))) {
+          cancel_all();
+          throw ApiError(429, "the server's queue is full; retry later", "", "queue_full", "rate_limit_error");
+        }
     } catch (const ApiError& e) {
       fail(e);
     } catch (const std::exception& e) {
@@ -280,46 +275,108 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   }
 
  private:
+  struct Piece {
+    std::shared_ptr<SpeechSequence> sequence;
+    std::int64_t ticket = -1;
+    Frames pending;  // frames that came before the pieces ahead of it were out
+    bool done = false;
+    std::int64_t prompt_tokens = 0, steps = 0;
+  };
+
   // The engine's side (its thread): frames and the end go to the audio thread.
   struct Sink : RequestSink {
     std::shared_ptr<SpeechJob> job;
-    explicit Sink(std::shared_ptr<SpeechJob> j) : job(std::move(j)) {}
+    std::size_t piece;
+    Sink(std::shared_ptr<SpeechJob> j, std::size_t p) : job(std::move(j)), piece(p) {}
     void token(const SampledToken&) override {}
     void picked() override {
-      const SpeechProgress progress = job->sequence_->progress();
+      const SpeechProgress progress = job->pieces_[piece].sequence->progress();
       if (progress.new_frames.empty()) return;
       Frames frames(progress.new_frames.begin(), progress.new_frames.end());
-      job->c_.audio.post([job = job, frames = std::move(frames)] { job->push(frames); });
+      job->c_.audio.post([job = job, piece = piece, frames = std::move(frames)] { job->push(piece, frames); });
     }
     void done(const engine::Completion&) override {
-      const SpeechResult result = job->sequence_->result();
-      job->c_.audio.post([job = job, prompt = result.prompt_tokens, steps = result.steps] { job->finish(prompt, steps); });
+      const SpeechResult result = job->pieces_[piece].sequence->result();
+      job->c_.audio.post([job = job, piece = piece, prompt = result.prompt_tokens, steps = result.steps] {
+        job->finish(piece, prompt, steps);
+      });
     }
     void failed(int status, const std::string& message) override {
-      job->c_.audio.post([job = job, status, message] { job->fail(ApiError(status, message)); });
+      job->c_.audio.post([job = job, status, message] {
+        job->cancel_all();
+        job->fail(ApiError(status, message));
+      });
     }
   };
 
-  void push(const Frames& frames) {
+  Frames encode_reference(const VoiceChoice& voice) {
+    if (const Frames* cached = c_.references.find(voice.audio)) return *cached;
+    const std::string name = fmt::format("'{}' audio", voice.param);
+    EncodedFrames encoded;
+    try {
+      SoundFileContents sound =
+          decode_sound({reinterpret_cast<const unsigned char*>(voice.audio.data()), voice.audio.size()}, name);
+      const std::vector<float> samples = encoder_input(std::move(sound), *c_.model.encoder, name);
+      encoded = c_.model.encoder->encode(samples, name);
+    } catch (const InputError& e) {
+      throw ApiError(400, e.what(), voice.param);
+    }
+    Frames frames(static_cast<std::size_t>(encoded.frames));
+    for (std::int64_t t = 0; t < encoded.frames; ++t)
+      frames[static_cast<std::size_t>(t)].assign(encoded.codes.begin() + t * encoded.num_codebooks,
+                                                 encoded.codes.begin() + (t + 1) * encoded.num_codebooks);
+    c_.references.add(voice.audio, frames);
+    return frames;
+  }
+
+  void cancel_all() {
+    for (const Piece& piece : pieces_)
+      if (piece.ticket >= 0) c_.worker.cancel(piece.ticket);
+  }
+
+  void push(std::size_t piece, const Frames& frames) {
     if (over_) return;
+    if (piece != emit_) {  // a piece ahead is still speaking: keep these for later
+      Frames& pending = pieces_[piece].pending;
+      pending.insert(pending.end(), frames.begin(), frames.end());
+      return;
+    }
     try {
       stream_->push(frames);
     } catch (const std::exception& e) {
+      cancel_all();
       stop_with(e.what());
     }
   }
 
-  void finish(std::int64_t prompt_tokens, std::int64_t steps) {
+  void finish(std::size_t index, std::int64_t prompt_tokens, std::int64_t steps) {
     if (over_) return;
+    pieces_[index].done = true;
+    pieces_[index].prompt_tokens = prompt_tokens;
+    pieces_[index].steps = steps;
     try {
+      // The pieces done in order leave the stream to the next one, whose frames so far go in now.
+      while (emit_ < pieces_.size() && pieces_[emit_].done) {
+        if (++emit_ < pieces_.size()) {
+          stream_->push(pieces_[emit_].pending);
+          pieces_[emit_].pending.clear();
+        }
+      }
+      if (emit_ < pieces_.size()) return;
       stream_->finish();
+      std::int64_t prompt = 0, out = 0;
+      for (const Piece& piece : pieces_) {
+        prompt += piece.prompt_tokens;
+        out += piece.steps;
+      }
       if (format_.file) {
         const auto bytes = encode_sound(samples_, c_.model.decoder->sample_rate(), *format_.file, "the speech");
-        responder_->reply(200, format_.content_type, std::string(bytes.begin(), bytes.end()));
+        responder_->reply(200, format_.content_type, std::string(bytes.begin(), bytes.end()),
+                          {{"X-Sample-Rate", std::to_string(c_.model.decoder->sample_rate())}});
       } else {
         begin();
         if (sse_) {
-          ojson usage{{"input_tokens", prompt_tokens}, {"output_tokens", steps}, {"total_tokens", prompt_tokens + steps}};
+          ojson usage{{"input_tokens", prompt}, {"output_tokens", out}, {"total_tokens", prompt + out}};
           responder_->write("data: " + dump(ojson{{"type", "speech.audio.done"}, {"usage", usage}}) + "\n\n");
         }
         responder_->end();
@@ -339,12 +396,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   }
 
   // A failure after the answer began: an SSE stream gets an error event; raw audio can only end.
-  void stop_with(const std::string& message) {
-    if (over_.exchange(true)) return;
-    ++c_.counters.failed;
-    if (!begun_) return reply_error(*responder_, ApiError(500, message, "", "internal_error", "server_error"));
-    stop_stream(message);
-  }
+  void stop_with(const std::string& message) { fail(ApiError(500, message, "", "internal_error", "server_error")); }
   void stop_stream(const std::string& message) {
     if (sse_) responder_->write("data: " + dump(ojson{{"type", "error"}, {"error", {{"message", message}}}}) + "\n\n");
     responder_->end();
@@ -378,10 +430,10 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   std::shared_ptr<Responder> responder_;
   AudioFormat format_;
   bool sse_;
-  std::shared_ptr<SpeechSequence> sequence_;
+  std::vector<Piece> pieces_;  // filled in start(), before any sink exists
+  std::size_t emit_ = 0;       // the piece whose frames go to the stream now
   std::unique_ptr<CodeStream> stream_;
   std::vector<float> samples_;  // file formats: the whole waveform
-  std::int64_t ticket_ = -1;
   bool begun_ = false;          // audio thread
   std::atomic<bool> over_{false};
 };
@@ -439,9 +491,16 @@ void speech_endpoint(const HttpRequest& request, const std::shared_ptr<Responder
     speech.seed = (static_cast<std::uint64_t>(random()) << 32) ^ random();
   }
   VoiceChoice voice = voice_choice(body, model);
+  // A long input in pieces of whole sentences (at most 64 of them: the body cap bounds it anyway).
+  std::vector<std::string> pieces = engine::split_speech_text(speech.text, kSpeechPieceWords);
+  if (pieces.empty()) throw ApiError(400, "'input' holds no words", "input");
+  if (pieces.size() > 64)
+    throw ApiError(400, fmt::format("'input' is {} pieces of about {} words; at most 64 per request", pieces.size(),
+                                    kSpeechPieceWords),
+                   "input");
   auto job = std::make_shared<SpeechJob>(context, responder, std::move(format), sse);
-  context.audio.post([job, speech = std::move(speech), voice = std::move(voice)]() mutable {
-    job->start(std::move(speech), std::move(voice));
+  context.audio.post([job, speech = std::move(speech), pieces = std::move(pieces), voice = std::move(voice)]() mutable {
+    job->start(std::move(speech), pieces, std::move(voice));
   });
 }
 

@@ -2,7 +2,7 @@
 # `zoo serve` of a Higgs model: POST /v1/audio/speech over loopback on the tiny codec-encoder
 # fixture, checked against `zoo tts --stream` (the same PCM16 bytes for a seed): pcm streamed as it
 # is decoded, wav/flac/mp3/opus whole and valid, server-sent events that add up to the pcm bytes,
-# 16 requests at once each equal to its run alone, a served voice (--voices) and the same voice sent
+# 16 requests at once each equal to its run alone, a long input in pieces of sentences, a served voice (--voices) and the same voice sent
 # as base64 audio equal to `zoo tts --ref-audio`, the 400s naming `param`, and (where the `openai`
 # package is installed) the real client's audio.speech.create, streamed and not.
 # Usage: serve_speech.sh SOURCE_DIR BUILD_DIR
@@ -92,6 +92,16 @@ status, _, data = post(dict(body, references=[{"audio": audio, "text": "hi you"}
 check(status == 200 and data == voice_ref, f"references: {status} {data[:200]}")
 status, _, data = post(dict(body, ref_audio="data:audio/wav;base64," + audio, ref_text="hi you"))
 check(status == 200 and data == voice_ref, f"ref_audio data URL: {status} {data[:200]}")
+# A long input in pieces of whole sentences (60 words at most), generated at once with seeds 5, 6:
+# as long as the pieces spoken apart, and the same waveform until near the join.
+first = " ".join(f"w{i}" for i in range(40)) + "."
+second = " ".join(f"v{i}" for i in range(30)) + "."
+base_body = {"model": "tts", "response_format": "pcm", "max_new_tokens": 60, "temperature": 0}
+_, _, whole = post(dict(base_body, input=first + " " + second, seed=5))
+_, _, one = post(dict(base_body, input=first, seed=5))
+_, _, two = post(dict(base_body, input=second, seed=6))
+check(len(whole) == len(one) + len(two) and len(one) > 0 and len(two) > 0, f"pieces: {len(whole)} vs {len(one)} + {len(two)}")
+check(whole[: len(one) // 4] == one[: len(one) // 4], "the first piece's waveform")
 # Errors: 400 naming param.
 for bad, param in [({"voice": "nobody"}, "voice"), ({"speed": 2.0}, "speed"), ({"response_format": "aac"}, "response_format"),
                    ({"stream_format": "sse", "response_format": "mp3"}, "stream_format"), ({"input": ""}, "input"),
