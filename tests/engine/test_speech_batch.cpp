@@ -3,13 +3,20 @@
 // Session) for its seed: the delay state machine and the seeded sampler are the driver's, whatever
 // it is batched with, preempted or not.
 #include <algorithm>
+#include <functional>
+#include <limits>
 
 #include "higgs/tiny_speech.hpp"
 #include "qwen3/fixture_test_util.hpp"
+#include "scoped_env.hpp"
 #include "test_skip.hpp"
 #include "zoo/batch.hpp"
 #include "zoo/engine/engine.hpp"
 #include "zoo/speech.hpp"
+#if defined(ZOO_WITH_CUDA)
+#include "cuda/cuda_model_util.hpp"
+#include "zoo/kernels/cuda/common.hpp"
+#endif
 
 namespace zoo::ptest {
 namespace {
@@ -122,6 +129,82 @@ TEST_CASE("engine: a speech request that can never fit is refused when added", "
   const std::shared_ptr<SpeechSequence> sequence = model.need_extension<SpeechSteps>().start_speech(request);
   CHECK_THAT(input_error_of([&] { eng.add(engine::DrivenRequest{sequence}); }),
              Catch::Matchers::Contains("KV pages"));
+}
+
+// A greedy request alone through a Session, the codes picked on the host from the audio logits, so
+// each row's smallest top-2 margin over its codebooks is known.
+struct AloneSpeech {
+  SpeechResult result;
+  std::vector<float> margins;  // per row
+};
+AloneSpeech speech_alone(Model& model, const SpeechRequest& request) {
+  const test::ScopedEnv host("ZOO_TTS_HOST_SAMPLING", "1");
+  const auto sequence = model.need_extension<SpeechSteps>().start_speech(request);
+  auto session = model.new_session();
+  AloneSpeech alone;
+  for (std::int64_t begin = 0;;) {
+    const std::int64_t end = sequence->known();
+    const ForwardResult out = session->forward(sequence->step(begin, end));
+    begin = end;
+    const HostTensor* logits = out.find_extra("audio_logits");
+    REQUIRE(logits != nullptr);
+    const std::int64_t K = logits->shape()[0], V = logits->shape()[1];
+    float row_margin = std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < K; ++c) {
+      std::vector<float> v(logits->as<float>() + c * V, logits->as<float>() + (c + 1) * V);
+      std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<>());
+      row_margin = std::min(row_margin, v[0] - v[1]);
+    }
+    alone.margins.push_back(row_margin);
+    if (sequence->accept(out)) break;
+  }
+  alone.result = sequence->result();
+  return alone;
+}
+
+// The CUDA runner's table rows, audio head and device picks in batched steps (graphs included):
+// each greedy request's frames equal its run alone, or differ first where the alone run was within
+// bf16 noise of a tie (reported), the batch issue's rule.
+TEST_CASE("engine: speech requests batched on the CUDA runner give the frames of their runs alone (bf16 rule)",
+          "[engine][speech][cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  auto loaded = cuda_test::load_cuda_fixture(fixture_dir("higgs-tiny-hd128"));
+  Model& model = *loaded->model;
+  std::vector<SpeechRequest> requests;
+  for (int i = 0; i < 12; ++i) {
+    SpeechRequest r = tiny_speech(std::string(static_cast<std::size_t>(1 + i % 5), 'a' + static_cast<char>(i)) + " speech", 256);
+    r.temperature = 0.0f;
+    r.max_steps = 20 + 3 * i;
+    requests.push_back(std::move(r));
+  }
+  auto runner = model.new_runner({.max_sequences = 16});
+  engine::EngineStats stats;
+  const auto driven = run_speech(model, *runner, requests, {.max_running = 16, .max_batched_tokens = 256}, stats);
+  CHECK(stats.rows > 4 * stats.steps);
+  int equal = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    INFO("request " << i);
+    const AloneSpeech alone = speech_alone(model, requests[i]);
+    const SpeechResult batched = driven[i].sequence->result();
+    CHECK(driven[i].streamed == batched.frames);
+    if (batched.frames == alone.result.frames && batched.steps == alone.result.steps) {
+      ++equal;
+      continue;
+    }
+    // Frame t holds rows t .. t + K - 1: the first differing frame names the rows to look at.
+    const std::size_t K = alone.result.frames.empty() ? 1 : alone.result.frames.front().size();
+    std::size_t t = 0;
+    while (t < std::min(batched.frames.size(), alone.result.frames.size()) && batched.frames[t] == alone.result.frames[t]) ++t;
+    float margin = std::numeric_limits<float>::infinity();
+    for (std::size_t r = t; r < std::min(t + K, alone.margins.size()); ++r) margin = std::min(margin, alone.margins[r]);
+    WARN("request " << i << ": first difference at frame " << t << ", alone top-2 margin there " << margin);
+    CHECK(margin < 0.08f);  // as the text runner tests (kCudaTieMargin in test_batch.cpp)
+  }
+  CHECK(equal >= static_cast<int>(requests.size()) / 2);
+#endif
 }
 
 }  // namespace
