@@ -30,7 +30,8 @@ __device__ __forceinline__ Top first_max(Top a, Top b) {
 
 __global__ void __launch_bounds__(kSegmentThreads)
     sample_segments_kernel(const float* __restrict__ logits, int width, const SegmentSampleParams* __restrict__ params,
-                           const double* __restrict__ uniforms, SampleOutput* __restrict__ out) {
+                           const double* __restrict__ uniforms, SampleOutput* __restrict__ out,
+                           const std::int32_t* __restrict__ rows, std::int64_t row_stride) {
   extern __shared__ double shared[];
   double* mass = shared;                              // [width], by rank: exp(x / T - top), then probabilities
   float* x = reinterpret_cast<float*>(mass + width);  // [width], the segment
@@ -39,8 +40,14 @@ __global__ void __launch_bounds__(kSegmentThreads)
   __shared__ double total;
   __shared__ Top warp_top[32];
 
-  const int tid = threadIdx.x, seg = blockIdx.x;
-  const float* row = logits + static_cast<std::int64_t>(seg) * width;
+  // Block (seg, pick): segment seg of pick `pick`'s row, with that pick's request.
+  const int tid = threadIdx.x, seg = blockIdx.x, pick = blockIdx.y;
+  const std::int64_t first = static_cast<std::int64_t>(pick) * gridDim.x;  // the pick's first segment
+  params += pick;
+  uniforms += first;
+  out += first;
+  const float* row = logits + static_cast<std::int64_t>(rows ? rows[pick] : pick) * row_stride +
+                     static_cast<std::int64_t>(seg) * width;
   if (tid == 0) {
     first_nan = INT_MAX;
     first_inf = INT_MAX;
@@ -147,15 +154,20 @@ __global__ void __launch_bounds__(kSegmentThreads)
 }  // namespace
 
 void sample_segments(const float* logits, std::int64_t segments, std::int64_t width, const SegmentSampleParams* params,
-                     const double* u, SampleOutput* out, cudaStream_t stream) {
+                     const double* u, SampleOutput* out, cudaStream_t stream, std::int64_t picks,
+                     const std::int32_t* rows, std::int64_t row_stride) {
   if (segments <= 0 || segments > INT_MAX || width <= 0 || width > kSegmentSampleMaxWidth)
     throw std::invalid_argument("sample_segments: " + std::to_string(segments) + " segments of " +
                                 std::to_string(width) + " (width must be within 1.." +
                                 std::to_string(kSegmentSampleMaxWidth) + ")");
+  if (picks <= 0 || picks > 65535 || row_stride < 0 || (picks > 1 && row_stride < segments * width))
+    throw std::invalid_argument("sample_segments: " + std::to_string(picks) + " picks of rows " +
+                                std::to_string(row_stride) + " apart (1..65535 picks of whole rows)");
   const int threads = static_cast<int>(std::min<std::int64_t>(kSegmentThreads, (width + 31) / 32 * 32));
   const std::size_t shared = static_cast<std::size_t>(width) * (sizeof(double) + sizeof(float) + sizeof(int));
-  sample_segments_kernel<<<static_cast<unsigned>(segments), threads, shared, stream>>>(
-      logits, static_cast<int>(width), params, u, out);
+  const dim3 grid(static_cast<unsigned>(segments), static_cast<unsigned>(picks));
+  sample_segments_kernel<<<grid, threads, shared, stream>>>(logits, static_cast<int>(width), params, u, out, rows,
+                                                            row_stride);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

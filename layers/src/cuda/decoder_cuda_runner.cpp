@@ -7,12 +7,23 @@
 // cached prefix, and the head runs on the gathered output rows; picks and logprobs are made on the
 // device in a fixed number of launches (picks grouped by sampler mode), and a decode step of greedy
 // picks replays a CUDA graph per batch bucket.
+//
+// Row tables (zoo/row_tables.hpp) serve every slice of a step at once: each table's summed rows
+// replace their embeddings in one launch (the slices' positions mapped to batch rows), the head
+// table (one per batch) runs as one GEMM over the gathered rows of the slices that ask for it, and
+// its picks are made in one launch per segment count, each pick with its own request and uniforms.
+// A decode step whose slices all ask alike (a greedy text pick or none, the same table summed at
+// their one position, picks from the same head table) replays a graph too: the batched
+// text-to-speech step.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
 #include <numeric>
+#include <tuple>
+#include <vector>
 
 #include "../kv_sequences.hpp"
 #include "decoder_cuda.hpp"
@@ -61,12 +72,6 @@ class CudaRunner : public KvRunner, private CudaRows {
     if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
     if (hook) throw InputError(c_.family + ": the CUDA runner records no taps (trace through a session)");
     kv_.check(batch, b_.w_.table_rows);
-    for (const auto& slice : batch.slices) {
-      const ForwardStep& step = *slice.step;
-      if (!step.override_positions.empty() || step.table_rows.table >= 0 || step.outputs.head_table >= 0)
-        throw InputError(c_.family + ": the CUDA runner takes token ids and text outputs only (embedding overrides and "
-                                     "row tables run through a session)");
-    }
     ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
     cudaStream_t s = *b_.stream_;
     kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
@@ -79,8 +84,8 @@ class CudaRunner : public KvRunner, private CudaRows {
       run_graph();
     } else {
       profile_.begin(s);
-      run_decoder_graph(c_, *this, {any_logits_, any_sample_, -1, false}, nullptr);
-      if (!any_logits_) gather_outputs();  // for hidden states asked without logits
+      run_decoder_graph(c_, *this, {any_logits_, any_sample_, head_table_, head_picks_ > 0}, nullptr);
+      if (!any_logits_ && any_hidden_) gather_outputs();  // for hidden states asked without logits
       profile_.end(T_);
     }
     if (logprobs_ > 0)
@@ -118,6 +123,16 @@ class CudaRunner : public KvRunner, private CudaRows {
         result.logits = std::move(slice.logits);
       }
       if (out.hidden) result.hidden = std::move(slice.hidden);
+      if (slice.head_pick >= 0) {
+        const cu::SampleOutput* picked = pick_out_host_.as<cu::SampleOutput>() + slice.pick_at;
+        for (std::int64_t i = 0; i < slice.pick_segments; ++i) {
+          const cu::SampleOutput& p = picked[i];
+          result.head_sampled.push_back({.id = p.id, .logit = p.logit, .bad_index = p.bad_index,
+                                         .bad_value = p.bad_value, .all_masked = p.unmasked == 0});
+        }
+      } else if (slice.head_row >= 0) {
+        result.extra.emplace_back(b_.w_.tables[static_cast<std::size_t>(out.head_table)].name, std::move(slice.head));
+      }
     }
     slices_.clear();
     return results;
@@ -138,7 +153,10 @@ class CudaRunner : public KvRunner, private CudaRows {
     int sample_slot = -1;                     // its pick among the device's sample outputs
     int logprob_slot = -1;                    // its row among the device's logprob rows
     int score_slot = -1;                      // the first of its scored rows among them
-    HostTensor logits, hidden;
+    std::int64_t head_row = -1;               // its first row among the head table's rows; -1: no head
+    int head_pick = -1;                       // its slot among the head picks; -1: the head output comes back
+    std::int64_t pick_at = 0, pick_segments = 0;  // its first segment among the picks' uniforms and outputs
+    HostTensor logits, hidden, head;
     SequenceId sequence = -1;
   };
 
@@ -196,7 +214,7 @@ class CudaRunner : public KvRunner, private CudaRows {
                           [&](std::size_t i) { return batch.slices[i].step->ids.size() == 1; });
     T_ = 0;
     decodes_ = 0;
-    any_logits_ = any_sample_ = false;
+    any_logits_ = any_sample_ = any_hidden_ = false;
     any_penalized_ = std::any_of(batch.slices.begin(), batch.slices.end(), [](const SequenceSlice& s) {
       return s.step->outputs.logits && s.step->outputs.sample && s.step->outputs.sample->penalized();
     });
@@ -212,6 +230,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       slice.out_count = out.all_positions ? n : 1;
       out_rows += slice.out_count;
       any_logits_ = any_logits_ || out.logits;
+      any_hidden_ = any_hidden_ || out.hidden;
       // Picks take slots grouped by sampler mode (greedy first), one set of launches per mode.
       if (out.logits && out.sample && out.sample->temperature == 0.0f) slice.sample_slot = samples++;
       decodes_ += n == 1 ? 1 : 0;
@@ -219,17 +238,13 @@ class CudaRunner : public KvRunner, private CudaRows {
       slices_.push_back(std::move(slice));
     }
     greedy_ = samples;
-    // A decode step of greedy picks only replays a CUDA graph captured for its batch bucket.
+    plan_row_tables();
+    // A decode step whose slices all ask alike replays a CUDA graph captured for its batch bucket.
     graph_batch_ = 0;
-    // Penalized picks read the sequences' tokens and a copy row each: those steps run eagerly.
-    const bool greedy_decode = !any_penalized_ && decodes_ == static_cast<std::int64_t>(slices_.size()) &&
-                               samples == decodes_ &&
-                               std::none_of(slices_.begin(), slices_.end(), [](const Slice& slice) {
-                                 return slice.step->outputs.hidden || slice.step->outputs.all_positions;
-                               });
     // Mixture-of-experts layers of more rows than kMoeStreamRows read counts back mid-step: eager.
     const bool moe_graphable = c_.moe_layers() == 0 || batch_bucket(decodes_) <= kMoeStreamRows;
-    if (greedy_decode && graphs_enabled_ && moe_graphable && !profile_.enabled()) graph_batch_ = batch_bucket(decodes_);
+    if (graphs_enabled_ && moe_graphable && !profile_.enabled() && alike_decodes())
+      graph_batch_ = batch_bucket(decodes_);
     mode_begin_[0] = 0;
     for (const cu::SampleMode mode : {cu::SampleMode::select, cu::SampleMode::sort}) {
       mode_begin_[static_cast<int>(mode)] = samples;
@@ -263,6 +278,81 @@ class CudaRunner : public KvRunner, private CudaRows {
     samples_ = samples;
   }
 
+  // Whether the head table's picks of `out` can be made on the device (CudaSession's limits); a
+  // request they cannot serve gets the head output back, for the caller to sample.
+  bool device_head_pick(const OutputRequest& out) const {
+    if (!out.head_sample || out.head_table < 0) return false;
+    const std::int64_t count = b_.w_.tables[static_cast<std::size_t>(out.head_table)].count;
+    const std::int64_t segments = out.head_sample->segments;
+    return segments <= kMaxHeadSegments && count / segments <= cu::kSegmentSampleMaxWidth;
+  }
+
+  // The head table's rows (the output rows of the slices that ask for it, in slice order) and its
+  // picks: slots grouped by segment count (one launch per group), each pick's uniforms and outputs
+  // at its first segment. KvSequences::check allows one head table per batch.
+  void plan_row_tables() {
+    head_table_ = -1;
+    head_rows_ = 0;
+    head_picks_ = 0;
+    pick_segments_ = 0;
+    pick_groups_.clear();
+    table_sums_.clear();
+    overrides_ = 0;
+    for (Slice& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      if (out.head_table < 0) continue;
+      head_table_ = out.head_table;
+      slice.head_row = head_rows_;
+      head_rows_ += slice.out_count;
+    }
+    for (const Slice& slice : slices_) {
+      const OutputRequest& out = slice.step->outputs;
+      if (!device_head_pick(out)) continue;
+      const std::int64_t segments = out.head_sample->segments;
+      if (std::none_of(pick_groups_.begin(), pick_groups_.end(),
+                       [&](const PickGroup& g) { return g.segments == segments; }))
+        pick_groups_.push_back({segments, 0, 0, 0});
+    }
+    for (PickGroup& group : pick_groups_) {
+      group.first = head_picks_;
+      group.at = pick_segments_;
+      for (Slice& slice : slices_) {
+        const OutputRequest& out = slice.step->outputs;
+        if (!device_head_pick(out) || out.head_sample->segments != group.segments) continue;
+        slice.head_pick = head_picks_++;
+        slice.pick_at = pick_segments_;
+        slice.pick_segments = group.segments;
+        pick_segments_ += group.segments;
+        ++group.count;
+      }
+    }
+  }
+
+  // Whether this is a decode step whose slices all ask the same of it, which a graph captured per
+  // variant replays: each a greedy text pick or none; each one position summed from the same row
+  // table (the same number of rows) or none; each picks from the same head table in as many
+  // segments, or no head. Penalized picks read the sequences' tokens and a copy row each, hidden
+  // states and every position's outputs go to the host, overrides are host rows: those run eagerly.
+  bool alike_decodes() {
+    if (any_penalized_ || decodes_ != static_cast<std::int64_t>(slices_.size())) return false;
+    bool first = true;
+    for (const Slice& slice : slices_) {
+      const ForwardStep& step = *slice.step;
+      const OutputRequest& out = step.outputs;
+      const TableRows& tr = step.table_rows;
+      const bool greedy = out.logits && out.sample && out.sample->temperature == 0.0f;
+      if (out.hidden || out.all_positions || !step.override_positions.empty() || (out.logits && !greedy) ||
+          (out.head_table >= 0 && slice.head_pick < 0) || (tr.table >= 0 && tr.positions.size() != 1))
+        return false;
+      const StepVariant v{tr.table, tr.table >= 0 ? tr.per_position : 0, out.logits, out.head_table,
+                          greedy ? 1 + static_cast<int>(cu::SampleMode::greedy) : 0, slice.pick_segments};
+      if (first) graph_variant_ = v;
+      else if (v.key() != graph_variant_.key()) return false;
+      first = false;
+    }
+    return graph_variant_.logits || graph_variant_.head_segments > 0;
+  }
+
   // Batch buckets of decode graphs: 1, 2, 4, 8, then multiples of 8 to 256, then of 64.
   static std::int64_t batch_bucket(std::int64_t n) {
     if (n <= 8) return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
@@ -272,8 +362,11 @@ class CudaRunner : public KvRunner, private CudaRows {
 
   // A graph step's inputs at fixed addresses: B = graph_batch_ rows (the decodes, then padding
   // rows that write and read only the trash page), per group the cache rows and page tables of a
-  // fixed stride (the context limit's pages), the lengths, and the output and pick rows 0 .. B - 1.
+  // fixed stride (the context limit's pages), the lengths, the output, pick and head rows 0 .. B - 1,
+  // and for a variant with table rows each row's ids (a padding row's add nothing: its embedding is
+  // zeros) and its row. Padding picks of the head are greedy; their outputs are never read.
   void upload_graph_step() {
+    const StepVariant& v = graph_variant_;
     const std::size_t G = kv_.groups().size();
     const std::int64_t B = graph_batch_, real = decodes_;
     // The kv-length bucket sizes the attention grid (the true lengths are read on the device) and
@@ -314,8 +407,19 @@ class CudaRunner : public KvRunner, private CudaRows {
     lens_at_ = blob.size();
     for (std::int64_t i = 0; i < B; ++i)
       blob.push_back(static_cast<std::int32_t>(i < real ? slices_[static_cast<std::size_t>(i)].start + 1 : 1));
-    out_rows_at_ = pick_rows_at_ = blob.size();
+    out_rows_at_ = pick_rows_at_ = head_rows_at_ = pick_head_rows_at_ = blob.size();
     for (std::int64_t i = 0; i < B; ++i) blob.push_back(static_cast<std::int32_t>(i));
+    if (v.table >= 0) {
+      // Row i's one position is row i: its rows are the output rows' identity.
+      const TableSum sum{v.table, v.per_position, B, blob.size(), out_rows_at_};
+      for (std::int64_t i = 0; i < B; ++i) {
+        const auto ids = i < real ? slices_[static_cast<std::size_t>(i)].step->table_rows.ids
+                                  : std::span<const std::int64_t>{};
+        for (std::size_t j = 0; j < static_cast<std::size_t>(v.per_position); ++j)
+          blob.push_back(i < real ? static_cast<std::int32_t>(ids[j]) : -1);
+      }
+      table_sums_.push_back(sum);
+    }
     const std::size_t bytes = blob.size() * 4;
     if (graph_blob_.size() < bytes) {
       graph_blob_ = cu::DeviceBuffer(std::max<std::size_t>(bytes, 1 << 16));
@@ -325,24 +429,38 @@ class CudaRunner : public KvRunner, private CudaRows {
     blob_base_ = graph_blob_.as<std::int32_t>();
     decodes_ = B;  // the attention's batch; slices_ keeps the real ones
     out_rows_count_ = B;
-    samples_ = greedy_ = static_cast<int>(B);
-    mode_begin_ = {0, static_cast<int>(B), static_cast<int>(B), static_cast<int>(B)};
-    ensure_pick_buffers(B);
     ensure_decode_workspace(B);
-    if (x_out_rows_ < B) {
-      x_out_ = cu::DeviceBuffer(static_cast<std::size_t>(B * c_.hidden_size) * sizeof(Bf16));
-      x_out_rows_ = B;
-      graphs_.clear();
+    if (v.logits) {
+      samples_ = greedy_ = static_cast<int>(B);
+      mode_begin_ = {0, static_cast<int>(B), static_cast<int>(B), static_cast<int>(B)};
+      ensure_pick_buffers(B);
+      if (x_out_rows_ < B) {
+        x_out_ = cu::DeviceBuffer(static_cast<std::size_t>(B * c_.hidden_size) * sizeof(Bf16));
+        x_out_rows_ = B;
+        graphs_.clear();
+      }
+      ensure_logits(B);
     }
-    ensure_logits(B);
+    if (v.head_table >= 0) {
+      head_rows_ = B;
+      // One group of B picks (the real ones hold slots 0 .. real - 1, in slice order).
+      head_picks_ = static_cast<int>(B);
+      pick_segments_ = B * v.head_segments;
+      pick_groups_ = {{v.head_segments, 0, static_cast<int>(B), 0}};
+      ensure_head(B);
+      upload_head_picks();
+    }
   }
 
   // The graph of this bucket: captured after one eager pass at its shape (so GEMM plans exist and
   // nothing allocates while capturing), replayed after.
   void run_graph() {
     cudaStream_t s = *b_.stream_;
-    auto& graph = graphs_[{graph_batch_, max_decode_len_}];
-    const auto step = [&] { run_decoder_graph(c_, *this, {true, true, -1, false}, nullptr); };
+    const StepVariant& v = graph_variant_;
+    auto& graph = graphs_[{graph_batch_, max_decode_len_, v.key()}];
+    const auto step = [&] {
+      run_decoder_graph(c_, *this, {v.logits, v.sample > 0, v.head_table, v.head_segments > 0}, nullptr);
+    };
     if (graph.ready()) {
       graph.launch(s);
       return;
@@ -432,6 +550,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       if (slice.sample_slot >= 0)
         blob[pick_rows_at_ + static_cast<std::size_t>(slice.sample_slot)] =
             static_cast<std::int32_t>(slice.out_row + slice.out_count - 1);
+    upload_row_tables(blob);
     plan_penalties(blob);
     if (blob_dev_.size() < blob.size() * 4) blob_dev_ = cu::DeviceBuffer(std::max<std::size_t>(blob.size() * 4, 4096));
     blob_dev_.upload(blob.data(), blob.size() * 4);
@@ -450,6 +569,108 @@ class CudaRunner : public KvRunner, private CudaRows {
     ensure_decode_workspace(decodes_);
   }
   const std::int32_t* blob(std::size_t at) const { return blob_base_ + at; }
+
+  // An eager step's row-table inputs, into the blob: per table used, its slices' ids (each
+  // position's padded with -1, which adds nothing, to the most rows per position among them) and
+  // batch rows; the overrides' batch rows (their float32 rows uploaded beside); the head table's
+  // rows and each pick's row among them; then the picks' requests and uniforms. Nothing for a step
+  // that uses none of them.
+  void upload_row_tables(std::vector<std::int32_t>& blob) {
+    for (const Slice& slice : slices_) {
+      const TableRows& tr = slice.step->table_rows;
+      if (tr.table < 0) continue;
+      auto sum = std::find_if(table_sums_.begin(), table_sums_.end(),
+                              [&](const TableSum& t) { return t.table == tr.table; });
+      if (sum == table_sums_.end()) sum = table_sums_.insert(table_sums_.end(), {tr.table, 0, 0, 0, 0});
+      sum->per_position = std::max(sum->per_position, tr.per_position);
+      sum->count += static_cast<std::int64_t>(tr.positions.size());
+    }
+    for (TableSum& sum : table_sums_) {
+      sum.ids_at = blob.size();
+      for (const Slice& slice : slices_) {
+        const TableRows& tr = slice.step->table_rows;
+        if (tr.table != sum.table) continue;
+        const auto per = static_cast<std::size_t>(tr.per_position);
+        for (std::size_t i = 0; i < tr.positions.size(); ++i)
+          for (std::size_t j = 0; j < static_cast<std::size_t>(sum.per_position); ++j)
+            blob.push_back(j < per ? static_cast<std::int32_t>(tr.ids[i * per + j]) : -1);
+      }
+      sum.rows_at = blob.size();
+      for (const Slice& slice : slices_)
+        if (slice.step->table_rows.table == sum.table)
+          for (const std::int64_t p : slice.step->table_rows.positions)
+            blob.push_back(static_cast<std::int32_t>(slice.row + p));
+    }
+    override_rows_at_ = blob.size();
+    override_host_.clear();
+    for (const Slice& slice : slices_) {
+      const ForwardStep& step = *slice.step;
+      for (const std::int64_t p : step.override_positions) blob.push_back(static_cast<std::int32_t>(slice.row + p));
+      override_host_.insert(override_host_.end(), step.override_rows.begin(), step.override_rows.end());
+    }
+    overrides_ = static_cast<std::int64_t>(blob.size() - override_rows_at_);
+    if (overrides_ > 0) {
+      const std::size_t bytes = override_host_.size() * sizeof(float);
+      if (override_dev_.size() < bytes) override_dev_ = cu::DeviceBuffer(bytes);
+      override_dev_.upload(override_host_.data(), bytes);
+    }
+    if (head_table_ < 0) return;
+    head_rows_at_ = blob.size();
+    for (const Slice& slice : slices_)
+      if (slice.head_row >= 0)
+        for (std::int64_t r = slice.tokens - slice.out_count; r < slice.tokens; ++r)
+          blob.push_back(static_cast<std::int32_t>(slice.row + r));
+    pick_head_rows_at_ = blob.size();
+    blob.resize(blob.size() + static_cast<std::size_t>(head_picks_), 0);
+    for (const Slice& slice : slices_)
+      if (slice.head_pick >= 0)
+        blob[pick_head_rows_at_ + static_cast<std::size_t>(slice.head_pick)] =
+            static_cast<std::int32_t>(slice.head_row + slice.out_count - 1);
+    ensure_head(head_rows_);
+    if (head_picks_ > 0) upload_head_picks();
+  }
+
+  // Room for the head table's rows: the gathered hidden rows and the float32 output.
+  void ensure_head(std::int64_t rows) {
+    const std::int64_t count = b_.w_.tables[static_cast<std::size_t>(head_table_)].count;
+    if (x_head_rows_ < rows) {
+      x_head_ = cu::DeviceBuffer(static_cast<std::size_t>(rows * c_.hidden_size) * sizeof(Bf16));
+      x_head_rows_ = rows;
+      graphs_.clear();  // they captured the old buffer's address
+    }
+    if (head_elements_ < rows * count) {
+      head_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(rows * count) * sizeof(float));
+      head_elements_ = rows * count;
+      graphs_.clear();
+    }
+  }
+
+  // The head picks' requests up in one copy: parameters [picks], then the uniforms [segments] at
+  // each pick's first segment (zeros for a greedy pick, which reads none; a graph's padding picks
+  // are greedy); the outputs [segments] follow in the same device buffer. The layout depends only
+  // on the picks and segments, so a graph's addresses hold from step to step.
+  void upload_head_picks() {
+    const auto picks = static_cast<std::size_t>(head_picks_), segments = static_cast<std::size_t>(pick_segments_);
+    pick_u_at_ = picks * sizeof(cu::SegmentSampleParams);
+    pick_out_at_ = pick_u_at_ + segments * sizeof(double);
+    const std::size_t bytes = pick_out_at_ + segments * sizeof(cu::SampleOutput);
+    if (pick_dev_.size() < bytes) {
+      pick_dev_ = cu::DeviceBuffer(std::max<std::size_t>(bytes, 4096));
+      graphs_.clear();
+    }
+    if (pick_out_host_.size() < segments * sizeof(cu::SampleOutput))
+      pick_out_host_ = cu::PinnedBuffer(segments * sizeof(cu::SampleOutput));
+    pick_host_.assign(pick_out_at_, std::byte{0});
+    auto* params = reinterpret_cast<cu::SegmentSampleParams*>(pick_host_.data());
+    auto* u = reinterpret_cast<double*>(pick_host_.data() + pick_u_at_);
+    for (const Slice& slice : slices_) {
+      if (slice.head_pick < 0) continue;
+      const HeadSampleRequest& r = *slice.step->outputs.head_sample;
+      params[slice.head_pick] = {r.temperature, r.top_k, r.top_p, 0};
+      if (r.temperature != 0.0f) std::copy(r.u.begin(), r.u.end(), u + slice.pick_at);
+    }
+    pick_dev_.upload(pick_host_.data(), pick_host_.size());
+  }
 
   // ---- Penalties: each sequence's tokens on the device, a penalized copy row per pick ----
   // The first step with a penalized pick gives every sequence slot a row of the context limit's
@@ -646,7 +867,17 @@ class CudaRunner : public KvRunner, private CudaRows {
                                        slice.logits.nbytes(), cudaMemcpyDeviceToHost, s));
       }
       if (out.hidden) slice.hidden = download_f32(x_out_.as<Bf16>() + slice.out_row * H, slice.out_count, H, H);
+      if (slice.head_row >= 0 && slice.head_pick < 0) {
+        const std::int64_t count = b_.w_.tables[static_cast<std::size_t>(head_table_)].count;
+        slice.head = HostTensor(DType::F32, {slice.out_count, count});
+        ZOO_CUDA_CHECK(cudaMemcpyAsync(slice.head.data(), head_dev_.as<float>() + slice.head_row * count,
+                                       slice.head.nbytes(), cudaMemcpyDeviceToHost, s));
+      }
     }
+    if (head_picks_ > 0)
+      ZOO_CUDA_CHECK(cudaMemcpyAsync(pick_out_host_.data(), static_cast<std::byte*>(pick_dev_.data()) + pick_out_at_,
+                                     static_cast<std::size_t>(pick_segments_) * sizeof(cu::SampleOutput),
+                                     cudaMemcpyDeviceToHost, s));
   }
 
   // ---- DecoderOps: the sequence-aware ops ----
@@ -656,6 +887,16 @@ class CudaRunner : public KvRunner, private CudaRows {
     cu::embedding_gather(b_.w_.embed, c_.vocab_size, H, ids_dev_.as<std::int32_t>(), T_, a_.h.as<Bf16>(), s);
     if (c_.embed_scale > 0) cu::scale(a_.h.as<Bf16>(), T_ * H, round_to_bf16(static_cast<float>(c_.embed_scale)), s);
     profile_.mark("embedding");
+    // Every slice's overrides, then its table rows (which replace an override at the same position,
+    // as on the CPU): one launch for all overrides, one per table.
+    if (overrides_ > 0)
+      cu::scatter_rows_f32(blob(override_rows_at_), override_dev_.as<float>(), overrides_, H, a_.h.as<Bf16>(), s);
+    for (const TableSum& sum : table_sums_) {
+      const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(sum.table)];
+      cu::sum_table_rows(t.rows, t.count, H, blob(sum.ids_at), sum.per_position, blob(sum.rows_at), sum.count,
+                         a_.h.as<Bf16>(), s);
+    }
+    if (overrides_ > 0 || !table_sums_.empty()) profile_.mark("table rows");
   }
   void qk_norm_rope_cache(std::int64_t l, bool keep_normed) override {
     cu::QkNormRopeArgs rope = rope_args(l, keep_normed);
@@ -735,8 +976,27 @@ class CudaRunner : public KvRunner, private CudaRows {
                             sample_out_dev_.as<cu::SampleOutput>(), *b_.stream_);
     profile_.mark("sample");
   }
-  void head(int) override { throw std::logic_error("CUDA runner: no row table heads"); }
-  void sample_head(int) override { throw std::logic_error("CUDA runner: no row table heads"); }
+  // The row table as a head on the rows of the slices that ask for it, gathered into one block:
+  // one GEMM whatever their count.
+  void head(int table) override {
+    const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
+    const std::int64_t H = c_.hidden_size;
+    cu::embedding_gather(a_.x.as<Bf16>(), T_, H, blob(head_rows_at_), head_rows_, x_head_.as<Bf16>(), *b_.stream_);
+    b_.gemm_->linear(x_head_.as<Bf16>(), t.rows, head_dev_.as<float>(), head_rows_, t.count, H, *b_.stream_);
+    profile_.mark("gemm row table");
+  }
+  // Each pick from its slice's last head row, with its own request: one launch per segment count.
+  void sample_head(int table) override {
+    const std::int64_t count = b_.w_.tables[static_cast<std::size_t>(table)].count;
+    auto* base = static_cast<std::byte*>(pick_dev_.data());
+    const auto* params = reinterpret_cast<const cu::SegmentSampleParams*>(base);
+    const auto* u = reinterpret_cast<const double*>(base + pick_u_at_);
+    auto* out = reinterpret_cast<cu::SampleOutput*>(base + pick_out_at_);
+    for (const PickGroup& g : pick_groups_)
+      cu::sample_segments(head_dev_.as<float>(), g.segments, count / g.segments, params + g.first, u + g.at,
+                          out + g.at, *b_.stream_, g.count, blob(pick_head_rows_at_) + g.first, count);
+    profile_.mark("sample head");
+  }
   void tap(DiagnosticHook&, const std::string&, Value, std::int64_t) override {
     throw std::logic_error("CUDA runner: no taps");
   }
@@ -760,13 +1020,46 @@ class CudaRunner : public KvRunner, private CudaRows {
   std::array<int, 4> mode_begin_{};  // the first slot of each SampleMode; [3]: samples_
   int logprobs_ = 0, logprob_top_ = 0;  // rows asking for logprobs (picks, then scored rows), the most top entries asked
   int scores_ = 0;                      // scored rows (OutputRequest::score_ids) among them
-  bool any_logits_ = false, any_sample_ = false, any_penalized_ = false;
+  bool any_logits_ = false, any_sample_ = false, any_penalized_ = false, any_hidden_ = false;
+  // Row tables of the step. Each table's summed rows: its ids [count, per_position] and batch rows
+  // [count] in the blob.
+  struct TableSum {
+    int table = -1;
+    std::int64_t per_position = 0, count = 0;
+    std::size_t ids_at = 0, rows_at = 0;
+  };
+  std::vector<TableSum> table_sums_;
+  std::int64_t overrides_ = 0;  // embedding override rows: their batch rows in the blob, the rows here
+  std::size_t override_rows_at_ = 0;
+  std::vector<float> override_host_;
+  cu::DeviceBuffer override_dev_;
+  // The head table (-1: none): its rows [head_rows_] gathered from these batch rows, and its output.
+  int head_table_ = -1;
+  std::int64_t head_rows_ = 0, x_head_rows_ = 0, head_elements_ = 0;
+  std::size_t head_rows_at_ = 0;
+  cu::DeviceBuffer x_head_, head_dev_;
+  // Head picks: slots grouped by segment count, each group one launch; per slot its head row (in
+  // the blob); requests, uniforms and outputs in pick_dev_ (upload_head_picks).
+  struct PickGroup {
+    std::int64_t segments = 0;
+    int first = 0, count = 0;  // its slots
+    std::int64_t at = 0;       // its first segment among the uniforms and outputs
+  };
+  std::vector<PickGroup> pick_groups_;
+  int head_picks_ = 0;
+  std::int64_t pick_segments_ = 0;
+  std::size_t pick_head_rows_at_ = 0, pick_u_at_ = 0, pick_out_at_ = 0;  // blob offset; byte offsets in pick_dev_
+  std::vector<std::byte> pick_host_;
+  cu::DeviceBuffer pick_dev_;
+  cu::PinnedBuffer pick_out_host_;
+  StepVariant graph_variant_;  // what a graph step computes besides the layers (alike_decodes)
   std::vector<GroupArrays> group_at_;
   std::size_t lens_at_ = 0, out_rows_at_ = 0, pick_rows_at_ = 0;
   cu::DeviceBuffer blob_dev_, x_out_, decode_workspace_;
   const std::int32_t* blob_base_ = nullptr;  // the step's int32 arrays: blob_dev_, or graph_blob_ for a graph step
-  // Decode graphs by (batch bucket, kv-length bucket); their inputs live in graph_blob_.
-  std::map<std::pair<std::int64_t, std::int64_t>, cu::CudaGraph> graphs_;
+  // Decode graphs by (batch bucket, kv-length bucket, variant); their inputs live in graph_blob_
+  // (and a head's picks' in pick_dev_).
+  std::map<std::tuple<std::int64_t, std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> graphs_;
   cu::DeviceBuffer graph_blob_;
   std::int64_t graph_batch_ = 0;  // > 0: this step replays the graph of this bucket
   bool graphs_enabled_ = kernels::env_flag("ZOO_RUNNER_GRAPHS", true);

@@ -2,11 +2,13 @@
 // against the host reference zoo::sample_logits: the same logits and the same draw give the same id.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <tuple>
 
 #include "cuda/cuda_model_util.hpp"
@@ -443,6 +445,51 @@ TEST_CASE("sample_rows: each mode's picks of many rows, each with its own reques
       }
     }
   }
+}
+
+TEST_CASE("sample_segments: many picks in one launch, each of its own row with its own request, equal one-pick "
+          "launches bit for bit",
+          "[cuda][sampling]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  constexpr std::int64_t kSegments = 4, kWidth = 300, kRows = 9, kPicks = 7;
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::uniform_real_distribution<double> uni(0.0, 1.0);
+  std::vector<float> all(static_cast<std::size_t>(kRows * kSegments * kWidth));
+  for (float& x : all) x = std::round(normal(rng) * 4.0f) / 4.0f;  // ties at the k-th value
+  const std::vector<SegmentSampleParams> kinds = {
+      {0.0f, 0, 1.0f, 0}, {0.8f, 20, 1.0f, 0}, {1.0f, 0, 0.7f, 0}, {0.7f, 10, 0.9f, 0}, {1.3f, 0, 1.0f, 0}};
+  std::vector<SegmentSampleParams> params;
+  std::vector<std::int32_t> rows;
+  std::vector<double> u;
+  for (std::int64_t p = 0; p < kPicks; ++p) {
+    params.push_back(kinds[static_cast<std::size_t>(p) % kinds.size()]);
+    rows.push_back(static_cast<std::int32_t>((p * 5 + 2) % kRows));
+    for (std::int64_t c = 0; c < kSegments; ++c) u.push_back(uni(rng));
+  }
+  Stream stream;
+  DeviceBuffer logits = upload(all), params_dev = upload(params), rows_dev = upload(rows), u_dev = upload(u);
+  DeviceBuffer out(static_cast<std::size_t>(kPicks * kSegments) * sizeof(SampleOutput));
+  sample_segments(logits.as<float>(), kSegments, kWidth, params_dev.as<SegmentSampleParams>(), u_dev.as<double>(),
+                  out.as<SampleOutput>(), stream, kPicks, rows_dev.as<std::int32_t>(), kSegments * kWidth);
+  stream.synchronize();
+  const auto got = download<SampleOutput>(out, static_cast<std::size_t>(kPicks * kSegments));
+  DeviceBuffer one(static_cast<std::size_t>(kSegments) * sizeof(SampleOutput));
+  for (std::int64_t p = 0; p < kPicks; ++p) {
+    INFO("pick " << p << " row " << rows[static_cast<std::size_t>(p)]);
+    sample_segments(logits.as<float>() + rows[static_cast<std::size_t>(p)] * kSegments * kWidth, kSegments, kWidth,
+                    params_dev.as<SegmentSampleParams>() + p, u_dev.as<double>() + p * kSegments,
+                    one.as<SampleOutput>(), stream);
+    stream.synchronize();
+    const auto want = download<SampleOutput>(one, static_cast<std::size_t>(kSegments));
+    for (std::int64_t c = 0; c < kSegments; ++c)
+      CHECK(std::memcmp(&got[static_cast<std::size_t>(p * kSegments + c)], &want[static_cast<std::size_t>(c)],
+                        sizeof(SampleOutput)) == 0);
+  }
+  // Rows apart by less than a whole row are refused.
+  CHECK_THROWS_AS(sample_segments(logits.as<float>(), kSegments, kWidth, params_dev.as<SegmentSampleParams>(),
+                                  u_dev.as<double>(), out.as<SampleOutput>(), stream, 2, nullptr, kWidth),
+                  std::invalid_argument);
 }
 
 TEST_CASE("logprob_rows: log-probabilities and the top entries of many rows equal fill_logprobs'", "[cuda][sampling]") {

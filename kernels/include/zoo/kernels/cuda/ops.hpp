@@ -239,6 +239,11 @@ void logprob_rows(const float* logits, std::int64_t n, const std::int32_t* rows,
 // +inf; out[s].unmasked counts entries other than -inf. Parameters and uniforms are read from device
 // memory when the kernel runs, and greedy or not is decided there, so one captured graph replays
 // every setting. One block per segment; width <= kSegmentSampleMaxWidth.
+//
+// Many rows in one launch (a batch's picks, each with its own request): pick p < picks reads the
+// row at logits + (rows ? rows[p] : p) * row_stride, its parameters params[p], its uniforms
+// u[p * segments ..] and writes out[p * segments ..]. The defaults are one pick of the row at
+// `logits`.
 struct SegmentSampleParams {
   float temperature = 0.0f;  // 0: greedy
   std::int32_t top_k = 0;    // <= 0 or >= width: off
@@ -247,6 +252,7 @@ struct SegmentSampleParams {
 };
 inline constexpr std::int64_t kSegmentSampleMaxWidth = 2048;  // its shared memory stays under 48 KiB
 void sample_segments(const float* logits, std::int64_t segments, std::int64_t width, const SegmentSampleParams* params,
-                     const double* u, SampleOutput* out, cudaStream_t stream);
+                     const double* u, SampleOutput* out, cudaStream_t stream, std::int64_t picks = 1,
+                     const std::int32_t* rows = nullptr, std::int64_t row_stride = 0);
 
 }  // namespace zoo::kernels::cuda
