@@ -43,6 +43,18 @@ inline void reply_error(Responder& r, const ApiError& e) {
   r.reply(e.status, "application/json", error_body(e.what(), e.type, e.param, e.code), headers);
 }
 
+// A request body that must be a JSON object.
+inline json parse_json_body(const std::string& text) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "", "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_json");
+  return body;
+}
+
 // ---- request fields ----------------------------------------------------------------------------
 
 inline const json* field(const json& body, const char* name) {

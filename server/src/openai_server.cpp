@@ -789,16 +789,7 @@ struct OpenAiServer::Impl {
     return out;
   }
 
-  static json parse_body(const HttpRequest& request) {
-    json body;
-    try {
-      body = json::parse(request.body);
-    } catch (const json::parse_error& e) {
-      throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "", "invalid_json");
-    }
-    if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_json");
-    return body;
-  }
+  static json parse_body(const HttpRequest& request) { return parse_json_body(request.body); }
 
   void check_model(const json& body) const {
     if (const json* m = field(body, "model")) {

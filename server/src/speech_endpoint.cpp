@@ -442,13 +442,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
 
 void speech_endpoint(const HttpRequest& request, const std::shared_ptr<Responder>& responder, SpeechContext context) {
   const ServedModel& model = context.model;
-  json body;
-  try {
-    body = json::parse(request.body);
-  } catch (const json::parse_error& e) {
-    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "", "invalid_json");
-  }
-  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "", "invalid_json");
+  const json body = parse_json_body(request.body);
   for (const auto& [key, value] : body.items())
     if (!kSpeechFields.contains(key))
       throw ApiError(400, fmt::format("unknown field '{}' for /v1/audio/speech", key), key, "unknown_parameter");
