@@ -35,7 +35,7 @@ struct ServeOptions {
   int port = 8000;
   std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0, prefix_cache = 64;
   double kv_cache_gb = 0, memory_fraction = 0, request_timeout = 600;
-  int drain_timeout = 30;
+  int drain_timeout = 30, codec_threads = 4;
 };
 
 // --voices DIR: NAME.wav (or another sound file) with NAME.txt, its transcript, per voice; each
@@ -85,6 +85,7 @@ int run_serve(const ServeOptions& o) {
   so.max_queue = o.max_queue;
   so.api_key = o.api_key;
   so.drain_timeout = std::chrono::seconds(o.drain_timeout);
+  so.codec_threads = o.codec_threads;
   so.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.request_timeout * 1000));
   ModelOptions model_options = o.model;
   model_options.max_context = paged_context_limit(o.model, o.ctx_size, "-c/--max-model-len");
@@ -205,6 +206,10 @@ void add_serve_command(CLI::App& app, Action& run) {
                              "Voices for the speech endpoint's 'voice' field: a directory of NAME.wav (any sound "
                              "file) and NAME.txt (its transcript), encoded once at start"),
              "a directory of voices", {.directory_ok = true});
+  cmd->add_option("--codec-threads", options->codec_threads,
+                  "Threads running speech requests' codec (decoding their waveforms, encoding reference "
+                  "sound); a request keeps one, and their decodes run side by side on the GPU")
+      ->check(integer_in(1, 64));
   input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
              "a tokenizer.json");
   cmd->callback([&run, options] { run = [options] { return run_serve(*options); }; });

@@ -673,8 +673,8 @@ struct OpenAiServer::Impl {
   ServedModel model;
   std::int64_t context_limit = 0, pool_pages = 0;
   std::unique_ptr<EngineWorker> worker;
-  std::unique_ptr<AudioWorker> audio;  // with a speech model: the codec's thread
-  ReferenceCache references;           // audio thread only
+  std::unique_ptr<AudioWorkers> audio;  // with a speech model: the codec's threads
+  ReferenceCache references;
   SpeechCounters speech;
   Metrics metrics;
   std::atomic<std::int64_t> next_id{0}, requests_total{0}, requests_failed{0};
@@ -732,7 +732,7 @@ struct OpenAiServer::Impl {
     if (path == "/v1/audio/speech") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
       if (!audio) throw ApiError(400, fmt::format("the model '{}' does not synthesize speech", model.name), "model", "unsupported");
-      return speech_endpoint(request, responder, {model, *worker, *audio, references, speech});
+      return speech_endpoint(request, responder, {model, *worker, audio->next(), references, speech});
     }
     if (path == "/tokenize" || path == "/detokenize") {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
@@ -971,7 +971,7 @@ void OpenAiServer::ready(ServedModel model) {
   impl_->context_limit = impl_->model.runner->max_context();
   impl_->worker = std::make_unique<EngineWorker>(*impl_->model.runner, impl_->options.engine, impl_->options.max_queue,
                                                  impl_->options.request_timeout);
-  if (impl_->model.speech) impl_->audio = std::make_unique<AudioWorker>();
+  if (impl_->model.speech) impl_->audio = std::make_unique<AudioWorkers>(impl_->options.codec_threads);
   impl_->ready = true;
 }
 

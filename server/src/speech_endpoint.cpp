@@ -54,15 +54,28 @@ void AudioWorker::post(std::function<void()> work) {
   wake_.notify_one();
 }
 
-const std::vector<std::vector<std::int64_t>>* ReferenceCache::find(const std::string& audio) {
-  const auto it = std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == audio; });
-  if (it == entries_.end()) return nullptr;
+AudioWorkers::AudioWorkers(int threads) {
+  for (int i = 0; i < std::max(threads, 1); ++i) workers_.push_back(std::make_unique<AudioWorker>());
+}
+
+AudioWorker& AudioWorkers::next() {
+  return *workers_[next_++ % workers_.size()];
+}
+
+std::optional<std::vector<std::vector<std::int64_t>>> ReferenceCache::find(const std::string& audio) {
+  const std::lock_guard lock(mutex_);
+  const auto it =
+      std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == audio; });
+  if (it == entries_.end()) return std::nullopt;
   entries_.splice(entries_.begin(), entries_, it);
   ++hits_;
-  return &entries_.front().second;
+  return entries_.front().second;
 }
 
 void ReferenceCache::add(const std::string& audio, std::vector<std::vector<std::int64_t>> frames) {
+  const std::lock_guard lock(mutex_);
+  // Two requests with the same new audio may both have encoded it; keep one.
+  if (std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == audio; })) return;
   entries_.emplace_front(audio, std::move(frames));
   while (entries_.size() > capacity_) entries_.pop_back();
 }
@@ -310,7 +323,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   };
 
   Frames encode_reference(const VoiceChoice& voice) {
-    if (const Frames* cached = c_.references.find(voice.audio)) return *cached;
+    if (auto cached = c_.references.find(voice.audio)) return std::move(*cached);
     const std::string name = fmt::format("'{}' audio", voice.param);
     EncodedFrames encoded;
     try {

@@ -24,7 +24,8 @@
 
 namespace zoo::server {
 
-// One thread running posted work in order.
+// One thread running posted work in order (a speech request's work all goes to one, so it runs in
+// order without locks).
 class AudioWorker {
  public:
   AudioWorker();
@@ -41,17 +42,31 @@ class AudioWorker {
   std::thread thread_;
 };
 
+// The audio threads: a request is given one (round robin) for its whole life. Several, so that one
+// stream's codec decode does not hold up another's first chunk (the CUDA codec decodes concurrent
+// calls side by side) and neither does a reference being encoded.
+class AudioWorkers {
+ public:
+  explicit AudioWorkers(int threads);
+  AudioWorker& next();
+
+ private:
+  std::vector<std::unique_ptr<AudioWorker>> workers_;
+  std::atomic<std::size_t> next_{0};
+};
+
 // Reference frames of request audio, by the audio's bytes (a client that sends the same voice
-// again does not pay for the encoder again); the least recently used go first. Audio thread only.
+// again does not pay for the encoder again); the least recently used go first. Any thread.
 class ReferenceCache {
  public:
   explicit ReferenceCache(std::size_t capacity = 64) : capacity_(capacity) {}
-  const std::vector<std::vector<std::int64_t>>* find(const std::string& audio);
+  std::optional<std::vector<std::vector<std::int64_t>>> find(const std::string& audio);
   void add(const std::string& audio, std::vector<std::vector<std::int64_t>> frames);
-  std::int64_t hits() const { return hits_.load(); }  // from any thread
+  std::int64_t hits() const { return hits_.load(); }
 
  private:
   std::size_t capacity_;
+  std::mutex mutex_;
   std::list<std::pair<std::string, std::vector<std::vector<std::int64_t>>>> entries_;  // most recent first
   std::atomic<std::int64_t> hits_{0};
 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <thread>
 
 #include "codec.hpp"
 #include "higgs/codec_test_util.hpp"
@@ -135,6 +136,47 @@ TEST_CASE("codec on CUDA: a decode longer than a piece equals the whole decode a
   REQUIRE(pieces.size() == static_cast<std::size_t>(frames * gpu->samples_per_frame()));
   CHECK(rel_l2(whole, pieces) <= 1e-5);  // a misplaced piece would be O(1)
   CHECK(rel_l2(cpu->decode(codes.view()).samples, pieces) <= 3e-5);
+}
+
+// A server decodes its streams' chunks from several threads at once (each call takes a lane of its
+// own): every concurrent decode gives the samples the same decode gives alone, bit for bit (the
+// same kernels on the same lengths), so lanes share no buffer.
+TEST_CASE("codec on CUDA: decodes from several threads at once equal each decode alone",
+          "[higgs][codec][codec_cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  const fs::path dir = fixture_dir("higgs-tiny-codec");
+  auto gpu = loaded(dir, Device::parse("cuda"));
+  const std::int64_t K = gpu->num_codebooks();
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::int64_t> pick(0, 17);
+  constexpr int kThreads = 6;  // more than the lanes: some wait for one
+  std::vector<HostTensor> inputs;
+  std::vector<std::vector<float>> alone;
+  for (int t = 0; t < kThreads; ++t) {
+    std::vector<std::int64_t> values(static_cast<std::size_t>((9 + 7 * t) * K));
+    for (auto& v : values) v = pick(rng);
+    inputs.push_back(HostTensor::from_i64({9 + 7 * t, K}, values));
+    alone.push_back(gpu->decode(inputs.back().view()).samples);
+  }
+  std::vector<std::vector<std::vector<float>>> together(kThreads);
+  std::vector<std::string> errors(kThreads);
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        try {
+          for (int r = 0; r < 5; ++r) together[t].push_back(gpu->decode(inputs[t].view()).samples);
+        } catch (const std::exception& e) {
+          errors[t] = e.what();
+        }
+      });
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    INFO("thread " << t);
+    CHECK(errors[t].empty());
+    REQUIRE(together[t].size() == 5);
+    for (const auto& samples : together[t]) CHECK(samples == alone[t]);
+  }
 }
 
 // The real codec shapes, from `python3 tools/fixtures/make_codec_fixtures.py --real --out DIR` (run on

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 
 #include "higgs_config.hpp"
@@ -493,7 +492,7 @@ class HiggsCodeDecoder : public CodeDecoder {
                                values.data(), frames, K, samples_per_frame(), piece, context),
               kCodecSampleRate};
     }
-    const std::lock_guard<std::mutex> lock(mutex_);  // the runner's buffers and stream
+    // The runner takes concurrent calls (one lane each).
     return {decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return runner_->decode(c, n, hook); },
                              values.data(), frames, K, samples_per_frame(), piece, context),
             kCodecSampleRate};
@@ -503,7 +502,6 @@ class HiggsCodeDecoder : public CodeDecoder {
   std::unique_ptr<Codec> codec_;
   Device device_;
   std::unique_ptr<CodecRunner> runner_;  // set at load() for a device other than the CPU
-  mutable std::mutex mutex_;
 };
 
 }  // namespace

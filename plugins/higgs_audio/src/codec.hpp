@@ -139,7 +139,7 @@ std::vector<float> decode_in_pieces(const std::function<std::vector<float>(const
 class CodecRunner {
  public:
   virtual ~CodecRunner() = default;
-  // As Codec::decode.
+  // As Codec::decode; safe to call from several threads at once.
   virtual std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) = 0;
 };
 

@@ -1,8 +1,9 @@
 // The Higgs codec decoder on CUDA in float32, the same sequence as Codec::decode (codec.cpp) over
 // the generic ops of kernels/cuda/conv.hpp (GEMM-based: cuDNN is not available outside torch's
 // own wheels on the GPU hosts; cuBLASLt with TF32 off). Weights are uploaded once at load in the
-// CPU path's packed layouts; activation and workspace buffers are sized for the longest decode so
-// far and reused, so a decode allocates only when it is longer than every earlier one.
+// CPU path's packed layouts; each of a few lanes (stream, GEMM plans, buffers) sizes its activation
+// and workspace buffers for its longest decode so far and reuses them, so a decode allocates only
+// when it is longer than every earlier one on its lane.
 //
 // Per upsampling block: Snake + transposed conv (GEMM + overlap-add with bias); per residual unit:
 // Snake fused into the im2col of the dilated conv (GEMM, bias in the epilogue), Snake, then the
@@ -10,8 +11,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -87,95 +91,141 @@ class CudaCodecRunner : public CodecRunner {
       const auto& wb = w.blocks[b];
       DevBlock block{upload(wb.alpha), DevConv(wb.up), {}, g.blocks[b].stride};
       for (const auto& u : wb.units)
-        block.units.push_back(DevUnit{upload(u.alpha1), upload(u.alpha2), DevConv(u.conv1), DevConv(u.conv2)});
+        block.units.push_back(
+            DevUnit{upload(u.alpha1), upload(u.alpha2), DevConv(u.conv1), DevConv(u.conv2)});
       blocks_.push_back(std::move(block));
     }
     final_alpha_ = upload(w.final_alpha);
     // The first decode of a process pays ~80 ms of one-time setup whatever its length (kernel
     // modules load lazily, cuBLASLt plans, buffers; measured with test_higgs "[codec_cold]": 8
-    // frames cold 80 ms, then 250 frames 7 ms, steady 6.3 ms). Pay it here, at load, so the
-    // first real decode runs near its steady speed.
+    // frames cold 80 ms, then 250 frames 7 ms, steady 6.3 ms). Pay it here, at load, on every
+    // lane, so the first real decode on any of them runs near its steady speed.
     const std::int64_t warm_frames = 8;
     const std::vector<std::int64_t> zeros(static_cast<std::size_t>(warm_frames * g.num_quantizers), 0);
-    (void)decode(zeros.data(), warm_frames, nullptr);
+    for (int i = 0; i < kLanes; ++i) lanes_.push_back(std::make_unique<Lane>());
+    for (auto& lane : lanes_) (void)run(*lane, zeros.data(), warm_frames, nullptr);
   }
 
+  // Safe from several threads at once: each call takes a free lane (its own stream, GEMM plans and
+  // buffers over the shared weights), so a server's streams decode their chunks side by side
+  // instead of queueing behind one another; a small chunk's kernels leave the GPU mostly idle.
   std::vector<float> decode(const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) override {
+    Lane* lane = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      freed_.wait(lock, [&] {
+        return std::any_of(lanes_.begin(), lanes_.end(), [](const auto& l) { return !l->busy; });
+      });
+      lane = std::find_if(lanes_.begin(), lanes_.end(), [](const auto& l) { return !l->busy; })->get();
+      lane->busy = true;
+    }
+    struct Release {
+      CudaCodecRunner& r;
+      Lane& l;
+      ~Release() {
+        {
+          const std::lock_guard lock(r.mutex_);
+          l.busy = false;
+        }
+        r.freed_.notify_one();
+      }
+    } release{*this, *lane};
+    return run(*lane, codes, frames, hook);
+  }
+
+ private:
+  static constexpr int kLanes = 4;
+
+  // What one decode in flight owns.
+  struct Lane {
+    cu::Stream stream;
+    cu::GemmF32 gemm;
+    std::int64_t frames_capacity = 0;
+    cu::DeviceBuffer q, h, a, b, ws, wave, ids;
+    cu::PinnedBuffer wave_host, ids_host;
+    bool busy = false;
+  };
+
+  std::vector<float> run(Lane& l, const std::int64_t* codes, std::int64_t frames, DiagnosticHook* hook) {
     set_device(device_);
-    reserve(frames);
+    reserve(l, frames);
     const std::int64_t K = g_.num_quantizers, S = g_.codebook_size;
-    std::int32_t* ids = ids_host_.as<std::int32_t>();
+    std::int32_t* ids = l.ids_host.as<std::int32_t>();
     for (std::int64_t i = 0; i < frames * K; ++i) {
       const std::int64_t code = codes[i] >= S ? 0 : codes[i];  // BOC/EOC -> 0, as the reference
       ids[i] = static_cast<std::int32_t>((i % K) * S + code);
     }
-    const cudaStream_t s = stream_;
+    const cudaStream_t s = l.stream;
+    cu::GemmF32& gemm = l.gemm;
     cu::EventProfiler timer(kernels::env_flag("ZOO_CODEC_PROFILE", false));
     timer.begin(s);
-    ids_.upload_async(ids, static_cast<std::size_t>(frames * K) * sizeof(std::int32_t), s);
-    float* q = q_.as<float>();
-    cu::sum_rows(tables_.as<float>(), K * S, g_.latent, ids_.as<std::int32_t>(), K, frames, q, s);
-    tap(hook, "q_sum", q, frames, g_.latent);
-    float* h = h_.as<float>();
-    gemm_.linear(q, fc2_w_.as<float>(), fc2_b_.as<float>(), h, frames, g_.decoder_input, g_.latent, s);
-    tap(hook, "fc2", h, frames, g_.decoder_input);
-    float* x = a_.as<float>();
-    float* y = b_.as<float>();
-    float* ws = ws_.as<float>();
-    const std::size_t ws_floats = ws_.size() / sizeof(float);
+    l.ids.upload_async(ids, static_cast<std::size_t>(frames * K) * sizeof(std::int32_t), s);
+    float* q = l.q.as<float>();
+    cu::sum_rows(tables_.as<float>(), K * S, g_.latent, l.ids.as<std::int32_t>(), K, frames, q, s);
+    tap(l, hook, "q_sum", q, frames, g_.latent);
+    float* h = l.h.as<float>();
+    gemm.linear(q, fc2_w_.as<float>(), fc2_b_.as<float>(), h, frames, g_.decoder_input, g_.latent, s);
+    tap(l, hook, "fc2", h, frames, g_.decoder_input);
+    float* x = l.a.as<float>();
+    float* y = l.b.as<float>();
+    float* ws = l.ws.as<float>();
+    const std::size_t ws_floats = l.ws.size() / sizeof(float);
     std::int64_t steps = frames;
-    cu::conv1d(gemm_, h, conv1_.w(), conv1_.b(), x, conv1_.same(steps), ws, ws_floats, s);
-    tap(hook, "conv1", x, steps, g_.conv1_channels);
+    cu::conv1d(gemm, h, conv1_.w(), conv1_.b(), x, conv1_.same(steps), ws, ws_floats, s);
+    tap(l, hook, "conv1", x, steps, g_.conv1_channels);
     timer.mark("rvq+fc2+conv1");
     for (std::size_t b = 0; b < blocks_.size(); ++b) {
       const DevBlock& block = blocks_[b];
       const auto shape = block.shape(steps);
-      cu::conv_transpose1d(gemm_, x, block.up.w(), block.up.b(), y, shape, ws, ws_floats, s, block.alpha.as<float>());
+      cu::conv_transpose1d(gemm, x, block.up.w(), block.up.b(), y, shape, ws, ws_floats, s,
+                           block.alpha.as<float>());
       std::swap(x, y);
       steps = shape.out_length();
       const std::int64_t c = block.up.out;
-      tap(hook, fmt::format("block.{}.conv_t1", b), x, steps, c);
+      tap(l, hook, fmt::format("block.{}.conv_t1", b), x, steps, c);
       for (std::size_t u = 0; u < block.units.size(); ++u) {
         const DevUnit& unit = block.units[u];
         // y = conv1(snake1(x)); x += conv2(snake2(y)) (bias and residual in the GEMM epilogue).
-        cu::conv1d(gemm_, x, unit.conv1.w(), unit.conv1.b(), y, unit.conv1.same(steps), ws, ws_floats, s,
+        cu::conv1d(gemm, x, unit.conv1.w(), unit.conv1.b(), y, unit.conv1.same(steps), ws, ws_floats, s,
                    unit.alpha1.as<float>());
-        cu::conv1d(gemm_, y, unit.conv2.w(), unit.conv2.b(), x, unit.conv2.same(steps), ws, ws_floats, s,
+        cu::conv1d(gemm, y, unit.conv2.w(), unit.conv2.b(), x, unit.conv2.same(steps), ws, ws_floats, s,
                    unit.alpha2.as<float>(), /*accumulate=*/true);
-        tap(hook, fmt::format("block.{}.res_unit{}", b, u + 1), x, steps, c);
+        tap(l, hook, fmt::format("block.{}.res_unit{}", b, u + 1), x, steps, c);
       }
       timer.mark(fmt::format("block{}", b));
     }
-    float* wave = wave_.as<float>();
-    cu::conv1d(gemm_, x, conv2_.w(), conv2_.b(), wave, conv2_.same(steps), ws, ws_floats, s, final_alpha_.as<float>());
+    float* wave = l.wave.as<float>();
+    cu::conv1d(gemm, x, conv2_.w(), conv2_.b(), wave, conv2_.same(steps), ws, ws_floats, s,
+               final_alpha_.as<float>());
     timer.mark("conv2");
     std::vector<float> out(static_cast<std::size_t>(steps));
-    wave_.download_async(wave_host_.data(), out.size() * sizeof(float), s);
-    stream_.synchronize();
-    std::copy_n(wave_host_.as<float>(), out.size(), out.begin());
+    l.wave.download_async(l.wave_host.data(), out.size() * sizeof(float), s);
+    l.stream.synchronize();
+    std::copy_n(l.wave_host.as<float>(), out.size(), out.begin());
     print_stages(timer.end(frames), frames);
-    if (hook && hook->wants("waveform")) hook->record("waveform", TensorView{out.data(), DType::F32, {steps, 1}, Device{}});
+    if (hook && hook->wants("waveform"))
+      hook->record("waveform", TensorView{out.data(), DType::F32, {steps, 1}, Device{}});
     return out;
   }
 
- private:
   static int set_device(int device) {
     ZOO_CUDA_CHECK(cudaSetDevice(device));
     return device;
   }
 
   // Downloads a [rows, cols] activation for the hook, only when it asks for it.
-  void tap(DiagnosticHook* hook, const std::string& name, const float* dev, std::int64_t rows, std::int64_t cols) {
+  static void tap(Lane& l, DiagnosticHook* hook, const std::string& name, const float* dev, std::int64_t rows,
+                  std::int64_t cols) {
     if (!hook || !hook->wants(name)) return;
     std::vector<float> host(static_cast<std::size_t>(rows * cols));
-    stream_.synchronize();
+    l.stream.synchronize();
     ZOO_CUDA_CHECK(cudaMemcpy(host.data(), dev, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
     hook->record(name, TensorView{host.data(), DType::F32, {rows, cols}, Device{}});
   }
 
-  // Sizes every buffer for `frames` by walking the stages (what each holds, what each op needs).
-  void reserve(std::int64_t frames) {
-    if (frames <= frames_capacity_) return;
+  // Sizes a lane's buffers for `frames` by walking the stages (what each holds, what each op needs).
+  void reserve(Lane& l, std::int64_t frames) const {
+    if (frames <= l.frames_capacity) return;
     std::int64_t steps = frames, act = frames * g_.conv1_channels;
     std::size_t ws = cu::conv1d_workspace_floats(conv1_.same(steps), false);
     for (const auto& block : blocks_) {
@@ -189,31 +239,31 @@ class CudaCodecRunner : public CodecRunner {
       }
     }
     ws = std::max(ws, cu::conv1d_workspace_floats(conv2_.same(steps), true));
-    const auto bytes = [](std::int64_t floats) { return static_cast<std::size_t>(std::max<std::int64_t>(floats, 1)) * 4; };
+    const auto bytes = [](std::int64_t floats) {
+      return static_cast<std::size_t>(std::max<std::int64_t>(floats, 1)) * 4;
+    };
     // Free before allocating: the old buffers are smaller and no longer needed.
-    a_ = {}, b_ = {}, ws_ = {};
-    q_ = cu::DeviceBuffer(bytes(frames * g_.latent));
-    h_ = cu::DeviceBuffer(bytes(frames * g_.decoder_input));
-    a_ = cu::DeviceBuffer(bytes(act));
-    b_ = cu::DeviceBuffer(bytes(act));
-    ws_ = cu::DeviceBuffer(bytes(static_cast<std::int64_t>(ws)));
-    wave_ = cu::DeviceBuffer(bytes(steps * conv2_.out));
-    wave_host_ = cu::PinnedBuffer(bytes(steps * conv2_.out));
-    ids_ = cu::DeviceBuffer(bytes(frames * g_.num_quantizers));
-    ids_host_ = cu::PinnedBuffer(bytes(frames * g_.num_quantizers));
-    frames_capacity_ = frames;
+    l.a = {}, l.b = {}, l.ws = {};
+    l.q = cu::DeviceBuffer(bytes(frames * g_.latent));
+    l.h = cu::DeviceBuffer(bytes(frames * g_.decoder_input));
+    l.a = cu::DeviceBuffer(bytes(act));
+    l.b = cu::DeviceBuffer(bytes(act));
+    l.ws = cu::DeviceBuffer(bytes(static_cast<std::int64_t>(ws)));
+    l.wave = cu::DeviceBuffer(bytes(steps * conv2_.out));
+    l.wave_host = cu::PinnedBuffer(bytes(steps * conv2_.out));
+    l.ids = cu::DeviceBuffer(bytes(frames * g_.num_quantizers));
+    l.ids_host = cu::PinnedBuffer(bytes(frames * g_.num_quantizers));
+    l.frames_capacity = frames;
   }
 
   CodecGeometry g_;
   int device_;
   DevConv conv1_, conv2_;
-  cu::Stream stream_;
-  cu::GemmF32 gemm_;
   cu::DeviceBuffer tables_, fc2_w_, fc2_b_, final_alpha_;
   std::vector<DevBlock> blocks_;
-  std::int64_t frames_capacity_ = 0;
-  cu::DeviceBuffer q_, h_, a_, b_, ws_, wave_, ids_;
-  cu::PinnedBuffer wave_host_, ids_host_;
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
 };
 
 }  // namespace

@@ -58,6 +58,8 @@ struct ServerOptions {
   std::chrono::seconds drain_timeout{30};
   // A request still unanswered this long after it arrived is cancelled (504); 0: no limit.
   std::chrono::milliseconds request_timeout{0};
+  // Threads running speech requests' codec work (each request keeps one; see speech_endpoint.hpp).
+  int codec_threads = 4;
 };
 
 class OpenAiServer {
