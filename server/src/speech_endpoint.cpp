@@ -19,7 +19,7 @@
 
 namespace zoo::server {
 
-// ---- the audio thread and the reference cache ---------------------------------------------------
+// ---- the audio threads and the reference cache --------------------------------------------------
 
 AudioWorker::AudioWorker() {
   thread_ = std::thread([this] {
@@ -233,7 +233,7 @@ VoiceChoice voice_choice(const json& body, const ServedModel& model) {
   return choice;
 }
 
-// One request: lives on the audio thread once started (the engine thread only hands it frames). A
+// One request: lives on its audio thread once started (the engine thread only hands it frames). A
 // long input is several pieces (split_speech_text), generated at once as separate sequences with the
 // same voice and seeds seed, seed + 1, ...; their frames go to one CodeStream in order, so the
 // waveform runs on across the joins.
@@ -296,7 +296,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
     std::int64_t prompt_tokens = 0, steps = 0;
   };
 
-  // The engine's side (its thread): frames and the end go to the audio thread.
+  // The engine's side (its thread): frames and the end go to the job's audio thread.
   struct Sink : RequestSink {
     std::shared_ptr<SpeechJob> job;
     std::size_t piece;

@@ -1,8 +1,8 @@
 #pragma once
 // POST /v1/audio/speech (openai_server.cpp routes it here): text to speech over the engine. Each
 // request is a driven sequence (zoo::SpeechSequence) batched with the others; its frames go to the
-// codec's decoder as they come (zoo::CodeStream) on the server's audio thread, which also encodes
-// reference audio, so the codec is used from one thread and the engine never waits for it.
+// codec's decoder as they come (zoo::CodeStream) on the request's audio thread (one of a few), which
+// also encodes its reference audio, so the engine never waits for the codec.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -84,7 +84,7 @@ struct SpeechContext {
   SpeechCounters& counters;
 };
 
-// Checks the request (400s name `param`), then queues it; the answer comes from the audio thread.
+// Checks the request (400s name `param`), then queues it; the answer comes from its audio thread.
 void speech_endpoint(const HttpRequest& request, const std::shared_ptr<Responder>& responder, SpeechContext context);
 
 // Base64 (RFC 4648, padding optional when decoding); decoding returns nullopt on anything else.
