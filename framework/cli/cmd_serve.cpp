@@ -35,7 +35,7 @@ struct ServeOptions {
   int port = 8000;
   std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0, prefix_cache = 64;
   double kv_cache_gb = 0, memory_fraction = 0, request_timeout = 600;
-  int drain_timeout = 30, codec_threads = 4;
+  int drain_timeout = 30, codec_threads = 4, warmup = -1;
 };
 
 // --voices DIR: NAME.wav (or another sound file) with NAME.txt, its transcript, per voice; each
@@ -151,7 +151,10 @@ int run_serve(const ServeOptions& o) {
              served.name, pool.groups.front().capacity, pool.page_tokens,
              static_cast<double>(pool.groups.front().capacity * pool.page_bytes) / 1e9, runner->max_context(),
              served.tokenizer ? "" : "; no tokenizer: prompts as token ids");
-  server.ready(std::move(served));
+  // The first-use costs a warm-up pays are a GPU's (kernels loaded at first launch, GEMM plans,
+  // graphs); a CPU run has none worth its time.
+  const int warmup = o.warmup >= 0 ? o.warmup : (opened.spec.device.kind == DeviceKind::CPU ? 0 : 16);
+  server.ready(std::move(served), warmup);
   fmt::print("listening on http://{}:{}\n", o.host, server.port());
   std::fflush(stdout);
   server.wait();
@@ -206,6 +209,11 @@ void add_serve_command(CLI::App& app, Action& run) {
                              "Voices for the speech endpoint's 'voice' field: a directory of NAME.wav (any sound "
                              "file) and NAME.txt (its transcript), encoded once at start"),
              "a directory of voices", {.directory_ok = true});
+  cmd->add_option(
+         "--warmup", options->warmup,
+         "Requests run at once before /health says ready, so that the first clients do not pay the "
+         "first-use costs (kernel loading, GEMM plans, buffers, graphs); default 16 on a GPU, 0 on the CPU")
+      ->check(integer_in(0, 4096));
   cmd->add_option("--codec-threads", options->codec_threads,
                   "Threads running speech requests' codec (decoding their waveforms, encoding reference "
                   "sound); a request keeps one, and their decodes run side by side on the GPU")

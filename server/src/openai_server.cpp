@@ -674,6 +674,7 @@ struct OpenAiServer::Impl {
   std::int64_t context_limit = 0, pool_pages = 0;
   std::unique_ptr<EngineWorker> worker;
   std::unique_ptr<AudioWorkers> audio;  // with a speech model: the codec's threads
+  std::unique_ptr<AudioWorker> warmup_thread;  // what warm-up requests' answers run on
   ReferenceCache references;
   SpeechCounters speech;
   Metrics metrics;
@@ -882,6 +883,8 @@ struct OpenAiServer::Impl {
     }
   }
 
+  void warm_up(int count);  // see OpenAiServer::ready
+
   void completions(bool chat, const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
     if (!model.text_unsupported.empty())
       throw ApiError(400, fmt::format("the model '{}' makes no text: {}", model.name, model.text_unsupported), "model",
@@ -959,19 +962,124 @@ OpenAiServer::OpenAiServer(ServerOptions options) : impl_(std::make_unique<Impl>
 OpenAiServer::~OpenAiServer() {
   if (impl_->worker) impl_->worker->stop();
   impl_->audio.reset();  // its last answers go out while the connections exist
+  impl_->warmup_thread.reset();
   impl_->http.stop();
   if (impl_->io_thread.joinable()) impl_->io_thread.join();
 }
 
 std::uint16_t OpenAiServer::port() const { return impl_->http.port(); }
 
-void OpenAiServer::ready(ServedModel model) {
+namespace {
+
+// Where a warm-up request's answer goes: nowhere; what it reports is whether it ended well.
+class WarmupResponder : public Responder {
+ public:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable ended;
+    int remaining = 0;
+    std::string first_error;
+    AudioWorker* thread = nullptr;  // the "connection's thread" of every warm-up request (the server's)
+  };
+  explicit WarmupResponder(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void reply(int status, std::string, std::string body,
+             std::vector<std::pair<std::string, std::string>>) override {
+    finish(status >= 400 ? fmt::format("{} {}", status, body) : "");
+  }
+  void begin_stream(int status, std::string, std::vector<std::pair<std::string, std::string>>) override {
+    status_ = status;
+  }
+  void write(std::string chunk) override {
+    // A stream that fails after it began says so in an error event.
+    if (chunk.find("\"error\"") != std::string::npos) error_ = chunk.substr(0, 300);
+  }
+  void end() override { finish(status_ >= 400 ? std::to_string(status_) : error_); }
+  void on_disconnect(std::function<void()>) override {}
+  void run(std::function<void()> work) override { state_->thread->post(std::move(work)); }
+
+ private:
+  void finish(const std::string& error) {
+    {
+      const std::lock_guard lock(state_->mutex);
+      if (!error.empty() && state_->first_error.empty()) state_->first_error = error;
+      --state_->remaining;
+    }
+    state_->ended.notify_all();
+  }
+  std::shared_ptr<State> state_;
+  int status_ = 200;
+  std::string error_;
+};
+
+}  // namespace
+
+void OpenAiServer::Impl::warm_up(int count) {
+  count = static_cast<int>(std::min<std::int64_t>(count, options.engine.max_running));
+  if (count <= 0) return;
+  const auto start = Clock::now();
+  warmup_thread = std::make_unique<AudioWorker>();
+  auto state = std::make_shared<WarmupResponder::State>();
+  state->remaining = count;
+  state->thread = warmup_thread.get();
+  const bool speaks = model.speech != nullptr;
+  for (int i = 0; i < count; ++i) {
+    HttpRequest request;
+    request.method = "POST";
+    // Speech long enough for the stream's chunk lengths up to 64 frames; text of a few tokens
+    // from prompts of a few lengths (token ids: a tokenizer is not needed).
+    if (speaks) {
+      request.path = request.target = "/v1/audio/speech";
+      request.body = dump(ojson{{"model", model.name},
+                                {"input", "Warming up."},
+                                {"response_format", "pcm"},
+                                {"max_new_tokens", 160},
+                                {"temperature", 0}});
+    } else {
+      std::vector<std::int64_t> prompt(static_cast<std::size_t>(1 + i * 7 % 48));
+      for (std::size_t t = 0; t < prompt.size(); ++t)
+        prompt[t] = static_cast<std::int64_t>((t * 31 + static_cast<std::size_t>(i)) %
+                                              std::max<std::int64_t>(model.vocab_size, 1));
+      request.path = request.target = "/v1/completions";
+      request.body = dump(ojson{{"model", model.name},
+                                {"prompt", prompt},
+                                {"max_tokens", 16},
+                                {"temperature", 0},
+                                {"ignore_eos", true}});
+    }
+    const auto responder = std::make_shared<WarmupResponder>(state);
+    try {
+      if (speaks) {
+        speech_endpoint(request, responder, {model, *worker, audio->next(), references, speech});
+      } else {
+        completions(false, request, responder);
+      }
+    } catch (const std::exception& e) {
+      responder->reply(500, "", e.what(), {});
+    }
+  }
+  std::unique_lock lock(state->mutex);
+  const bool done =
+      state->ended.wait_for(lock, std::chrono::seconds(600), [&] { return state->remaining == 0; });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!done) {
+    fmt::print(stderr, "zoo serve: warm-up: {} of {} requests still running after {:.0f} s; serving anyway\n",
+               state->remaining, count, seconds);
+  } else if (!state->first_error.empty()) {
+    fmt::print(stderr, "zoo serve: warm-up: a request failed ({}); serving anyway\n", state->first_error);
+  } else {
+    fmt::print(stderr, "zoo serve: warm-up: {} {} requests at once in {:.2f} s\n", count,
+               speaks ? "speech" : "text", seconds);
+  }
+}
+
+void OpenAiServer::ready(ServedModel model, int warmup_requests) {
   if (!model.runner) throw std::logic_error("OpenAiServer::ready: no runner");
   impl_->model = std::move(model);
   impl_->context_limit = impl_->model.runner->max_context();
   impl_->worker = std::make_unique<EngineWorker>(*impl_->model.runner, impl_->options.engine, impl_->options.max_queue,
                                                  impl_->options.request_timeout);
   if (impl_->model.speech) impl_->audio = std::make_unique<AudioWorkers>(impl_->options.codec_threads);
+  impl_->warm_up(warmup_requests);
   impl_->ready = true;
 }
 
@@ -990,6 +1098,7 @@ void OpenAiServer::wait() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (impl_->worker) impl_->worker->stop();  // what is left hears 503
   impl_->audio.reset();                      // and that goes out before the connections close
+  impl_->warmup_thread.reset();
   // Let the last answers leave before the connections close.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   impl_->http.stop();

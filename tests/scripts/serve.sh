@@ -34,7 +34,9 @@ run generate-penalties-reference generate "$M" --input "$TMP/penalties.jsonl" -n
 rc 0
 cp "$TMP/out" "$TMP/penalties-reference.jsonl"
 
-start_server "$M" --max-running 64 --max-queue 300 --served-model-name tiny
+start_server "$M" --max-running 64 --max-queue 300 --served-model-name tiny --warmup 4
+((cases++))
+grep -q "warm-up: 4 text requests at once in" "$TMP/server.err" || fail "no warm-up line: $(cat "$TMP/server.err")"
 ((cases++))
 curl -sf --max-time 5 "$BASE/health" | grep -q '"ok"' || fail "health: $(curl -s "$BASE/health")"
 ((cases++))

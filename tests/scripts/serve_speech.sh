@@ -23,8 +23,9 @@ done
 "$ZOO" tts "$CFG" --text "hello there" --ref-audio "$F/voice.wav" --ref-text "hi you" --seed 3 --max-frames 30 \
   --stream -q >"$TMP/voice.pcm" || fail "zoo tts --ref-audio --stream"
 
-start_server "$CFG" --served-model-name tts --voices "$TMP/voices" --max-running 8
+start_server "$CFG" --served-model-name tts --voices "$TMP/voices" --max-running 8 --warmup 3 --codec-threads 2
 grep -q "voice 'anna'" "$TMP/server.err" || fail "no voice line: $(cat "$TMP/server.err")"
+grep -q "warm-up: 3 speech requests at once in" "$TMP/server.err" || fail "no warm-up line: $(cat "$TMP/server.err")"
 ((cases++))
 python3 - "$BASE" "$TMP" "$F/voice.wav" <<'PY' || fail "speech checks (above)"
 import base64, http.client, io, json, sys, threading, urllib.parse, wave

@@ -71,8 +71,12 @@ class OpenAiServer {
   OpenAiServer& operator=(const OpenAiServer&) = delete;
 
   std::uint16_t port() const;
-  // The model is loaded: the engine starts and /health answers 200.
-  void ready(ServedModel model);
+  // The model is loaded: the engine starts, runs `warmup_requests` requests at once as clients
+  // would (speech, or completions of a few tokens), and then /health answers 200. A fresh process
+  // pays first-use costs in its first burst (kernels loaded at first launch, GEMM plans per shape,
+  // buffers grown to size, decode graphs captured); the warm-up pays them instead of the first
+  // clients. Its requests count in the engine's metrics like any others.
+  void ready(ServedModel model, int warmup_requests = 0);
   // Blocks until SIGINT or SIGTERM (or shutdown()), then stops accepting, lets running requests
   // finish for up to drain_timeout, cancels the rest and returns, the engine gone (the runner of
   // ready() may go after it; destroying the server without wait() needs that runner still alive).
