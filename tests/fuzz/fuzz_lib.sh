@@ -43,7 +43,8 @@ FUZZ_FLAGS=(-std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover
             -I"$FUZZ_SRC/plugins/higgs_audio/src" -I"$FUZZ_SRC/framework")
 for part in sdk host text validation sound; do FUZZ_FLAGS+=(-I"$FUZZ_SRC/framework/$part/include"); done
 FUZZ_LAUNCHER=()
-if command -v ccache >/dev/null 2>&1; then FUZZ_LAUNCHER=(ccache); fi
+# BASEDIR and NOHASHDIR, as scripts/configure sets them: hits from another checkout (CI clones anew).
+if command -v ccache >/dev/null 2>&1; then FUZZ_LAUNCHER=(env CCACHE_BASEDIR="$FUZZ_SRC" CCACHE_NOHASHDIR=1 ccache); fi
 
 # fuzz_stale TARGET FILES...: true when TARGET is missing or any file (or any framework header) is newer.
 fuzz_stale() {
