@@ -986,12 +986,15 @@ class WarmupResponder : public Responder {
              std::vector<std::pair<std::string, std::string>>) override {
     finish(status >= 400 ? fmt::format("{} {}", status, body) : "");
   }
-  void begin_stream(int status, std::string, std::vector<std::pair<std::string, std::string>>) override {
+  void begin_stream(int status, std::string content_type,
+                    std::vector<std::pair<std::string, std::string>>) override {
     status_ = status;
+    events_ = content_type.starts_with("text/event-stream");
   }
   void write(std::string chunk) override {
-    // A stream that fails after it began says so in an error event.
-    if (chunk.find("\"error\"") != std::string::npos) error_ = chunk.substr(0, 300);
+    // A stream of events that fails after it began says so in an error event (audio bytes are not
+    // searched: they could hold anything).
+    if (events_ && chunk.find("\"error\"") != std::string::npos) error_ = chunk.substr(0, 300);
   }
   void end() override { finish(status_ >= 400 ? std::to_string(status_) : error_); }
   void on_disconnect(std::function<void()>) override {}
@@ -1008,6 +1011,7 @@ class WarmupResponder : public Responder {
   }
   std::shared_ptr<State> state_;
   int status_ = 200;
+  bool events_ = false;
   std::string error_;
 };
 
