@@ -102,8 +102,9 @@ TEST_CASE("in-process communicator: all-reduce in rank order, the same bits on e
   }
 }
 
-TEST_CASE("in-process communicator: all-gather in rank order; a mismatch or a failed rank stops every rank",
-          "[tensor_parallel]") {
+TEST_CASE(
+    "in-process communicator: all-gather in rank order, and a mismatch or a failed rank stops every rank",
+    "[tensor_parallel]") {
   InProcessGroup group(3);
   std::vector<std::vector<float>> out(3, std::vector<float>(6));
   auto errors = on_ranks(3, [&](int r) {
