@@ -720,6 +720,13 @@ struct OpenAiServer::Impl {
                      "authentication_error");
     if (!ready) throw ApiError(503, "the model is still loading", "", "unavailable");
     if (draining) throw ApiError(503, "the server is shutting down", "", "unavailable");
+    endpoint(request, responder);
+  }
+
+  // The API's endpoints, past the server's own checks (key, readiness): what clients and the
+  // warm-up reach.
+  void endpoint(const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
+    const auto& path = request.path;
     if (path == "/v1/models") {
       if (request.method != "GET") throw ApiError(405, "use GET", "", "method_not_allowed");
       ojson entry{{"id", model.name}, {"object", "model"}, {"created", 0}, {"owned_by", "zoo"},
@@ -883,7 +890,7 @@ struct OpenAiServer::Impl {
     }
   }
 
-  void warm_up(int count);  // see OpenAiServer::ready
+  void warm_up(int count);  // see OpenAiServer::ready; its requests go to endpoint()
 
   void completions(bool chat, const HttpRequest& request, const std::shared_ptr<Responder>& responder) {
     if (!model.text_unsupported.empty())
@@ -1052,11 +1059,7 @@ void OpenAiServer::Impl::warm_up(int count) {
     }
     const auto responder = std::make_shared<WarmupResponder>(state);
     try {
-      if (speaks) {
-        speech_endpoint(request, responder, {model, *worker, audio->next(), references, speech});
-      } else {
-        completions(false, request, responder);
-      }
+      endpoint(request, responder);
     } catch (const std::exception& e) {
       responder->reply(500, "", e.what(), {});
     }
