@@ -29,9 +29,9 @@ class InProcessGroup::Rank : public Communicator {
     }
     group_.arrive_and_wait();  // every slice summed; nobody reads the inputs any more
     for (std::size_t r = 0; r < ranks; ++r) {
-      const auto [b, e] = slice(n, r, ranks);
-      std::copy(group_.ranks_[r]->partial_.begin(), group_.ranks_[r]->partial_.end(), values.begin() + b);
-      (void)e;
+      const auto& part = group_.ranks_[r]->partial_;
+      std::copy(part.begin(), part.end(),
+                values.begin() + static_cast<std::ptrdiff_t>(slice(n, r, ranks).first));
     }
     group_.arrive_and_wait();  // every rank copied: the slices may be reused
   }

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "zoo/error.hpp"
+#include "zoo/sliced_weight_source.hpp"
 
 namespace zoo {
 
@@ -73,16 +74,8 @@ TensorView ShardedWeightSource::view(std::string_view name) const {
   const auto info = base_->info(name);
   const auto s = info ? slice_of(name, *info) : std::nullopt;
   if (!s) return whole;
+  if (s->rule->dim == 0) return row_range(whole, s->begin, s->count);  // a pointer into the stored bytes
   const std::size_t elem = dtype_size(whole.dtype);
-  if (s->rule->dim == 0) {  // rows: a pointer into the stored bytes
-    std::size_t row_bytes = elem;
-    for (std::size_t d = 1; d < whole.shape.size(); ++d)
-      row_bytes *= static_cast<std::size_t>(whole.shape[d]);
-    TensorView part = whole;
-    part.data = static_cast<const std::byte*>(whole.data) + static_cast<std::size_t>(s->begin) * row_bytes;
-    part.shape[0] = s->count;
-    return part;
-  }
   const std::lock_guard lock(mutex_);
   auto it = copies_.find(name);
   if (it == copies_.end()) {  // columns: this rank's, copied row by row

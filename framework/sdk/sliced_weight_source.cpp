@@ -9,6 +9,18 @@
 
 namespace zoo {
 
+TensorView row_range(const TensorView& whole, std::int64_t begin, std::int64_t count) {
+  if (whole.shape.empty() || begin < 0 || count < 0 || begin + count > whole.shape[0])
+    throw std::out_of_range(
+        fmt::format("row_range: rows [{}, {}) of shape {}", begin, begin + count, shape_str(whole.shape)));
+  std::size_t row_bytes = dtype_size(whole.dtype);
+  for (std::size_t d = 1; d < whole.shape.size(); ++d) row_bytes *= static_cast<std::size_t>(whole.shape[d]);
+  TensorView part = whole;
+  part.data = static_cast<const std::byte*>(whole.data) + static_cast<std::size_t>(begin) * row_bytes;
+  part.shape[0] = count;
+  return part;
+}
+
 SlicedWeightSource::SlicedWeightSource(std::shared_ptr<const WeightSource> base, std::vector<SliceRule> rules)
     : base_(std::move(base)), rules_(std::move(rules)) {
   if (!base_) throw std::invalid_argument("SlicedWeightSource: no base source");
@@ -82,11 +94,7 @@ TensorView SlicedWeightSource::view(std::string_view name) const {
   TensorView whole = base_->view(m->stored);
   std::int64_t begin = 0;
   for (std::size_t i = 0; i < m->part; ++i) begin += m->rule->parts[i].rows;
-  const std::size_t row_bytes = whole.nbytes() / static_cast<std::size_t>(whole.shape[0]);
-  TensorView part = whole;
-  part.data = static_cast<const std::byte*>(whole.data) + static_cast<std::size_t>(begin) * row_bytes;
-  part.shape[0] = m->rule->parts[m->part].rows;
-  return part;
+  return row_range(whole, begin, m->rule->parts[m->part].rows);
 }
 
 std::string SlicedWeightSource::stored_name(std::string_view name) const {

@@ -12,6 +12,10 @@
 
 namespace zoo {
 
+// Rows [begin, begin + count) of a view along its first dimension: a pointer into the same bytes
+// (a fused tensor's part here, a rank's rows in ShardedWeightSource).
+TensorView row_range(const TensorView& whole, std::int64_t begin, std::int64_t count);
+
 // One fused tensor kind: every stored name ending in `fused` (e.g. "self_attn.qkv_proj.weight")
 // is split into consecutive row ranges, part i being rows [sum of earlier rows, + rows) and named
 // by replacing that ending with parts[i].suffix. The rows must add up to the stored rows.
