@@ -137,7 +137,7 @@ struct AloneSpeech {
   SpeechResult result;
   std::vector<float> margins;  // per row
 };
-AloneSpeech speech_alone(Model& model, const SpeechRequest& request) {
+[[maybe_unused]] AloneSpeech speech_alone(Model& model, const SpeechRequest& request) {  // CUDA builds only
   const test::ScopedEnv host("ZOO_TTS_HOST_SAMPLING", "1");
   const auto sequence = model.need_extension<SpeechSteps>().start_speech(request);
   auto session = model.new_session();
