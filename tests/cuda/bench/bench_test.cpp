@@ -309,3 +309,62 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
     }
   }
 }
+
+// Decode attention of a batch step (the batch runtime's shape): B sequences of 512..543 keys in
+// shuffled 16-row pages, Qwen3-8B's heads (32/8, head_dim 128), the grid sized for the runner's
+// kv bucket (1024), lengths read on the device, captured in a graph over `layers` caches (so no
+// layer finds its keys in L2). Effective bandwidth counts each sequence's K and V bytes once.
+TEST_CASE("bench: batched decode attention over pages", "[.bench][batch_attn_bench]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(11);
+  Stream stream;
+  const int layers = 4, D = 128, Hq = 32, Hk = 8;
+  constexpr std::int64_t P = 16, kBucket = 1024;
+  for (const int B : {1, 8, 64, 96, 128, 256}) {
+    std::vector<std::int32_t> lens(static_cast<std::size_t>(B));
+    std::int64_t keys = 0;
+    for (auto& L : lens) keys += L = static_cast<std::int32_t>(512 + rng() % 32);
+    const std::int64_t stride = kBucket / P, pages = B * stride;
+    std::vector<std::int32_t> table(static_cast<std::size_t>(pages));
+    for (std::int64_t i = 0; i < pages; ++i)
+      table[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+    std::shuffle(table.begin(), table.end(), rng);
+    const std::size_t cache = static_cast<std::size_t>(pages * P) * Hk * D;
+    DeviceBuffer q = random_bf16_buffer(rng, static_cast<std::size_t>(B) * Hq * D),
+                 o(static_cast<std::size_t>(B) * Hq * D * 2), k(layers * cache * 2), v(layers * cache * 2);
+    k.fill_bytes(0x3c);
+    v.fill_bytes(0x3c);
+    DeviceBuffer ws(decode_attention_workspace_bytes(B, Hq, D)), dlen = upload(lens), dtable = upload(table);
+    ws.fill_bytes(0);
+    std::printf("batched decode attention B %-4d ctx 512..543:", B);
+    // The tile loop per ZOO_DECODE_PIPE: 0 the plain one, 1 the pipelined one, default as picked.
+    for (const char* pipe : {"0", "1", "default"}) {
+      const zoo::test::ScopedEnv pipe_env("ZOO_DECODE_PIPE", std::string(pipe) == "default" ? nullptr : pipe);
+      CudaGraph graph;
+      graph.begin_capture(stream);
+      for (int l = 0; l < layers; ++l) {
+        DecodeAttentionArgs a;
+        a.q = q.as<Bf16>();
+        a.k_cache = k.as<Bf16>() + l * cache;
+        a.v_cache = v.as<Bf16>() + l * cache;
+        a.out = o.as<Bf16>();
+        a.kv_len = kBucket;
+        a.kv_len_device = dlen.as<std::int32_t>();
+        a.q_heads = Hq;
+        a.kv_heads = Hk;
+        a.head_dim = D;
+        a.batch = B;
+        a.page_table = dtable.as<std::int32_t>();
+        a.page_stride = stride;
+        a.workspace = ws.data();
+        a.workspace_bytes = ws.size();
+        attention_decode(a, stream);
+      }
+      graph.end_capture(stream);
+      const double ms = median_ms([&] { graph.launch(stream); }, stream, 20) / layers;
+      std::printf("  pipe %s %8.2f us %6.0f GB/s", pipe, ms * 1e3,
+                  2.0 * keys * Hk * D * 2 / (ms * 1e-3) / 1e9);
+    }
+    std::printf("\n");
+  }
+}

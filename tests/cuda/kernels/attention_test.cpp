@@ -201,18 +201,23 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
     // Every split policy (ZOO_DECODE_ATTN, read per call): the default (splits of short grids
     // merged in a thread-block cluster), 1 (merged by the last block's ticket), 0 (a second kernel);
     // and the default as a device before sm_90 runs it (no cluster: the ticket merge).
+    // Each also with the pipelined tile loop forced wherever no cluster merges (ZOO_DECODE_PIPE=1;
+    // by default it runs only for grids of many waves).
     for (const char* policy : {"", "1", "0", "pre-hopper"}) {
-      INFO("ZOO_DECODE_ATTN=" << policy);
-      const bool pre_hopper = std::string_view(policy) == "pre-hopper";
-      const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy && !pre_hopper ? policy : nullptr);
-      // Set for that case only: a run with ZOO_CUDA_PRE_HOPPER=1 throughout (the forced run of
-      // tools/gpu/check_cuda.sh) must keep it for the others.
-      std::optional<zoo::test::ScopedEnv> arch;
-      if (pre_hopper) arch.emplace("ZOO_CUDA_PRE_HOPPER", "1");
-      dout.fill_bytes(0xff);
-      attention_decode(a, stream);
-      stream.synchronize();
-      check_attention(dout, in.ref);
+      for (const char* pipe : {"", "1"}) {
+        INFO("ZOO_DECODE_ATTN=" << policy << " ZOO_DECODE_PIPE=" << pipe);
+        const bool pre_hopper = std::string_view(policy) == "pre-hopper";
+        const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy && !pre_hopper ? policy : nullptr);
+        const zoo::test::ScopedEnv pipe_env("ZOO_DECODE_PIPE", *pipe ? pipe : nullptr);
+        // Set for that case only: a run with ZOO_CUDA_PRE_HOPPER=1 throughout (the forced run of
+        // tools/gpu/check_cuda.sh) must keep it for the others.
+        std::optional<zoo::test::ScopedEnv> arch;
+        if (pre_hopper) arch.emplace("ZOO_CUDA_PRE_HOPPER", "1");
+        dout.fill_bytes(0xff);
+        attention_decode(a, stream);
+        stream.synchronize();
+        check_attention(dout, in.ref);
+      }
     }
   }
 }
@@ -388,9 +393,11 @@ TEST_CASE("attention_decode: a batch of sequences over shuffled KV pages, each a
     a.batch = B;
     a.page_table = dtable.as<std::int32_t>();
     a.page_stride = max_pages;
-    for (const char* policy : {"", "1", "0"}) {
-      INFO("ZOO_DECODE_ATTN=" << policy);
+    for (const auto& [policy, pipe] : {std::pair{"", ""}, std::pair{"1", ""}, std::pair{"0", ""},
+                                       std::pair{"", "1"}, std::pair{"1", "1"}, std::pair{"0", "1"}}) {
+      INFO("ZOO_DECODE_ATTN=" << policy << " ZOO_DECODE_PIPE=" << pipe);
       const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy ? policy : nullptr);
+      const zoo::test::ScopedEnv pipe_env("ZOO_DECODE_PIPE", *pipe ? pipe : nullptr);
       for (std::int64_t kv_len : {std::int64_t{5000}, std::int64_t{800}}) {
         // 800: a short-grid bucket (lengths above it are not in this call: drop them)
         const int batch = kv_len == 5000 ? B : B - 1;
