@@ -407,6 +407,8 @@ std::vector<Completion> Engine::step() {
   std::vector<ForwardResult> results = runner_.wait();
   const auto waited = std::chrono::steady_clock::now();
   ++stats_.steps;
+  if (const nlohmann::json runner_stats = runner_.stats(); runner_stats.contains("device_seconds"))
+    stats_.device_seconds = runner_stats["device_seconds"].get<double>();
 
   // 4. The picks: a token per sampling slice; finished sequences leave.
   std::vector<Completion> done;

@@ -314,6 +314,9 @@ int run_generate_batch(const GenerateOptions& o) {
                st.preemptions, st.peak_pages_used, st.pages_capacity,
                st.pages_capacity ? 100.0 * static_cast<double>(st.peak_pages_used) / static_cast<double>(st.pages_capacity)
                                  : 0.0);
+    if (st.device_seconds > 0)  // where the runner times its steps on the device
+      fmt::print(stderr, "generate: steps {:.3f} s, the device busy {:.3f} s of them ({:.1f}%)\n", st.seconds,
+                 st.device_seconds, 100.0 * st.device_seconds / st.seconds);
   }
   return 0;
 }

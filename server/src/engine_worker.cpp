@@ -172,6 +172,7 @@ void EngineWorker::loop() {
     counters_.step_seconds = st.seconds;
     counters_.host_seconds = st.host_seconds;
     counters_.submit_seconds = st.submit_seconds;
+    counters_.device_seconds = st.device_seconds;
     counters_.running = engine_.running();
     counters_.waiting = engine_.waiting();
     const auto pool = runner_.pool();

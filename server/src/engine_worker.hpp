@@ -60,7 +60,7 @@ class EngineWorker {
     std::int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, preemptions = 0, running = 0, waiting = 0;
     std::int64_t pages_used = 0, pages_capacity = 0;
     std::int64_t prefix_queries = 0, prefix_hits = 0, prefix_hit_tokens = 0;
-    double step_seconds = 0, host_seconds = 0, submit_seconds = 0;
+    double step_seconds = 0, host_seconds = 0, submit_seconds = 0, device_seconds = 0;
   };
   Counters counters() const;
 

@@ -774,6 +774,10 @@ struct OpenAiServer::Impl {
     add("zoo_engine_submit_seconds_total", "counter",
         "Of those, preparing and launching each forward pass (the device runs what is launched meanwhile)",
         c.submit_seconds);
+    add("zoo_engine_device_seconds_total", "counter",
+        "Of those, the device's own time from each step's first copy to its last (CUDA; 0 where not "
+        "measured)",
+        c.device_seconds);
     add("zoo_preemptions_total", "counter", "Sequences preempted (recomputed later) when KV pages ran out",
         c.preemptions);
     add("zoo_kv_pages_used", "gauge", "KV cache pages in use (the fullest group)", c.pages_used);

@@ -272,7 +272,7 @@ PY
 ((cases++))
 curl -sf --max-time 5 "$BASE/metrics" >"$TMP/metrics"
 for name in zoo_generation_tokens_total zoo_time_to_first_token_seconds_count zoo_inter_token_latency_seconds_bucket \
-  zoo_kv_pages_total zoo_requests_finished_total zoo_prefix_cache_hits_total; do
+  zoo_kv_pages_total zoo_requests_finished_total zoo_prefix_cache_hits_total zoo_engine_device_seconds_total; do
   grep -q "^$name" "$TMP/metrics" || fail "metrics lack $name"
 done
 [[ $(sed -n 's/^zoo_generation_tokens_total //p' "$TMP/metrics") -gt 100 ]] || fail "metrics: $(grep generation "$TMP/metrics")"

@@ -58,7 +58,10 @@ class CudaRunner : public KvRunner, private CudaRows {
 
   // ---- Runner ----
   nlohmann::json stats() const override {
-    return {{"rows", T_}, {"decode_rows", decodes_}, {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_}};
+    return {{"rows", T_},
+            {"decode_rows", decodes_},
+            {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_},
+            {"device_seconds", device_seconds_}};
   }
 
   SequenceId fork_sequence(SequenceId id, std::int64_t tokens) override {
@@ -74,6 +77,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     kv_.check(batch, b_.w_.table_rows);
     ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
     cudaStream_t s = *b_.stream_;
+    step_begin_.record(s);
     kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
     plan(batch);
     if (history_stride_ > 0) record_history();
@@ -94,6 +98,7 @@ class CudaRunner : public KvRunner, private CudaRows {
                        top_values_dev_.as<float>(), s, scores_ > 0 ? score_ids_dev_.as<std::int32_t>() : nullptr,
                        id_values_dev_.as<float>());
     download_results();
+    step_end_.record(s);
     pending_ = true;
   }
 
@@ -101,6 +106,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     if (!pending_) throw std::logic_error(c_.family + ": wait() without a submitted batch");
     pending_ = false;
     b_.stream_->synchronize();
+    device_seconds_ += cu::Event::elapsed_ms(step_begin_, step_end_) / 1e3;
     std::vector<ForwardResult> results(slices_.size());
     for (Slice& slice : slices_) {
       ForwardResult& result = results[slice.index];
@@ -1013,6 +1019,10 @@ class CudaRunner : public KvRunner, private CudaRows {
 
   std::vector<Storage> storage_;  // per group
   bool pending_ = false;
+  // Device time of the steps so far, from a step's first copy to its last (stats()): against the
+  // engine's wall time per step, what the device spends waiting for the host.
+  cu::Event step_begin_, step_end_;
+  double device_seconds_ = 0;
   // The step in flight.
   std::vector<Slice> slices_;  // decodes first
   std::int64_t decodes_ = 0, out_rows_count_ = 0, max_decode_len_ = 0;

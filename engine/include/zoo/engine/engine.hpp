@@ -90,6 +90,10 @@ struct EngineStats {
   // the picks after wait() (what preparing step n+1 during step n could hide).
   double host_seconds = 0;
   double submit_seconds = 0;  // in Runner::submit(): preparing the step and launching it
+  // The device's own time in those steps, from each step's first copy to its last, where the
+  // runner measures it (its stats() key "device_seconds"; CUDA): seconds - device_seconds is what
+  // the device spent waiting for the host within steps.
+  double device_seconds = 0;
 };
 
 class Engine {
