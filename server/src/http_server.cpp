@@ -259,6 +259,12 @@ void accept_next(const std::shared_ptr<HttpServer::State>& state) {
   state->acceptor.async_accept(net::make_strand(state->io), [state](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !state->acceptor.is_open()) return;
     if (!ec) {
+      // A stream is many small writes (an event per token). With Nagle's algorithm each one waits
+      // for the client's ACK of the one before, which the client may delay (40 ms on Linux), so
+      // tokens would arrive in bursts; servers that stream (asyncio's transports, llama-server)
+      // turn it off. Where the option cannot be set, the connection still works.
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       auto connection = std::make_shared<Connection>(std::move(socket), state);
       std::erase_if(state->live, [](const auto& c) { return c.expired(); });
       state->live.push_back(connection);
