@@ -37,6 +37,40 @@ double median_ms(const std::function<void()>& run, cudaStream_t stream, int iter
 
 DeviceBuffer random_bf16_buffer(std::mt19937& rng, std::size_t n) { return upload_bf16(random_bf16_values(rng, n)); }
 
+// A decode attention call's settings for the benches: one query token per sequence, lengths on the
+// device, the grid sized for kv_len.
+DecodeAttentionArgs decode_args(DeviceBuffer& q, DeviceBuffer& out, std::int64_t kv_len,
+                                DeviceBuffer& lengths, int q_heads, int kv_heads, int head_dim,
+                                DeviceBuffer& workspace) {
+  DecodeAttentionArgs a;
+  a.q = q.as<Bf16>();
+  a.out = out.as<Bf16>();
+  a.kv_len = kv_len;
+  a.kv_len_device = lengths.as<std::int32_t>();
+  a.q_heads = q_heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.workspace = workspace.data();
+  a.workspace_bytes = workspace.size();
+  return a;
+}
+
+// Median microseconds of one decode attention call with `a`'s settings, over a graph of `layers`
+// calls whose layer l reads the caches at k and v + l * cache elements (no layer finds its keys in
+// L2). Environment switches are read while the graph is captured.
+double decode_attention_us(DecodeAttentionArgs a, DeviceBuffer& k, DeviceBuffer& v, std::size_t cache,
+                           int layers, const Stream& stream) {
+  CudaGraph graph;
+  graph.begin_capture(stream);
+  for (int l = 0; l < layers; ++l) {
+    a.k_cache = k.as<Bf16>() + l * cache;
+    a.v_cache = v.as<Bf16>() + l * cache;
+    attention_decode(a, stream);
+  }
+  graph.end_capture(stream);
+  return median_ms([&] { graph.launch(stream); }, stream, 20) * 1e3 / layers;
+}
+
 }  // namespace
 
 TEST_CASE("bench: GEMM, attention and elementwise ops", "[.bench][cuda_bench]") {
@@ -278,32 +312,15 @@ TEST_CASE("bench: decode attention in graphs, per policy", "[.bench][decode_attn
       DeviceBuffer dlen = upload(l32);
       std::printf("decode attention graph heads %d/%d ctx %-6lld (bucket %lld):", Hq, Hk, (long long)len,
                   (long long)bucket);
+      const DecodeAttentionArgs a = decode_args(q, o, bucket, dlen, Hq, Hk, D, ws);
       // Policy, then PDL on or off (ZOO_PDL=0: each call waits for the previous one to finish
       // before it starts; with PDL the next call loads its first K/V tiles meanwhile).
       for (const auto& [policy, pdl] : {std::pair{"0", false}, std::pair{"1", false}, std::pair{"default", false},
                                         std::pair{"0", true}, std::pair{"1", true}, std::pair{"default", true}}) {
         const zoo::test::ScopedEnv policy_env("ZOO_DECODE_ATTN", std::string(policy) == "default" ? nullptr : policy);
         const zoo::test::ScopedEnv pdl_env("ZOO_PDL", pdl ? "1" : "0");
-        CudaGraph graph;
-        graph.begin_capture(stream);
-        for (int l = 0; l < layers; ++l) {
-          DecodeAttentionArgs a;
-          a.q = q.as<Bf16>();
-          a.k_cache = k.as<Bf16>() + l * cache;
-          a.v_cache = v.as<Bf16>() + l * cache;
-          a.out = o.as<Bf16>();
-          a.kv_len = bucket;
-          a.kv_len_device = dlen.as<std::int32_t>();
-          a.q_heads = Hq;
-          a.kv_heads = Hk;
-          a.head_dim = D;
-          a.workspace = ws.data();
-          a.workspace_bytes = ws.size();
-          attention_decode(a, stream);
-        }
-        graph.end_capture(stream);
-        const double ms = median_ms([&] { graph.launch(stream); }, stream, 20);
-        std::printf("  policy %s%s %6.2f us", policy, pdl ? "+pdl" : "", ms * 1e3 / layers);
+        const double us = decode_attention_us(a, k, v, cache, layers, stream);
+        std::printf("  policy %s%s %6.2f us", policy, pdl ? "+pdl" : "", us);
       }
       std::printf("   (K+V %.2f MB per call)\n", 2.0 * len * Hk * D * 2 / 1e6);
     }
@@ -337,33 +354,15 @@ TEST_CASE("bench: batched decode attention over pages", "[.bench][batch_attn_ben
     DeviceBuffer ws(decode_attention_workspace_bytes(B, Hq, D)), dlen = upload(lens), dtable = upload(table);
     ws.fill_bytes(0);
     std::printf("batched decode attention B %-4d ctx 512..543:", B);
+    DecodeAttentionArgs a = decode_args(q, o, kBucket, dlen, Hq, Hk, D, ws);
+    a.batch = B;
+    a.page_table = dtable.as<std::int32_t>();
+    a.page_stride = stride;
     // The tile loop per ZOO_DECODE_PIPE: 0 the plain one, 1 the pipelined one, default as picked.
     for (const char* pipe : {"0", "1", "default"}) {
       const zoo::test::ScopedEnv pipe_env("ZOO_DECODE_PIPE", std::string(pipe) == "default" ? nullptr : pipe);
-      CudaGraph graph;
-      graph.begin_capture(stream);
-      for (int l = 0; l < layers; ++l) {
-        DecodeAttentionArgs a;
-        a.q = q.as<Bf16>();
-        a.k_cache = k.as<Bf16>() + l * cache;
-        a.v_cache = v.as<Bf16>() + l * cache;
-        a.out = o.as<Bf16>();
-        a.kv_len = kBucket;
-        a.kv_len_device = dlen.as<std::int32_t>();
-        a.q_heads = Hq;
-        a.kv_heads = Hk;
-        a.head_dim = D;
-        a.batch = B;
-        a.page_table = dtable.as<std::int32_t>();
-        a.page_stride = stride;
-        a.workspace = ws.data();
-        a.workspace_bytes = ws.size();
-        attention_decode(a, stream);
-      }
-      graph.end_capture(stream);
-      const double ms = median_ms([&] { graph.launch(stream); }, stream, 20) / layers;
-      std::printf("  pipe %s %8.2f us %6.0f GB/s", pipe, ms * 1e3,
-                  2.0 * keys * Hk * D * 2 / (ms * 1e-3) / 1e9);
+      const double us = decode_attention_us(a, k, v, cache, layers, stream);
+      std::printf("  pipe %s %8.2f us %6.0f GB/s", pipe, us, 2.0 * keys * Hk * D * 2 / (us * 1e-6) / 1e9);
     }
     std::printf("\n");
   }
