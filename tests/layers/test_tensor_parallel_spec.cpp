@@ -4,7 +4,6 @@
 // that do not divide, or that the decoder cannot split yet, are refused by name.
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
