@@ -8,6 +8,7 @@
 
 #include "file_options.hpp"
 #include "numeric_option.hpp"
+#include "zoo/checked.hpp"
 #include "zoo/error.hpp"
 #include "zoo/model_spec.hpp"
 
@@ -22,6 +23,7 @@ SpecOverrides ModelOptions::overrides() const {
     o.dtype = *parsed;
   }
   if (max_context != 0) o.max_context = max_context;  // 0: not given; negatives are rejected by open_model
+  if (tensor_parallel != 0) o.tensor_parallel = tensor_parallel;
   for (const auto& d : plugin_dirs) o.plugin_dirs.emplace_back(d);
   return o;
 }
@@ -44,6 +46,12 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "KV-cache capacity per session in tokens (default: the YAML's, else 4096)")
       ->default_str("")
       ->check(integer_in(1));  // 0 and negative values were once silently ignored: refuse them
+  command
+      .add_option(
+          "--tensor-parallel", options.tensor_parallel,
+          "Ranks to split each layer over: threads on cpu, GPUs on cuda (default: the YAML's, else 1)")
+      ->default_str("")
+      ->check(integer_in(1, kMaxTensorParallel));
   command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
       ->default_str("")
       ->check(integer_in(1, 4096));

@@ -18,6 +18,7 @@ struct ModelOptions {
   std::string device;  // empty: from the YAML
   std::string dtype;
   long long max_context = 0;
+  long long tensor_parallel = 0;  // 0: the YAML's (default 1)
   int threads = 0;  // 0: ZOO_NUM_THREADS, else every core
 
   SpecOverrides overrides() const;

@@ -46,7 +46,8 @@ struct Reader {
   }
 
   void read_model(const YAML::Node& node, ModelSpec& spec) const {
-    const auto entries = yc::map_entries(label, node, "model", {"plugin", "checkpoint", "device", "dtype", "max_context"});
+    const auto entries = yc::map_entries(
+        label, node, "model", {"plugin", "checkpoint", "device", "dtype", "max_context", "tensor_parallel"});
     bool have_checkpoint = false;
     const YAML::Node* dtype_node = nullptr;
     for (const auto& e : entries) {
@@ -75,6 +76,13 @@ struct Reader {
           yc::fail(label, e.value,
                    fmt::format("model.max_context {} is larger than the limit of {} tokens", spec.max_context,
                                kMaxContextTokens));
+      } else if (e.key == "tensor_parallel") {
+        const std::int64_t ranks = yc::as_int(label, e.value, "model.tensor_parallel");
+        if (ranks < 1 || ranks > kMaxTensorParallel)
+          yc::fail(label, e.value,
+                   fmt::format("model.tensor_parallel {} is outside 1..{} (ranks each layer is split over)",
+                               ranks, kMaxTensorParallel));
+        spec.tensor_parallel = static_cast<int>(ranks);
       }
     }
     if (!have_checkpoint) yc::fail(label, node, "model.checkpoint is required (a checkpoint directory or file)");

@@ -24,6 +24,7 @@
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/plugin_abi.hpp"
+#include "zoo/tensor_parallel.hpp"
 
 // Where plugins live relative to the directory of the zoo binary in an install tree; the build
 // tree always uses ../lib/zoo/plugins. Both coincide unless CMAKE_INSTALL_LIBDIR is not "lib".
@@ -473,6 +474,14 @@ std::shared_ptr<Model> PluginRegistry::create_model(std::string_view plugin_or_t
   std::unique_ptr<Model> model = loaded->create(args, *this);
   if (!model) {
     throw InputError(fmt::format("{}: plugin '{}' returned no model", info.path.string(), info.name));
+  }
+  // A split asked for must be a split honoured (a plugin that never reads the field would run on
+  // one rank and say nothing).
+  if (args.tensor_parallel != 1) {
+    const auto& split = model->need_extension<TensorParallel>();
+    if (split.ranks() != args.tensor_parallel)
+      throw InputError(fmt::format("model '{}' (plugin {}) runs over {} ranks, not the {} asked for",
+                                   model->info().model_type, info.name, split.ranks(), args.tensor_parallel));
   }
   auto holder = std::make_shared<ModelHolder>(ModelHolder{loaded, std::move(model)});
   Model* raw = holder->model.get();

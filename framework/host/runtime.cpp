@@ -31,6 +31,9 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
     // The same bound as model.max_context in the YAML, checked before any plugin sizes a cache.
     spec.max_context = check_range(*overrides.max_context, 1, kMaxContextTokens, "--max-context");
   }
+  if (overrides.tensor_parallel)
+    spec.tensor_parallel =
+        static_cast<int>(check_range(*overrides.tensor_parallel, 1, kMaxTensorParallel, "--tensor-parallel"));
 
   std::vector<PluginSearchEntry> dirs;
   for (const auto& dir : overrides.plugin_dirs) dirs.push_back({dir, "--plugin-dir"});
@@ -49,6 +52,7 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
   args.device = spec.device;
   args.dtype = spec.dtype;
   args.max_context = spec.max_context;
+  args.tensor_parallel = spec.tensor_parallel;
   const std::string label = (spec.checkpoint / "config.json").string();
   const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(opened.config, label).name;
   try {

@@ -35,6 +35,7 @@ struct ModelSpec {
   // "--dtype", or "FILE (default)".
   std::string device_origin, dtype_origin;
   std::int64_t max_context = 4096;
+  int tensor_parallel = 1;  // ranks each layer is split over (model.tensor_parallel)
   std::vector<std::filesystem::path> plugin_paths;
   std::vector<AliasRule> aliases;
   std::optional<ValidationSpec> validation;

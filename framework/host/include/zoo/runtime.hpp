@@ -16,6 +16,7 @@ struct SpecOverrides {
   std::optional<Device> device;
   std::optional<DType> dtype;
   std::optional<std::int64_t> max_context;
+  std::optional<std::int64_t> tensor_parallel;
   std::vector<std::filesystem::path> plugin_dirs;
 };
 

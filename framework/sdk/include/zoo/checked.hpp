@@ -19,6 +19,9 @@ namespace zoo {
 // length shipped today (10M), small enough that max_context times any bounded per-token size
 // stays far from 64-bit overflow.
 inline constexpr std::int64_t kMaxContextTokens = std::int64_t{1} << 24;
+// The most ranks a model may be split over (model.tensor_parallel, --tensor-parallel): more than
+// any host has GPUs, and few enough that a mistyped value does not start thousands of threads.
+inline constexpr std::int64_t kMaxTensorParallel = 64;
 
 // a * b for non-negative sizes; InputError "<what>: A x B overflows" when the product does not fit
 // in int64. `what` names the field or quantity ("ckpt/config.json: num_attention_heads x head_dim").

@@ -29,6 +29,10 @@ struct ModelArgs {
   Device device;
   DType dtype = DType::F32;         // compute dtype
   std::int64_t max_context = 4096;  // KV-cache capacity per session
+  // Ranks the model splits each layer over (model.tensor_parallel). A model that honours a value
+  // above 1 offers the TensorParallel extension (zoo/tensor_parallel.hpp); the host refuses one
+  // that does not, so a plugin that never reads this field cannot ignore it silently.
+  int tensor_parallel = 1;
 };
 
 struct ModelInfo {

@@ -26,8 +26,9 @@
 // and the codec left Model for the RowTables, Speech and Codec extensions. 9: scoring given ids
 // (OutputRequest::score_ids, ForwardResult::scores), RunnerOptions::kv_memory_fraction. 10: penalties
 // in SampleRequest (repetition, frequency, presence over the sequence's own tokens). 11: streamed
-// speech (SpeechProgress::new_frames, CodeDecoder::context_frames appended).
-#define ZOO_PLUGIN_ABI_VERSION 11u
+// speech (SpeechProgress::new_frames, CodeDecoder::context_frames appended). 12: tensor parallelism
+// (ModelArgs::tensor_parallel appended; the TensorParallel extension).
+#define ZOO_PLUGIN_ABI_VERSION 12u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)
