@@ -9,6 +9,7 @@
 #include "decoder_backend.hpp"
 #include "zoo/error.hpp"
 #include "zoo/row_tables.hpp"
+#include "zoo/tensor_parallel.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI {
 
@@ -104,13 +105,21 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
 
 namespace {
 
-class DecoderModel : public Model, public RowTables {
+class DecoderModel : public Model, public RowTables, public TensorParallel {
  public:
-  DecoderModel(DecoderSpec spec, const ModelArgs& args) : spec_(std::move(spec)), weights_(args.weights) {
+  DecoderModel(DecoderSpec spec, const ModelArgs& args)
+      : spec_(std::move(spec)), weights_(args.weights), ranks_(args.tensor_parallel) {
     spec_.check(spec_.family + " config");
     if (!weights_) throw InputError(spec_.family + ": no weight source given");
     // Bounds max_context and checks the KV-cache size fits before a backend multiplies it out.
     spec_.kv_cache_elements(args.max_context, spec_.family);
+    if (ranks_ < 1)
+      throw InputError(fmt::format("{}: tensor_parallel {} is not a rank count", spec_.family, ranks_));
+    if (ranks_ > 1 && !args.device.is_cpu())
+      throw SettingError(
+          fmt::format("{}: tensor parallelism runs on the CPU backend only so far (ranks as threads); "
+                      "NCCL across GPUs is not built yet",
+                      spec_.family));
     if (args.device.is_cpu()) {
       if (args.dtype != DType::F32)
         throw SettingError(fmt::format("{}: the CPU backend computes in float32, not {}", spec_.family, dtype_name(args.dtype)));
@@ -124,7 +133,11 @@ class DecoderModel : public Model, public RowTables {
   }
 
   ModelInfo info() const override {
-    return {spec_.family, spec_.model_type.empty() ? spec_.family : spec_.model_type, spec_.vocab_size, spec_.hidden_size, spec_.num_layers, spec_.summary()};
+    std::string summary = spec_.summary();
+    if (ranks_ > 1) summary += fmt::format(", tensor parallel over {} ranks", ranks_);
+    return {spec_.family,     spec_.model_type.empty() ? spec_.family : spec_.model_type,
+            spec_.vocab_size, spec_.hidden_size,
+            spec_.num_layers, summary};
   }
   std::vector<TensorRequirement> requirements() const override { return decoder_requirements(spec_); }
   const WeightSource& weight_source() const override { return *weights_; }
@@ -156,12 +169,15 @@ class DecoderModel : public Model, public RowTables {
   nlohmann::json runtime_stats() const override { return backend_->runtime_stats(); }
   Extension* find_extension(std::string_view name) override {
     if (name == RowTables::kName) return static_cast<RowTables*>(this);
+    if (name == TensorParallel::kName) return static_cast<TensorParallel*>(this);
     return nullptr;
   }
+  int ranks() const override { return ranks_; }
 
  private:
   DecoderSpec spec_;
   std::shared_ptr<const WeightSource> weights_;
+  int ranks_;
   std::shared_ptr<DecoderBackend> backend_;  // shared with the sessions
   std::vector<RowTableSource> tables_;       // until load()
   bool loaded_ = false;

@@ -96,6 +96,9 @@ class KvRunner : public Runner {
     return kv_.pages_needed(id, count);
   }
   KvPoolStats pool() const override { return kv_.stats(page_bytes_); }
+  // What submit() checks before anything changes (the batch against the sequences, the pool and
+  // the backend's row tables).
+  virtual void check(const ForwardBatch& batch) const = 0;
 
  protected:
   // `page_bytes`: one page of every layer, keys and values.

@@ -13,10 +13,6 @@ DecoderShard shard_decoder(const DecoderSpec& spec, int rank, int ranks) {
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw std::invalid_argument(fmt::format("shard_decoder: rank {} of {}", rank, ranks));
   const std::string label = fmt::format("{}: tensor parallelism over {} ranks", spec.family, ranks);
-  if (spec.qk_norm == QkNorm::whole && ranks > 1)
-    throw InputError(
-        label +
-        ": a q/k norm over the whole projection is not split yet (its mean of squares spans the ranks)");
   if (spec.moe_layers() > 0 && ranks > 1)
     throw InputError(label + ": mixture-of-experts layers are not split yet");
   // Query heads, the intermediate size and the vocabulary must divide: a replicated query head or
@@ -39,6 +35,9 @@ DecoderShard shard_decoder(const DecoderSpec& spec, int rank, int ranks) {
   shard.vocab_begin = spec.vocab_size / ranks * rank;
   shard.vocab_end = shard.vocab_begin + spec.vocab_size / ranks;
   shard.adds_row_parallel_bias = rank == 0;
+  shard.rank = rank;
+  shard.ranks = ranks;
+  shard.kv_replicas = spec.num_kv_heads < ranks ? ranks / static_cast<int>(spec.num_kv_heads) : 1;
   if (ranks == 1) return shard;
 
   const DecoderTensorNames& n = spec.names;
@@ -51,6 +50,10 @@ DecoderShard shard_decoder(const DecoderSpec& spec, int rank, int ranks) {
         std::tuple{n.v_proj, spec.num_kv_heads, "kv heads"}}) {
     rule(module, "weight", 0, units, unit);
     if (spec.qkv_bias) rule(module, "bias", 0, units, unit);
+  }
+  if (spec.qk_norm == QkNorm::whole) {
+    rule(n.q_norm, "weight", 0, spec.num_heads, "heads");
+    rule(n.k_norm, "weight", 0, spec.num_kv_heads, "kv heads");
   }
   rule(n.o_proj, "weight", 1, spec.num_heads, "heads");
   for (const std::string& module : {n.gate_proj, n.up_proj}) {

@@ -1,9 +1,11 @@
 // One rank's share of a decoder (zoo/layers/tensor_parallel.hpp) against real fixtures: each rank's
 // DecoderSpec asks for exactly the shapes its ShardedWeightSource presents, the ranks' slices put
 // back together are the whole tensors (kv heads replicated where fewer than the ranks), and splits
-// that do not divide, or that the decoder cannot split yet, are refused by name.
+// that do not divide, or that the decoder cannot split yet, are refused by name. The split math
+// itself is tested against one rank in test_engine "[tensor_parallel]".
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -131,13 +133,22 @@ TEST_CASE("tensor parallel shards: splits that do not divide, or not yet split, 
   three_kv.num_heads = 6;
   three_kv.num_kv_heads = 3;
   refused(three_kv, 2, "its 3 kv heads do not split over 2 ranks");
+  // A q/k norm over the whole projection splits its weights by heads like the projection (the
+  // backend sums its squares over the ranks).
   DecoderSpec whole = spec;
   whole.qk_norm = layers::QkNorm::whole;
-  refused(whole, 2, "q/k norm over the whole projection is not split yet");
+  const DecoderShard whole_shard = shard_decoder(whole, 1, 4);
+  CHECK(whole_shard.kv_replicas == 2);
+  const auto splits = [&](const std::string& suffix) {
+    return std::any_of(whole_shard.rules.begin(), whole_shard.rules.end(),
+                       [&](const ShardRule& rule) { return rule.suffix == suffix && rule.dim == 0; });
+  };
+  CHECK(splits("self_attn.q_norm.weight"));
+  CHECK(splits("self_attn.k_norm.weight"));
   DecoderSpec moe = spec;
   moe.layers.assign(static_cast<std::size_t>(spec.num_layers),
                     layers::LayerSpec{.mlp = layers::MlpKind::moe});
   moe.moe = {.experts = 4, .top_k = 2, .intermediate_size = 32};
   refused(moe, 2, "mixture-of-experts layers are not split yet");
-  CHECK_NOTHROW(shard_decoder(whole, 0, 1));  // one rank splits nothing
+  CHECK_NOTHROW(shard_decoder(moe, 0, 1));  // one rank splits nothing
 }

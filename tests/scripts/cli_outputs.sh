@@ -158,6 +158,16 @@ expect 2 "--eos past the vocabulary" "--eos 1000000" "vocabulary" -- generate -q
 expect 2 "--top-k under greedy" "--top-k" "greedy" -- generate -q "$Q" --request "$REQ" --top-k 5 --temperature 0
 expect 0 "--top-k with a temperature" -- generate -q "$Q" --request "$REQ" --top-k 5 --temperature 0.8 --max-new-tokens 2
 
+# Tensor parallelism on the CPU (ranks as threads): the same greedy ids as one rank; counts that
+# are not ranks, or that do not split the model, refused by name.
+expect 2 "--tensor-parallel 0" "--tensor-parallel" -- generate -q "$Q" --request "$REQ" --tensor-parallel 0
+expect 2 "--tensor-parallel 3 on 4 heads" "do not split over 3 ranks" -- \
+  generate -q "$Q" --request "$REQ" --tensor-parallel 3
+expect 0 "generate on one rank" -- generate -q "$Q" --request "$REQ" --max-new-tokens 6
+cp "$TMP/out" "$TMP/one-rank.out"
+expect 0 "generate over two ranks" -- generate -q "$Q" --request "$REQ" --max-new-tokens 6 --tensor-parallel 2
+cmp -s "$TMP/out" "$TMP/one-rank.out" || fail "two ranks generated"$'\n'"$(cat "$TMP/out")"$'\n'"one rank"$'\n'"$(cat "$TMP/one-rank.out")"
+
 # A request too long for max_context: caught before the forward pass, naming the request.
 expect 2 "prompt longer than --max-context" "$REQ" "max_context 4" -- \
   trace -q "$Q" --request "$REQ" --out "$TMP/outs/long.safetensors" --max-context 4

@@ -14,12 +14,16 @@
 #include "../decoder_backend.hpp"
 #include "../graph/decoder_graph.hpp"
 #include "../kv_sequences.hpp"
+#include "../parallel/rank_group.hpp"
 #include "zoo/batch.hpp"
+#include "zoo/communicator.hpp"
 #include "zoo/error.hpp"
 #include "zoo/exclusive_use.hpp"
-#include "zoo/sampling.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/thread_pool.hpp"
+#include "zoo/layers/tensor_parallel.hpp"
+#include "zoo/sampling.hpp"
+#include "zoo/sharded_weight_source.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI {
 namespace {
@@ -52,6 +56,13 @@ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];
 }
 
+// One rank of a tensor-parallel group: its communicator and its share (the runner's spec is the
+// share's). Empty on one rank.
+struct CpuRank {
+  Communicator* comm = nullptr;
+  const DecoderShard* shard = nullptr;
+};
+
 // The CPU runner: many sequences per forward pass over a paged KV cache. Pages are bookkept from
 // the pool's capacity but stored as used (page ids in use stay below the peak count in use, since
 // the pool hands out the lowest free ids first), so a pool sized for the worst case costs host
@@ -60,9 +71,17 @@ class CpuRunner : public KvRunner, private DecoderOps {
  public:
   // `owner` keeps `spec` and `weights` alive for as long as this runner lives.
   CpuRunner(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
-            const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner")
-      : KvRunner(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers), host_budget(spec, options)),
-        owner_(std::move(owner)), c_(spec), w_(weights), k_(spec.num_layers), v_(spec.num_layers), stored_(kv_.groups().size(), 0),
+            const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner",
+            CpuRank rank = {})
+      : KvRunner(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers),
+                 host_budget(spec, options)),
+        owner_(std::move(owner)),
+        c_(spec),
+        w_(weights),
+        rank_(rank),
+        k_(spec.num_layers),
+        v_(spec.num_layers),
+        stored_(kv_.groups().size(), 0),
         in_use_(fmt::format("a {} CPU {} (its KV cache)", spec.family, what)) {}
 
   // ---- Runner ----
@@ -71,10 +90,12 @@ class CpuRunner : public KvRunner, private DecoderOps {
             {"linear_rows_max", linear_rows_max_}};
   }
 
+  void check(const ForwardBatch& batch) const override { kv_.check(batch, w_.table_rows); }
+
   void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
     const ExclusiveUse::Scope one_thread(in_use_);
     if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
-    kv_.check(batch, w_.table_rows);
+    check(batch);
     kv_.append(batch, [&](std::size_t g, const PageCopy& copy) {
       grow_storage(g, std::max(copy.from, copy.to));
       copy_page(g, copy);
@@ -240,11 +261,17 @@ class CpuRunner : public KvRunner, private DecoderOps {
   void qk_norm_rope_cache(std::int64_t l, bool keep_normed) override {
     const auto& L = w_.layers[l];
     const std::int64_t D = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads, kvd = c_.kv_dim();
-    if (c_.qk_norm != QkNorm::none) {
+    if (c_.qk_norm == QkNorm::whole && rank_.comm) {
+      // The projection is split over the ranks, so is its mean of squares.
+      norm_across_ranks(q_.data(), L.get(P::q_norm), c_.q_dim(), 1);
+      norm_across_ranks(k_new_.data(), L.get(P::k_norm), kvd, rank_.shard->kv_replicas);
+    } else if (c_.qk_norm != QkNorm::none) {
       // Per head: rows of head_dim; whole: one row per token over the projection.
       const bool per_head = c_.qk_norm == QkNorm::per_head;
       ops::rms_norm(q_.data(), L.get(P::q_norm), q_.data(), per_head ? T_ * nh : T_, per_head ? D : c_.q_dim(), eps());
       ops::rms_norm(k_new_.data(), L.get(P::k_norm), k_new_.data(), per_head ? T_ * nkv : T_, per_head ? D : kvd, eps());
+    }
+    if (c_.qk_norm != QkNorm::none) {
       if (keep_normed) {
         q_normed_ = q_;
         k_normed_ = k_new_;
@@ -277,6 +304,10 @@ class CpuRunner : public KvRunner, private DecoderOps {
   void o_proj(std::int64_t l) override {
     const auto& L = w_.layers[l];
     linear(attn_.data(), L.get(P::o), L.get(P::o_bias), tmp_.data(), c_.hidden_size, c_.q_dim());
+  }
+  void reduce_proj() override {
+    if (rank_.comm)
+      rank_.comm->all_reduce_sum(std::span(tmp_.data(), static_cast<std::size_t>(T_ * c_.hidden_size)));
   }
   void out_norm(std::int64_t l, OutNorm which) override {
     const float* weight = w_.layers[l].get(which == OutNorm::attention ? P::post_attn_out_norm : P::post_mlp_norm);
@@ -390,8 +421,21 @@ class CpuRunner : public KvRunner, private DecoderOps {
     const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
     const std::int64_t rows = every_row ? T_ : static_cast<std::int64_t>(out_rows_.size());
     logits_ = HostTensor(DType::F32, {rows, V});
-    ops::linear(every_row ? x_.data() : output_rows(), w_.head().as<float>(), logits_.as<float>(), rows, V, H);
-    if (c_.final_softcap > 0) ops::softcap_inplace(logits_.as<float>(), rows * V, static_cast<float>(c_.final_softcap));
+    const float* in = every_row ? x_.data() : output_rows();
+    if (!rank_.comm) {
+      ops::linear(in, w_.head().as<float>(), logits_.as<float>(), rows, V, H);
+      if (c_.final_softcap > 0)
+        ops::softcap_inplace(logits_.as<float>(), rows * V, static_cast<float>(c_.final_softcap));
+      return;
+    }
+    // This rank's vocabulary rows, then every rank's side by side.
+    const std::int64_t begin = rank_.shard->vocab_begin, Vr = rank_.shard->vocab_end - begin;
+    piece_.resize(static_cast<std::size_t>(rows * Vr));
+    ops::linear(in, w_.head().as<float>() + begin * H, piece_.data(), rows, Vr, H);
+    if (c_.final_softcap > 0)
+      ops::softcap_inplace(piece_.data(), rows * Vr, static_cast<float>(c_.final_softcap));
+    const float* all = gather(piece_.data(), rows, Vr, 1);
+    std::copy_n(all, rows * V, logits_.as<float>());
   }
   void sample() override {
     // The host is this backend's device: the reference rule on each slice's last row is the device path.
@@ -452,7 +496,67 @@ class CpuRunner : public KvRunner, private DecoderOps {
       return {nullptr, 0};
     }();
     const std::int64_t rows = value == Value::logits ? logits_.shape()[0] : T_;
+    if (const int split = rank_.comm ? split_replicas(value) : 0; split > 0) {
+      // Each rank holds its heads' or units' columns: the tap is all of them, in rank order.
+      const float* all = gather(data, rows, cols, split);
+      hook.record(name, TensorView{all, DType::F32, {rows, cols * rank_.comm->size() / split}, Device{}});
+      return;
+    }
     hook.record(name, TensorView{data, DType::F32, {rows, cols}, Device{}});
+  }
+  // Under tensor parallelism: 0 for a value every rank holds whole, else how many ranks hold the
+  // same columns of it (1, or the kv replicas for k and v).
+  int split_replicas(Value value) const {
+    switch (value) {
+      case Value::q_proj:
+      case Value::q_norm:
+      case Value::q_rope:
+      case Value::attn:
+      case Value::gate_proj:
+      case Value::up_proj:
+      case Value::act:
+        return 1;
+      case Value::k_proj:
+      case Value::k_norm:
+      case Value::k_rope:
+      case Value::v_proj:
+        return rank_.shard->kv_replicas;
+      default:
+        return 0;
+    }
+  }
+  // Every rank's [rows, cols] piece side by side: [rows, ranks / replicas * cols], each distinct
+  // piece once (the first of each run of `replicas` ranks holding the same columns).
+  const float* gather(const float* piece, std::int64_t rows, std::int64_t cols, int replicas) {
+    const int ranks = rank_.comm->size();
+    const auto n = static_cast<std::size_t>(rows * cols);
+    pieces_.resize(n * static_cast<std::size_t>(ranks));
+    rank_.comm->all_gather(std::span(piece, n), pieces_);
+    const int distinct = ranks / replicas;
+    gathered_.resize(n * static_cast<std::size_t>(distinct));
+    const std::int64_t width = cols * distinct;
+    for (int d = 0; d < distinct; ++d)
+      for (std::int64_t r = 0; r < rows; ++r)
+        std::copy_n(&pieces_[static_cast<std::size_t>(d * replicas) * n + static_cast<std::size_t>(r * cols)],
+                    cols, &gathered_[static_cast<std::size_t>(r * width + d * cols)]);
+    return gathered_.data();
+  }
+  // x = rms_norm(x) over rows of `cols` values that are this rank's share of a projection split
+  // over the ranks (`replicas` ranks holding each share), with the rank's slice of the weight.
+  void norm_across_ranks(float* x, const float* weight, std::int64_t cols, int replicas) {
+    sums_.assign(static_cast<std::size_t>(T_), 0.0f);
+    for (std::int64_t t = 0; t < T_; ++t) {
+      double sum = 0;
+      for (std::int64_t i = 0; i < cols; ++i) sum += static_cast<double>(x[t * cols + i]) * x[t * cols + i];
+      sums_[static_cast<std::size_t>(t)] = static_cast<float>(sum);
+    }
+    rank_.comm->all_reduce_sum(sums_);
+    const double whole = static_cast<double>(cols) * rank_.comm->size() / replicas;
+    for (std::int64_t t = 0; t < T_; ++t) {
+      const double mean = sums_[static_cast<std::size_t>(t)] / replicas / whole;
+      const auto scale = static_cast<float>(1.0 / std::sqrt(mean + c_.rms_norm_eps));
+      for (std::int64_t i = 0; i < cols; ++i) x[t * cols + i] = x[t * cols + i] * scale * weight[i];
+    }
   }
 
   float eps() const { return static_cast<float>(c_.rms_norm_eps); }
@@ -481,6 +585,8 @@ class CpuRunner : public KvRunner, private DecoderOps {
   std::shared_ptr<const void> owner_;  // first member: destroyed last
   const DecoderSpec& c_;
   const CpuWeights& w_;
+  CpuRank rank_;
+  std::vector<float> piece_, pieces_, gathered_, sums_;  // tensor parallelism: gathers and norm sums
   std::vector<std::vector<float>> k_, v_;  // per layer: [pages][kKvPageTokens][kv_heads][head_dim]
   std::vector<std::int64_t> stored_;       // per group: pages k_ and v_ hold
   ExclusiveUse in_use_;
@@ -505,7 +611,8 @@ class CpuRunner : public KvRunner, private DecoderOps {
 // limit (bookkept up front, stored as used).
 class CpuSession : public Session {
  public:
-  explicit CpuSession(std::unique_ptr<CpuRunner> runner) : runner_(std::move(runner)), sequence_(runner_->open_sequence()) {}
+  explicit CpuSession(std::unique_ptr<Runner> runner)
+      : runner_(std::move(runner)), sequence_(runner_->open_sequence()) {}
   std::int64_t position() const override { return runner_->tokens(sequence_); }
   void reset() override {
     runner_->close_sequence(sequence_);
@@ -518,13 +625,22 @@ class CpuSession : public Session {
   }
 
  private:
-  std::unique_ptr<CpuRunner> runner_;
+  std::unique_ptr<Runner> runner_;
   SequenceId sequence_;
 };
 
+// The options of a Session's runner: one sequence, whose pool holds the context limit.
+RunnerOptions session_options(std::int64_t max_context) {
+  return {.kv_pages = (max_context + kKvPageTokens - 1) / kKvPageTokens, .max_sequences = 1};
+}
+
 class CpuBackend : public DecoderBackend {
  public:
-  CpuBackend(const DecoderSpec& spec, const ModelArgs& args) : c_(spec), max_context_(args.max_context) {}
+  // `shard`: this backend is one rank of a tensor-parallel group (`spec` is the rank's share).
+  CpuBackend(const DecoderSpec& spec, const ModelArgs& args, const DecoderShard* shard = nullptr)
+      : c_(spec), max_context_(args.max_context), shard_(shard) {}
+  const DecoderSpec& spec() const { return c_; }
+  const CpuWeights& weights() const { return w_; }
 
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override {
     std::size_t total = 0, done = 0;
@@ -566,6 +682,10 @@ class CpuBackend : public DecoderBackend {
       }
     w_.final_norm = fetch_norm(c_.final_norm_weight());
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(c_.lm_head_weight());
+    // A row-parallel bias enters the all-reduce once: one rank adds it.
+    if (shard_ && !shard_->adds_row_parallel_bias)
+      for (auto& L : w_.layers)
+        for (const P bias : {P::o_bias, P::down_bias}) L[bias] = HostTensor();
     for (const auto& t : tables) {
       w_.tables.emplace_back(t.name, widen(t.rows));
       w_.table_rows.push_back(t.rows.shape[0]);
@@ -573,8 +693,8 @@ class CpuBackend : public DecoderBackend {
   }
 
   std::unique_ptr<Session> new_session() override {
-    const RunnerOptions one{.kv_pages = (max_context_ + kKvPageTokens - 1) / kKvPageTokens, .max_sequences = 1};
-    return std::make_unique<CpuSession>(std::make_unique<CpuRunner>(shared_from_this(), c_, w_, one, max_context_, "session"));
+    return std::make_unique<CpuSession>(std::make_unique<CpuRunner>(
+        shared_from_this(), c_, w_, session_options(max_context_), max_context_, "session"));
   }
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
     return std::make_unique<CpuRunner>(shared_from_this(), c_, w_, options, max_context_);
@@ -583,7 +703,11 @@ class CpuBackend : public DecoderBackend {
   // What one decode step reads (for `zoo bench`'s weight GB/s): every float32 weight once, except
   // an untied embedding table, of which a step reads one row.
   nlohmann::json runtime_stats() const override {
-    std::size_t bytes = w_.final_norm.nbytes() + w_.head().nbytes();
+    // A rank computes its vocabulary rows of the head.
+    const std::size_t head_rows = shard_ ? static_cast<std::size_t>(shard_->vocab_end - shard_->vocab_begin)
+                                         : static_cast<std::size_t>(c_.vocab_size);
+    std::size_t bytes =
+        w_.final_norm.nbytes() + head_rows * static_cast<std::size_t>(c_.hidden_size) * sizeof(float);
     if (!w_.lm_head.empty()) bytes += static_cast<std::size_t>(c_.hidden_size) * sizeof(float);
     for (const auto& L : w_.layers)
       for (std::size_t p = 0; p < kLayerParamCount; ++p) {
@@ -602,12 +726,81 @@ class CpuBackend : public DecoderBackend {
  private:
   DecoderSpec c_;
   std::int64_t max_context_;
+  const DecoderShard* shard_;
   CpuWeights w_;
+};
+
+// Tensor parallelism on the CPU: the ranks are threads of this process over an InProcessGroup, so
+// the sharded math is tested without GPUs. Each rank is a CpuBackend over its share of the spec,
+// loaded from its slices of the checkpoint (ShardedWeightSource); each runner is a group of rank
+// runners with a communicator group of its own.
+class CpuTensorParallelBackend : public DecoderBackend {
+ public:
+  CpuTensorParallelBackend(const DecoderSpec& spec, const ModelArgs& args) : max_context_(args.max_context) {
+    const int ranks = args.tensor_parallel;
+    for (int r = 0; r < ranks; ++r) shards_.push_back(shard_decoder(spec, r, ranks));
+    for (const DecoderShard& shard : shards_)
+      ranks_.push_back(std::make_shared<CpuBackend>(shard.spec, args, &shard));
+  }
+
+  void load(const WeightSource& source, const std::vector<RowTableSource>& tables,
+            const ProgressFn& progress) override {
+    // Not owned: the sharded sources live only while the ranks widen their slices.
+    const std::shared_ptr<const WeightSource> base(std::shared_ptr<const WeightSource>(), &source);
+    const auto ranks = static_cast<std::size_t>(ranks_.size());
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const ShardedWeightSource sharded(base, shards_[r].rules, static_cast<int>(r), static_cast<int>(ranks));
+      ProgressFn rank_progress;
+      if (progress)
+        rank_progress = [&, r](std::size_t done, std::size_t total) {
+          progress(r * total + done, ranks * total);
+        };
+      ranks_[r]->load(sharded, tables, rank_progress);
+    }
+  }
+
+  std::unique_ptr<Session> new_session() override {
+    return std::make_unique<CpuSession>(make_runner(session_options(max_context_), "session"));
+  }
+  std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
+    return make_runner(options, "runner");
+  }
+
+  // Every rank's bytes: a step reads all of them, each rank its own.
+  nlohmann::json runtime_stats() const override {
+    std::size_t bytes = 0;
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (const auto& rank : ranks_) {
+      const std::size_t mine = rank->runtime_stats()["decode_weight_bytes"].get<std::size_t>();
+      per_rank.push_back(mine);
+      bytes += mine;
+    }
+    return {{"decode_weight_bytes", bytes},
+            {"tensor_parallel", ranks_.size()},
+            {"rank_decode_weight_bytes", per_rank}};
+  }
+
+ private:
+  std::unique_ptr<Runner> make_runner(const RunnerOptions& options, const char* what) {
+    auto group = std::make_shared<InProcessGroup>(static_cast<int>(ranks_.size()));
+    std::vector<std::unique_ptr<KvRunner>> runners;
+    for (std::size_t r = 0; r < ranks_.size(); ++r)
+      runners.push_back(std::make_unique<CpuRunner>(shared_from_this(), ranks_[r]->spec(),
+                                                    ranks_[r]->weights(), options, max_context_, what,
+                                                    CpuRank{&group->rank(static_cast<int>(r)), &shards_[r]}));
+    auto abort = [group = group.get()](const std::string& why) { group->abort(why); };
+    return std::make_unique<RankGroupRunner>(std::move(group), std::move(runners), std::move(abort));
+  }
+
+  std::int64_t max_context_;
+  std::vector<DecoderShard> shards_;  // filled once: the ranks point into it
+  std::vector<std::shared_ptr<CpuBackend>> ranks_;
 };
 
 }  // namespace
 
 std::shared_ptr<DecoderBackend> make_cpu_backend(const DecoderSpec& spec, const ModelArgs& args) {
+  if (args.tensor_parallel > 1) return std::make_shared<CpuTensorParallelBackend>(spec, args);
   return std::make_shared<CpuBackend>(spec, args);
 }
 

@@ -64,6 +64,8 @@ class CudaRunner : public KvRunner, private CudaRows {
             {"device_seconds", device_seconds_}};
   }
 
+  void check(const ForwardBatch& batch) const override { kv_.check(batch, b_.w_.table_rows); }
+
   SequenceId fork_sequence(SequenceId id, std::int64_t tokens) override {
     const SequenceId child = KvRunner::fork_sequence(id, tokens);
     if (history_stride_ > 0) upload_history(child);  // the child's slot gets the tokens it holds
@@ -74,7 +76,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     const ExclusiveUse::Scope one_thread(b_.in_use_);
     if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
     if (hook) throw InputError(c_.family + ": the CUDA runner records no taps (trace through a session)");
-    kv_.check(batch, b_.w_.table_rows);
+    check(batch);
     ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
     cudaStream_t s = *b_.stream_;
     step_begin_.record(s);

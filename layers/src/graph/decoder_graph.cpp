@@ -124,6 +124,7 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, const GraphOutp
     ops.attention(l);
     taps.layer(l, {Value::attn});
     ops.o_proj(l);
+    ops.reduce_proj();
     taps.layer(l, {Value::o_proj});
     residual(l, OutNorm::attention, Value::post_attn_out_norm, NextNorm::pre_mlp);
     taps.layer(l, {Value::attn_residual, Value::post_attn_norm, Value::pre_mlp_norm});
@@ -131,6 +132,7 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, const GraphOutp
       ops.router(l);
       taps.layer(l, {Value::router_logits, Value::router_topk_ids, Value::router_topk_weights});
       ops.experts(l);
+      ops.reduce_proj();
       taps.layer(l, {Value::moe_output});
     } else {
       if (taps.on()) {
@@ -142,6 +144,7 @@ void run_decoder_graph(const DecoderSpec& spec, DecoderOps& ops, const GraphOutp
       }
       taps.layer(l, {Value::act});
       ops.down(l);
+      ops.reduce_proj();
       taps.layer(l, {Value::down_proj});
     }
     residual(l, OutNorm::mlp, Value::post_mlp_norm, NextNorm::next_input);

@@ -51,6 +51,9 @@ class DecoderOps {
   // Causal GQA attention over the cache: the spec's scale and softcap, the layer's window.
   virtual void attention(std::int64_t layer) = 0;
   virtual void o_proj(std::int64_t layer) = 0;
+  // Under tensor parallelism a row-parallel projection (o_proj, the MLP's down or experts) leaves
+  // each rank a partial sum: proj = its sum over the ranks. Nothing on one rank.
+  virtual void reduce_proj() {}
   virtual void out_norm(std::int64_t layer, OutNorm which) = 0;  // proj = norm(proj)
   virtual void add_norm(std::int64_t layer, NextNorm next) = 0;  // h += proj; x = norm(h)
   // Both, fused where the backend can (no taps in between): proj = norm(proj); h += proj; x = norm(h).

@@ -25,12 +25,17 @@ struct DecoderShard {
   // Row-parallel biases (o_proj, down_proj) are added by one rank only, after the reduce they would
   // otherwise enter `ranks` times.
   bool adds_row_parallel_bias = false;
+  int rank = 0, ranks = 1;
+  // Ranks holding the same kv heads (ranks / num_kv_heads where there are fewer kv heads than
+  // ranks, else 1): what a gather of k or v, or a sum over the whole k projection, counts once.
+  int kv_replicas = 1;
 };
 
 // Rank `rank` of `ranks`. An InputError naming the spec's family and the counts when the heads,
 // the intermediate size or the vocabulary do not split over the ranks (kv heads may be fewer than
-// the ranks when they divide them: replicated), and for what the split does not do yet: a q/k norm
-// over the whole projection (its mean of squares spans the ranks) and mixture-of-experts layers.
+// the ranks when they divide them: replicated), and for what the split does not do yet:
+// mixture-of-experts layers. A q/k norm over the whole projection splits its weight by heads like
+// the projection; its mean of squares is the backend's sum over the ranks.
 DecoderShard shard_decoder(const DecoderSpec& spec, int rank, int ranks);
 
 }  // namespace zoo::layers::inline ZOO_LAYERS_ABI
