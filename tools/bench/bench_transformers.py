@@ -223,9 +223,10 @@ def load_model(checkpoint: Path, dtype: torch.dtype, attn: str, device: Device, 
     # transformers' plain path.
     common = dict(dtype=dtype, attn_implementation=attn)
     if not is_higgs(config):
-        cls = Qwen3ForCausalLM
-        if config.get("model_type") == "qwen3_moe":  # the Qwen3-MoE shape: its own class
-            from transformers import Qwen3MoeForCausalLM as cls
+        # The class config.json's model_type names (Gemma 2's soft-caps and windows, OLMo-2's
+        # whole-projection q/k norms): a Qwen3 class at another family's shape loads, but leaves
+        # that family's tensors at random init and skips its ops.
+        from transformers import AutoModelForCausalLM as cls
         model, loading = cls.from_pretrained(str(checkpoint), output_loading_info=True, **common)
         model = model.to(device.torch)
         check_loaded(checkpoint, "model.norm.weight", model.model.norm.weight)
