@@ -495,8 +495,8 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
     allow_dynamic_smem(plain, smem);
     allow_dynamic_smem(piped, smem);
     // The pipelined loop fits more blocks on an SM (head_dim 128: 3 instead of 2, by registers),
-    // but each wave of blocks runs ~9%
-    // longer (H200, batch 64 and 256 at 512 keys: 30 against 27.5 us). It pays where it saves
+    // but each wave of blocks runs ~9% longer (H200, batch 64 and 256 at 512 keys: 30 against
+    // 27.5 us). It pays where it saves
     // whole waves of a single-split grid, e.g. batch 256 (8 waves -> 6: 217 -> 184 us per call),
     // not batch 64 (2 waves either way) or the split grids of short batches.
     const std::int64_t blocks = static_cast<std::int64_t>(grid.x) * grid.y * grid.z;

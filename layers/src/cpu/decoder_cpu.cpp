@@ -434,8 +434,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
     ops::linear(in, w_.head().as<float>() + begin * H, piece_.data(), rows, Vr, H);
     if (c_.final_softcap > 0)
       ops::softcap_inplace(piece_.data(), rows * Vr, static_cast<float>(c_.final_softcap));
-    const float* all = gather(piece_.data(), rows, Vr, 1);
-    std::copy_n(all, rows * V, logits_.as<float>());
+    gather(piece_.data(), rows, Vr, 1, logits_.as<float>());
   }
   void sample() override {
     // The host is this backend's device: the reference rule on each slice's last row is the device path.
@@ -498,8 +497,10 @@ class CpuRunner : public KvRunner, private DecoderOps {
     const std::int64_t rows = value == Value::logits ? logits_.shape()[0] : T_;
     if (const int split = rank_.comm ? split_replicas(value) : 0; split > 0) {
       // Each rank holds its heads' or units' columns: the tap is all of them, in rank order.
-      const float* all = gather(data, rows, cols, split);
-      hook.record(name, TensorView{all, DType::F32, {rows, cols * rank_.comm->size() / split}, Device{}});
+      const std::int64_t width = cols * rank_.comm->size() / split;
+      gathered_.resize(static_cast<std::size_t>(rows * width));
+      gather(data, rows, cols, split, gathered_.data());
+      hook.record(name, TensorView{gathered_.data(), DType::F32, {rows, width}, Device{}});
       return;
     }
     hook.record(name, TensorView{data, DType::F32, {rows, cols}, Device{}});
@@ -525,21 +526,19 @@ class CpuRunner : public KvRunner, private DecoderOps {
         return 0;
     }
   }
-  // Every rank's [rows, cols] piece side by side: [rows, ranks / replicas * cols], each distinct
-  // piece once (the first of each run of `replicas` ranks holding the same columns).
-  const float* gather(const float* piece, std::int64_t rows, std::int64_t cols, int replicas) {
+  // Every rank's [rows, cols] piece side by side into `out`, [rows, ranks / replicas * cols]: each
+  // distinct piece once (the first of each run of `replicas` ranks holding the same columns).
+  void gather(const float* piece, std::int64_t rows, std::int64_t cols, int replicas, float* out) {
     const int ranks = rank_.comm->size();
     const auto n = static_cast<std::size_t>(rows * cols);
     pieces_.resize(n * static_cast<std::size_t>(ranks));
     rank_.comm->all_gather(std::span(piece, n), pieces_);
     const int distinct = ranks / replicas;
-    gathered_.resize(n * static_cast<std::size_t>(distinct));
     const std::int64_t width = cols * distinct;
     for (int d = 0; d < distinct; ++d)
       for (std::int64_t r = 0; r < rows; ++r)
         std::copy_n(&pieces_[static_cast<std::size_t>(d * replicas) * n + static_cast<std::size_t>(r * cols)],
-                    cols, &gathered_[static_cast<std::size_t>(r * width + d * cols)]);
-    return gathered_.data();
+                    cols, out + r * width + d * cols);
   }
   // x = rms_norm(x) over rows of `cols` values that are this rank's share of a projection split
   // over the ranks (`replicas` ranks holding each share), with the rank's slice of the weight.
@@ -747,7 +746,7 @@ class CpuTensorParallelBackend : public DecoderBackend {
             const ProgressFn& progress) override {
     // Not owned: the sharded sources live only while the ranks widen their slices.
     const std::shared_ptr<const WeightSource> base(std::shared_ptr<const WeightSource>(), &source);
-    const auto ranks = static_cast<std::size_t>(ranks_.size());
+    const std::size_t ranks = ranks_.size();
     for (std::size_t r = 0; r < ranks; ++r) {
       const ShardedWeightSource sharded(base, shards_[r].rules, static_cast<int>(r), static_cast<int>(ranks));
       ProgressFn rank_progress;

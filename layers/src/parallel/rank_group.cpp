@@ -171,7 +171,6 @@ void RankGroupRunner::submit(const ForwardBatch& batch, DiagnosticHook* hook) {
   ranks_.front()->check(batch);
   std::optional<RankHooks> hooks;
   if (hook) hooks.emplace(*hook);
-  std::vector<ForwardResult> results;
   try {
     threads_.run(
         [&](int r) {
@@ -180,14 +179,13 @@ void RankGroupRunner::submit(const ForwardBatch& batch, DiagnosticHook* hook) {
           KvRunner& rank = *ranks_[static_cast<std::size_t>(r)];
           rank.submit(batch, rank_hook ? &*rank_hook : nullptr);
           auto mine = rank.wait();
-          if (r == 0) results = std::move(mine);
+          if (r == 0) results_ = std::move(mine);
         },
         abort_);
   } catch (const std::exception& e) {
     stopped_ = e.what();
     throw;
   }
-  results_ = std::move(results);
   pending_ = true;
 }
 
