@@ -21,6 +21,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "attention_common.cuh"
 #include "launch.cuh"
@@ -192,13 +193,19 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
   // kernel of this step writes; the step's own keys and Q come from the previous kernel.
   allow_dependent_launch();
   const std::int64_t L = p.kv_len_device ? static_cast<std::int64_t>(*p.kv_len_device) : p.kv_len;
+  // The first key any query of the step sees: 0, or with a window the oldest key of the first
+  // query's window (down to a page boundary); keys before it are never read.
+  std::int64_t k_lo = 0;
+  if constexpr (MASKED) {
+    if (p.window > 0) k_lo = max(std::int64_t{0}, L - p.q_tokens - p.window + 1) & ~std::int64_t{15};
+  }
   std::int64_t chunk = p.chunk;
   int active = p.splits;
   if (!p.legacy) {
     // Split length from the true length: whole passes of all warps, as few splits as cover L.
-    const std::int64_t per = (L + p.splits - 1) / p.splits;
+    const std::int64_t per = (L - k_lo + p.splits - 1) / p.splits;
     chunk = (per + p.step - 1) / p.step * p.step;
-    active = static_cast<int>((L + chunk - 1) / chunk);
+    active = static_cast<int>((L - k_lo + chunk - 1) / chunk);
     if (split >= active) {  // past the end: the whole block idles (uniform, before any barrier)
       grid_dependency_wait();
       if constexpr (CLUSTER) {
@@ -210,7 +217,7 @@ __global__ void __launch_bounds__(32 * kDecodeWarps) attention_decode_kernel(Dec
       return;
     }
   }
-  const std::int64_t k_begin = static_cast<std::int64_t>(split) * chunk;
+  const std::int64_t k_begin = k_lo + static_cast<std::int64_t>(split) * chunk;
   const std::int64_t k_end = k_begin + chunk < L ? k_begin + chunk : L;
   const bf16* kg = p.k + static_cast<std::int64_t>(kv_head) * D;
   const bf16* vg = p.v + static_cast<std::int64_t>(kv_head) * D;
@@ -444,6 +451,13 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(DecodeParam
   p.out[qrow * D + threadIdx.x] = to_bf16(sum > 0.0f ? acc / sum : 0.0f);
 }
 
+// The most keys one call reads per sequence: the bound on the lengths, or with a window what the
+// step's queries see of it (the kernel starts at the first query's window, down to a page).
+std::int64_t key_span(const DecodeParams& p) {
+  if (p.window <= 0) return p.kv_len;
+  return std::min(p.kv_len, p.window + p.q_tokens - 1 + 15);
+}
+
 // Blocks of `kernel` that fit one SM at `smem` bytes of dynamic shared memory (registers and
 // shared memory both count), asked once per kernel and device.
 int blocks_per_sm(void (*kernel)(DecodeParams), int smem) {
@@ -455,6 +469,30 @@ int blocks_per_sm(void (*kernel)(DecodeParams), int smem) {
   int n = 0;
   ZOO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kDecodeWarps, smem));
   return known[key] = std::max(n, 1);
+}
+
+// Clusters of `size` blocks of `kernel` that the device runs at once, asked once per kernel, size
+// and device.
+int max_active_clusters(void (*kernel)(DecodeParams), int smem, int size) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, int>, int> known;
+  const std::tuple<int, const void*, int> key{current_device(), reinterpret_cast<const void*>(kernel), size};
+  std::lock_guard lock(mutex);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(1, static_cast<unsigned>(size), 1);
+  config.blockDim = dim3(32 * kDecodeWarps);
+  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = 1;
+  attribute.val.clusterDim.y = static_cast<unsigned>(size);
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int n = 0;
+  ZOO_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+  return known[key] = n;
 }
 
 // ZOO_DECODE_PIPE (read per call): unset, the pipelined loop runs where the rule below picks it;
@@ -473,21 +511,30 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
   const std::int64_t target = std::max<std::int64_t>(1, (2 * sms + base_blocks - 1) / base_blocks);
   const std::int64_t step = kDecodeWarps * KT;
   const std::int64_t min_chunk = std::max(1, p.min_tiles) * step;
-  std::int64_t splits = std::min<std::int64_t>(target, (p.kv_len + min_chunk - 1) / min_chunk);
+  const std::int64_t span = key_span(p);
+  std::int64_t splits = std::min<std::int64_t>(target, (span + min_chunk - 1) / min_chunk);
   splits = std::clamp<std::int64_t>(splits, 1, cluster ? kMaxClusterSplits : kMaxSplits);
   p.step = static_cast<int>(step);
-  p.chunk = ((p.kv_len + splits - 1) / splits + step - 1) / step * step;
-  p.splits = p.legacy ? static_cast<int>((p.kv_len + p.chunk - 1) / p.chunk) : static_cast<int>(splits);
+  p.chunk = ((span + splits - 1) / splits + step - 1) / step * step;
+  p.splits = p.legacy ? static_cast<int>((span + p.chunk - 1) / p.chunk) : static_cast<int>(splits);
 
   const dim3 grid(static_cast<unsigned>(p.kv_heads), static_cast<unsigned>(p.splits),
                   static_cast<unsigned>(row_groups * p.batch));
-  // One split needs no merge: the plain kernel, with less shared memory (more blocks per SM).
+  // One split needs no merge: the plain kernel, with less shared memory (more blocks per SM). Many
+  // clusters (MHA's 32 kv heads, batches) merge by ticket instead: a cluster starts only once
+  // `splits` SMs of one GPC have room at the same time, and with more clusters than half of what
+  // the device holds at once that wait cost more than the merge saves (H200, one sequence at 512
+  // keys: 32 clusters of 8 took 18.1 us against 10.0 by ticket; 8 clusters 8.2 against 10.2).
+  auto cluster_kernel = attention_decode_kernel<D, KT, Q_REGS, true, MASKED, false>;
+  constexpr int cluster_smem = Cfg::template smem<true>();
   if (cluster && p.splits > 1) {
-    auto kernel = attention_decode_kernel<D, KT, Q_REGS, true, MASKED, false>;
-    constexpr int smem = Cfg::template smem<true>();
-    allow_dynamic_smem(kernel, smem);
-    launch_pdl_cluster(kernel, grid, Cfg::kThreads, smem, stream, dim3(1, static_cast<unsigned>(p.splits), 1),
-                       p);
+    allow_dynamic_smem(cluster_kernel, cluster_smem);
+    const std::int64_t clusters = base_blocks;
+    cluster = 2 * clusters <= max_active_clusters(cluster_kernel, cluster_smem, p.splits);
+  }
+  if (cluster && p.splits > 1) {
+    launch_pdl_cluster(cluster_kernel, grid, Cfg::kThreads, cluster_smem, stream,
+                       dim3(1, static_cast<unsigned>(p.splits), 1), p);
   } else {
     constexpr int smem = Cfg::template smem<false>();
     auto plain = attention_decode_kernel<D, KT, Q_REGS, false, MASKED, false>;
@@ -496,16 +543,16 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
     allow_dynamic_smem(piped, smem);
     // The pipelined loop fits more blocks on an SM (head_dim 128: 3 instead of 2, by registers),
     // but each wave of blocks runs ~9% longer (H200, batch 64 and 256 at 512 keys: 30 against
-    // 27.5 us). It pays where it saves
-    // whole waves of a single-split grid, e.g. batch 256 (8 waves -> 6: 217 -> 184 us per call),
-    // not batch 64 (2 waves either way) or the split grids of short batches.
+    // 27.5 us). It pays where it saves whole waves: batch 256 (8 waves -> 6: 217 -> 184 us per
+    // call), and the ticket-merged split grids of batches of 8 and 16 (2 waves -> 1: 23.0 -> 15.1
+    // and 31.5 -> 21.9 us), not batch 64 (2 waves either way).
     const std::int64_t blocks = static_cast<std::int64_t>(grid.x) * grid.y * grid.z;
     const auto waves = [&](auto kernel) {
       const std::int64_t slots = static_cast<std::int64_t>(sms) * blocks_per_sm(kernel, smem);
       return (blocks + slots - 1) / slots;
     };
     const int forced = pipe_from_env();
-    const bool pipe = forced >= 0 ? forced == 1 : p.splits == 1 && waves(piped) * 109 < waves(plain) * 100;
+    const bool pipe = forced >= 0 ? forced == 1 : waves(piped) * 109 < waves(plain) * 100;
     launch_pdl(pipe ? piped : plain, grid, Cfg::kThreads, smem, stream, p);
   }
   if (p.legacy && p.splits > 1) {
@@ -578,21 +625,21 @@ void attention_decode(const DecodeAttentionArgs& a, cudaStream_t stream) {
   p.tickets = reinterpret_cast<int*>(static_cast<char*>(a.workspace) + (a.workspace_bytes & ~std::size_t{3})) -
               static_cast<std::ptrdiff_t>(a.batch) * a.q_tokens * a.q_heads;
   const int policy = policy_from_env();
-  p.legacy = policy == 0 || (policy < 0 && a.kv_len > kShortGrid);
+  p.window = a.window;
+  p.q_tokens = a.q_tokens;
+  p.kv_len = a.kv_len;
+  p.legacy = policy == 0 || (policy < 0 && key_span(p) > kShortGrid);
   p.min_tiles = p.legacy ? 2 : std::max(policy, 1);
   // Unset: the short grids merge their splits inside a thread-block cluster where the device has
   // them (sm_90+), else by the last block's ticket (the policy of ZOO_DECODE_ATTN=1).
   const bool cluster = policy < 0 && !p.legacy && hopper_paths();
   p.kv_len_device = a.kv_len_device;
-  p.kv_len = a.kv_len;
-  p.q_tokens = a.q_tokens;
   p.q_heads = a.q_heads;
   p.kv_heads = a.kv_heads;
   p.group = a.q_heads / a.kv_heads;
   p.scale_log2 = attention_scale(a.scale, a.head_dim) * 1.4426950408889634f;
   p.scale = attention_scale(a.scale, a.head_dim);
   p.softcap = a.softcap;
-  p.window = a.window;
   const int row_groups = (p.group * a.q_tokens + 15) / 16;
   p.batch = a.batch;
   p.row_groups = row_groups;

@@ -99,8 +99,14 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
   const std::int64_t kv_end = first_pos + q_rows;        // keys this tile can see: [0, kv_end)
   const int n_tiles = static_cast<int>((kv_end + BC - 1) / BC);
   // The key tiles this block walks: all, or its split's (key_lo, key_hi multiples of 64 >= BC).
-  const int j_begin = static_cast<int>(key_lo / BC);
+  int j_begin = static_cast<int>(key_lo / BC);
   const int j_end = key_hi > 0 ? min(n_tiles, static_cast<int>((key_hi + BC - 1) / BC)) : n_tiles;
+  if constexpr (MASKED) {
+    // A window: tiles wholly before what the tile's first query sees hold nothing for any of its
+    // queries (a long prompt's cost grows with the window, not the prompt).
+    if (p.window > 0 && first_pos - p.window + 1 > 0)
+      j_begin = min(j_end, max(j_begin, static_cast<int>((first_pos - p.window + 1) / BC)));
+  }
 
   load_tile_async<BR, D, NT>(sQ, qg, p.q_stride, q0, tokens, tid);
   load_tile_async<BC, D, NT>(sK, kg, p.kv_stride, static_cast<std::int64_t>(j_begin) * BC, kv_end, tid, pages);

@@ -337,7 +337,7 @@ TEST_CASE("bench: batched decode attention over pages", "[.bench][batch_attn_ben
   Stream stream;
   const int layers = 4, D = 128, Hq = 32, Hk = 8;
   constexpr std::int64_t P = 16, kBucket = 1024;
-  for (const int B : {1, 8, 64, 96, 128, 256}) {
+  for (const int B : {1, 2, 4, 8, 16, 64, 96, 128, 256}) {
     std::vector<std::int32_t> lens(static_cast<std::size_t>(B));
     std::int64_t keys = 0;
     for (auto& L : lens) keys += L = static_cast<std::int32_t>(512 + rng() % 32);
@@ -364,6 +364,71 @@ TEST_CASE("bench: batched decode attention over pages", "[.bench][batch_attn_ben
       const double us = decode_attention_us(a, k, v, cache, layers, stream);
       std::printf("  pipe %s %8.2f us %6.0f GB/s", pipe, us, 2.0 * keys * Hk * D * 2 / (us * 1e-6) / 1e9);
     }
+    {
+      const zoo::test::ScopedEnv ticket("ZOO_DECODE_ATTN", "1");  // splits merged by ticket, never a cluster
+      const double us = decode_attention_us(a, k, v, cache, layers, stream);
+      std::printf("  attn=1 %8.2f us", us);
+    }
     std::printf("\n");
+  }
+}
+
+// One sequence's decode attention at the families' shapes (issue 23's decode at context 512): as a
+// Session's decode graph runs it (captured for the 1024-key bucket, the true length on the device),
+// over `layers` calls with their own caches, the contiguous cache and the page table of a runner.
+TEST_CASE("bench: decode attention at the families' shapes", "[.bench][family_attn_bench]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(5);
+  Stream stream;
+  struct Shape {
+    const char* name;
+    int Hq, Hk, D;
+    float softcap;
+    std::int64_t window;
+  };
+  const int layers = 8;
+  constexpr std::int64_t kBucket = 1024, P = 16;
+  for (const Shape s :
+       {Shape{"qwen3-8b", 32, 8, 128, 0.0f, 0}, Shape{"mistral-7b", 32, 8, 128, 0.0f, 4096},
+        Shape{"olmo2-7b", 32, 32, 128, 0.0f, 0}, Shape{"phi3-mini", 32, 32, 96, 0.0f, 2047},
+        Shape{"gemma2-9b", 16, 8, 256, 50.0f, 4096}, Shape{"gemma2-9b unmasked", 16, 8, 256, 0.0f, 0},
+        Shape{"gemma3-like", 16, 8, 256, 0.0f, 1024}}) {
+    for (const std::int64_t len : {std::int64_t{512}, std::int64_t{4000}}) {
+      const std::int64_t bucket = len <= kBucket ? kBucket : 4096;
+      const std::size_t cache = static_cast<std::size_t>(bucket) * s.Hk * s.D;
+      DeviceBuffer q = random_bf16_buffer(rng, static_cast<std::size_t>(s.Hq) * s.D), o(s.Hq * s.D * 2),
+                   k = random_bf16_buffer(rng, layers * cache), v = random_bf16_buffer(rng, layers * cache);
+      DeviceBuffer ws(decode_attention_workspace_bytes(1, s.Hq, s.D));
+      ws.fill_bytes(0);
+      DeviceBuffer dlen = upload(std::vector<std::int32_t>{static_cast<std::int32_t>(len)});
+      std::vector<std::int32_t> table(static_cast<std::size_t>(bucket / P));
+      for (std::size_t i = 0; i < table.size(); ++i) table[i] = static_cast<std::int32_t>(i);
+      std::shuffle(table.begin(), table.end(), rng);
+      DeviceBuffer dtable = upload(table);
+      DecodeAttentionArgs a = decode_args(q, o, bucket, dlen, s.Hq, s.Hk, s.D, ws);
+      a.softcap = s.softcap;
+      a.window = s.window;
+      const double contiguous = decode_attention_us(a, k, v, cache, layers, stream);
+      a.page_table = dtable.as<std::int32_t>();
+      a.page_stride = static_cast<std::int64_t>(table.size());
+      const double paged = decode_attention_us(a, k, v, cache, layers, stream);
+      const double keys = static_cast<double>(s.window > 0 ? std::min(len, s.window) : len);
+      const double bytes = 2.0 * keys * s.Hk * s.D * 2;
+      std::printf(
+          "decode attention %-20s heads %2d/%-2d D=%-3d len %-5lld  contiguous %7.2f us (%6.0f GB/s)  paged "
+          "%7.2f us |",
+          s.name, s.Hq, s.Hk, s.D, (long long)len, contiguous, bytes / (contiguous * 1e-6) / 1e9, paged);
+      // The split policies (ZOO_DECODE_ATTN) and the pipelined loop, paged.
+      for (const char* policy : {"1", "2", "4", "0"}) {
+        const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", policy);
+        std::printf(" attn=%s %6.2f", policy, decode_attention_us(a, k, v, cache, layers, stream));
+      }
+      {
+        const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", "1");
+        const zoo::test::ScopedEnv pipe("ZOO_DECODE_PIPE", "1");
+        std::printf(" attn=1,pipe %6.2f", decode_attention_us(a, k, v, cache, layers, stream));
+      }
+      std::printf("\n");
+    }
   }
 }

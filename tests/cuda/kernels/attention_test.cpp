@@ -1,15 +1,16 @@
 // Prefill and decode attention against cpu::attention_causal_gqa on the same bf16-exact inputs.
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <algorithm>
 #include <array>
-#include <vector>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <vector>
 
 #include "cuda/cuda_test_util.hpp"
 #include "scoped_env.hpp"
@@ -218,6 +219,81 @@ TEST_CASE("attention_decode matches the CPU reference (split sequence, GQA group
         stream.synchronize();
         check_attention(dout, in.ref);
       }
+    }
+  }
+}
+
+// A sliding window (and soft-cap), decode and prefill, against the CPU reference. The key and value
+// rows that lie before every query's window (down to a 128-row boundary) hold NaN: a kernel that read
+// them would carry the NaN into its output (a masked value row is still multiplied by its zero
+// weight), so passing shows those rows are skipped, not only masked.
+TEST_CASE("attention with a sliding window reads no key before the window (decode and prefill)", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1213);
+  Stream stream;
+  struct Case {
+    std::int64_t tokens, start, window;
+    int q_heads, kv_heads, head_dim;
+    float softcap;
+  };
+  // Decode (1-3 tokens) and prefill (longer) steps; windows of one key, shorter than a tile, a few
+  // tiles, and longer than the context (nothing skipped); head_dim 64/96/128/256.
+  const Case cases[] = {{1, 4999, 100, 32, 8, 128, 0.0f},   {1, 4999, 1, 8, 2, 64, 0.0f},
+                        {3, 4997, 17, 16, 8, 256, 50.0f},   {1, 776, 300, 32, 32, 96, 0.0f},
+                        {1, 2000, 4096, 16, 4, 128, 30.0f}, {2, 1500, 1024, 16, 8, 256, 0.0f},
+                        {300, 4000, 500, 8, 2, 128, 0.0f},  {129, 2000, 64, 8, 8, 64, 20.0f},
+                        {70, 3000, 1000, 8, 4, 256, 0.0f},  {1000, 0, 200, 8, 2, 96, 0.0f}};
+  for (const auto& cs : cases) {
+    INFO("tokens " << cs.tokens << " start " << cs.start << " window " << cs.window << " heads " << cs.q_heads
+                   << "/" << cs.kv_heads << " D " << cs.head_dim << " softcap " << cs.softcap);
+    const std::int64_t T = cs.tokens, D = cs.head_dim, L = cs.start + T, row = std::int64_t{cs.kv_heads} * D;
+    auto in = make_inputs(rng, T, cs.start, L, cs.q_heads, cs.kv_heads, cs.head_dim);
+    zoo::kernels::cpu::AttentionOptions options;
+    options.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    options.softcap = cs.softcap;
+    options.window = cs.window;
+    cpu::attention_causal_gqa(in.q.data(), in.k.data(), in.v.data(), in.ref.data(), T, cs.start, cs.q_heads,
+                              cs.kv_heads, D, options);
+    const std::int64_t unseen = std::max<std::int64_t>(0, cs.start - cs.window + 1) / 128 * 128;
+    std::fill_n(in.k.begin(), unseen * row, std::numeric_limits<float>::quiet_NaN());
+    std::fill_n(in.v.begin(), unseen * row, std::numeric_limits<float>::quiet_NaN());
+    DeviceBuffer dq = upload_bf16(in.q), dk = upload_bf16(in.k), dv = upload_bf16(in.v),
+                 dout(T * cs.q_heads * D * 2);
+    if (T <= 8) {
+      DeviceBuffer ws(decode_attention_workspace_bytes(static_cast<int>(T), cs.q_heads, cs.head_dim));
+      ws.fill_bytes(0);
+      DeviceBuffer dlen = upload(std::vector<std::int32_t>{static_cast<std::int32_t>(L)});
+      DecodeAttentionArgs a;
+      a.q = dq.as<Bf16>();
+      a.k_cache = dk.as<Bf16>();
+      a.v_cache = dv.as<Bf16>();
+      a.out = dout.as<Bf16>();
+      a.q_tokens = static_cast<int>(T);
+      a.kv_len = L + 40;  // a graph's bucket: the length itself is on the device
+      a.kv_len_device = dlen.as<std::int32_t>();
+      a.q_heads = cs.q_heads;
+      a.kv_heads = cs.kv_heads;
+      a.head_dim = cs.head_dim;
+      a.softcap = cs.softcap;
+      a.window = cs.window;
+      a.workspace = ws.data();
+      a.workspace_bytes = ws.size();
+      for (const char* policy : {"", "1", "0"}) {
+        INFO("ZOO_DECODE_ATTN=" << policy);
+        const zoo::test::ScopedEnv env("ZOO_DECODE_ATTN", *policy ? policy : nullptr);
+        dout.fill_bytes(0xff);
+        attention_decode(a, stream);
+        stream.synchronize();
+        check_attention(dout, in.ref);
+      }
+    } else {
+      auto a = prefill_args(dq, dk, dv, dout, T, cs.start, cs.q_heads, cs.kv_heads, cs.head_dim);
+      a.softcap = cs.softcap;
+      a.window = cs.window;
+      dout.fill_bytes(0xff);
+      attention_prefill(a, stream);
+      stream.synchronize();
+      check_attention(dout, in.ref);
     }
   }
 }
