@@ -253,9 +253,9 @@ int run_generate_batch(const GenerateOptions& o) {
   }
   if (!o.quiet) {
     const KvPoolStats pool = runner->pool();
-    fmt::print(stderr, "generate: {} sequences; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}\n",
-               items.size(), pool.groups.front().capacity, pool.page_tokens,
-               static_cast<double>(pool.groups.front().capacity * pool.page_bytes) / 1e9, runner->max_context());
+    fmt::print(stderr,
+               "generate: {} sequences; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}\n",
+               items.size(), pool.capacity(), pool.page_tokens, pool.bytes() / 1e9, runner->max_context());
   }
   std::vector<std::optional<engine::Completion>> done(items.size());
   std::size_t finished = 0;

@@ -148,8 +148,7 @@ int run_serve(const ServeOptions& o) {
                engine::tool_call_syntax_name(served.chat_syntax.tools));
   const KvPoolStats pool = runner->pool();
   fmt::print(stderr, "zoo serve: model '{}'; KV pool {} pages of {} tokens ({:.2f} GB), context limit {}{}\n",
-             served.name, pool.groups.front().capacity, pool.page_tokens,
-             static_cast<double>(pool.groups.front().capacity * pool.page_bytes) / 1e9, runner->max_context(),
+             served.name, pool.capacity(), pool.page_tokens, pool.bytes() / 1e9, runner->max_context(),
              served.tokenizer ? "" : "; no tokenizer: prompts as token ids");
   // The first-use costs a warm-up pays are a GPU's (kernels loaded at first launch, GEMM plans,
   // graphs); a CPU run has none worth its time.

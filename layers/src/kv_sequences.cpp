@@ -50,6 +50,15 @@ std::int64_t pool_pages(const DecoderSpec& c, const RunnerOptions& options, std:
   return std::clamp<std::int64_t>(std::min(per_sequence * sequences, affordable), per_sequence, std::int64_t{1} << 30);
 }
 
+// The most pages a sliding-window group's sequences hold at once: each keeps the window behind its
+// newest token (a partly filled page at either end) and takes a page for its next decode token,
+// and one of them may take a whole-context step (a Session's prefill, the engine's biggest chunk),
+// so that any step that fits the full-attention pool fits here too.
+std::int64_t window_pages(std::int64_t window, std::int64_t sequences, std::int64_t context) {
+  const std::int64_t per_sequence = (window - 1 + kKvPageTokens - 1) / kKvPageTokens + 2;
+  return std::max<std::int64_t>(sequences, 1) * per_sequence + (context + kKvPageTokens - 1) / kKvPageTokens;
+}
+
 std::int64_t context_limit(const DecoderSpec& c, const RunnerOptions& options, std::int64_t model_max_context) {
   const std::int64_t context = options.max_context > 0 ? options.max_context : model_max_context;
   if (context > model_max_context)
@@ -68,8 +77,31 @@ KvSequences::KvSequences(const DecoderSpec& spec, const RunnerOptions& options, 
       groups_(layer_groups(spec)), layer_group_(static_cast<std::size_t>(spec.num_layers)),
       layer_index_(static_cast<std::size_t>(spec.num_layers)) {
   const std::int64_t pages = pool_pages(spec, options, max_context_, page_bytes, budget_bytes);
+  // Sliding-window groups keep only their windows: their pools stop at what the sequences can hold
+  // (vLLM's hybrid KV cache does the same). Where the pool was sized by bytes, the full-attention
+  // groups get what that leaves (up to what max_sequences sequences at the context limit need).
+  std::vector<std::int64_t> capacity(groups_.size(), pages);
+  std::int64_t spare_layer_pages = 0, full_layers = 0;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].pool = std::make_unique<KvPagePool>(pages);
+    const auto layers = static_cast<std::int64_t>(groups_[g].layers.size());
+    if (groups_[g].window == 0) {
+      full_layers += layers;
+      continue;
+    }
+    capacity[g] = std::min(pages, window_pages(groups_[g].window, max_sequences_, max_context_));
+    spare_layer_pages += (pages - capacity[g]) * layers;
+  }
+  if (options.kv_pages == 0 && full_layers > 0 && spare_layer_pages > 0) {
+    const std::int64_t per_sequence = (max_context_ + kKvPageTokens - 1) / kKvPageTokens;
+    const std::int64_t wanted = options.kv_bytes > 0 || options.kv_memory_fraction > 0
+                                    ? std::int64_t{1} << 30
+                                    : per_sequence * max_sequences_;
+    const std::int64_t full = std::max(pages, std::min(pages + spare_layer_pages / full_layers, wanted));
+    for (std::size_t g = 0; g < groups_.size(); ++g)
+      if (groups_[g].window == 0) capacity[g] = full;
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].pool = std::make_unique<KvPagePool>(capacity[g]);
     for (std::size_t i = 0; i < groups_[g].layers.size(); ++i) {
       layer_group_[static_cast<std::size_t>(groups_[g].layers[i])] = g;
       layer_index_[static_cast<std::size_t>(groups_[g].layers[i])] = static_cast<std::int64_t>(i);

@@ -25,11 +25,12 @@ class KvSequences {
     std::unique_ptr<KvPagePool> pool;
   };
 
-  // The runner's context limit is options.max_context, or the model's (InputError beyond it). Each
-  // group's pool holds options.kv_pages pages, or options.kv_bytes worth (`page_bytes` a page of
-  // every layer), or by default room for max_sequences sequences at the context limit within
+  // The runner's context limit is options.max_context, or the model's (InputError beyond it). The
+  // full-attention pool holds options.kv_pages pages, or options.kv_bytes worth (`page_bytes` a page
+  // of every layer), or by default room for max_sequences sequences at the context limit within
   // `budget_bytes`; never fewer than one sequence at the limit needs (InputError when bytes given
-  // are too few).
+  // are too few). A sliding-window group's pool holds no more than its sequences' windows need
+  // (window_pages in the .cpp); bytes it leaves of a budget go to the full-attention pool.
   KvSequences(const DecoderSpec& spec, const RunnerOptions& options, std::int64_t model_max_context,
               std::int64_t page_bytes, double budget_bytes);
   // The layers grouped by window, in layer order of first appearance.

@@ -120,6 +120,50 @@ TEST_CASE(
     check_same_ids(alone[i], done[i].ids, fmt::format("sequence {}", i));
 }
 
+TEST_CASE(
+    "runner: a sliding-window group's pool holds its sequences' windows, not their contexts, and the bytes "
+    "it leaves "
+    "go to full attention") {
+  OpenedModel opened = open_fixture(fixture_dir("gemma2-tiny"));  // layers: window 5, full, window 5
+  Model& model = *opened.model;
+  const std::int64_t context = 256, sequences = 4;
+  // Each sequence keeps ceil(4 / 16) + 2 = 3 pages of its window, and one step may cover the whole
+  // context (16 pages): 4 * 3 + 16.
+  const std::int64_t window_pool = sequences * 3 + context / kKvPageTokens;
+  auto given = model.new_runner({.kv_pages = 64, .max_sequences = sequences, .max_context = context});
+  const KvPoolStats pool = given->pool();
+  REQUIRE(pool.groups.size() == 2);
+  for (const auto& g : pool.groups) CHECK(g.capacity == (g.window == 0 ? 64 : window_pool));
+  CHECK(pool.capacity() == 64);
+  // Sized by bytes: the same bytes as 64 pages of every layer; the full-attention layer (one of
+  // three) gets what the two window layers leave: 64 + 2 * (64 - 28).
+  const auto kv_bytes = 64 * pool.page_bytes;
+  auto by_bytes =
+      model.new_runner({.kv_bytes = kv_bytes, .max_sequences = sequences, .max_context = context});
+  for (const auto& g : by_bytes->pool().groups)
+    CHECK(g.capacity == (g.window == 0 ? 64 + 2 * (64 - window_pool) : window_pool));
+  CHECK(by_bytes->pool().bytes() <= static_cast<double>(kv_bytes));
+  CHECK(by_bytes->pool().bytes() > 0.99 * static_cast<double>(kv_bytes));
+
+  // Through the engine: four prompts of many windows whose pages together (4 x 10) exceed the window
+  // pool (28) but not the full one: they run at once only because pages behind the window go back.
+  std::vector<engine::GenerationRequest> requests;
+  std::vector<AloneRun> alone;
+  for (int i = 0; i < 4; ++i) {
+    auto prompt = prompt_ids(120 + 7 * i, model.info().vocab_size, 300 + i);
+    alone.push_back(greedy_alone(model, prompt, 12));
+    requests.push_back(greedy_request(std::move(prompt), 12));
+  }
+  engine::EngineStats stats;
+  const auto done =
+      run_engine(*given, std::move(requests), {.max_running = 4, .max_batched_tokens = 48}, &stats);
+  CHECK(stats.preemptions == 0);
+  CHECK(stats.peak_running == 4);
+  for (std::size_t i = 0; i < done.size(); ++i)
+    check_same_ids(alone[i], done[i].ids, fmt::format("sequence {}", i));
+  for (const auto& group : given->pool().groups) CHECK(group.used == 0);
+}
+
 TEST_CASE("engine: each step's tokens are reported as they come, and a cancelled request leaves with its pages") {
   OpenedModel opened = open_fixture(fixture_dir("qwen3-tiny"));
   Model& model = *opened.model;

@@ -41,7 +41,8 @@ struct ForwardBatch {
 };
 
 struct RunnerOptions {
-  // KV pages (of kKvPageTokens tokens, every layer) in the pool; 0: the backend's default (CUDA:
+  // KV pages (of kKvPageTokens tokens, every full-attention layer; a sliding-window layer's pool
+  // stops at what max_sequences windows need) in the pool; 0: the backend's default (CUDA:
   // what free device memory allows after the weights; CPU: enough for max_sequences sequences of
   // the context limit, taken from host memory only as pages are used).
   std::int64_t kv_pages = 0;
@@ -66,8 +67,25 @@ struct KvPoolGroup {
 };
 struct KvPoolStats {
   std::int64_t page_tokens = kKvPageTokens;
-  std::int64_t page_bytes = 0;  // one page of one group's layers, keys and values
+  std::int64_t page_bytes = 0;  // one page of every layer, keys and values
   std::vector<KvPoolGroup> groups;
+
+  // The most pages of any group: the full-attention layers' (sliding-window groups hold fewer).
+  std::int64_t capacity() const {
+    std::int64_t most = 0;
+    for (const auto& g : groups) most = g.capacity > most ? g.capacity : most;
+    return most;
+  }
+  // What the pool holds in bytes: each group's pages of its own layers.
+  double bytes() const {
+    std::int64_t layers = 0;
+    for (const auto& g : groups) layers += g.layers;
+    double total = 0;
+    for (const auto& g : groups)
+      total += static_cast<double>(g.capacity) * static_cast<double>(page_bytes) *
+               static_cast<double>(g.layers) / static_cast<double>(layers > 0 ? layers : 1);
+    return total;
+  }
 };
 
 // A step asked for more KV pages than are free. Thrown by submit() before any work: no sequence's
