@@ -307,7 +307,7 @@ class StaticDecoder:
 
         self.runner = runner
         model = runner.model
-        self.cache = StaticCache(config=model.config, max_cache_len=max_len)
+        self.cache = StaticCache(config=self.cache_config(model.config, max_len), max_cache_len=max_len)
         module = model if runner.table is None else model.model
         # transformers < 5.1x takes cache_position; 5.1x tracks the position inside the cache.
         self.cache_position = "cache_position" in inspect.signature(module.forward).parameters
@@ -317,6 +317,29 @@ class StaticDecoder:
         self.step_fn = self._forward
         if compile_mode:
             self.step_fn = torch.compile(self._forward, mode=compile_mode, fullgraph=fullgraph, dynamic=False)
+
+    cache_layers = "as the config states"
+
+    def cache_config(self, config, max_len: int):
+        """The config the StaticCache is built from. transformers 5.17's sliding-window cache layer
+        counts its tokens in a Python int that the mask code reads, so torch.compile (dynamic=False)
+        recompiles every decode step (TORCH_LOGS=recompiles: `cumulative_length_int == 12`): a 9B
+        body never finished compiling. Where the window is at least the whole run (context + new
+        tokens), a sliding layer sees every cached key, so a full StaticLayer computes the same
+        attention with a tensor position instead; a window shorter than the run keeps its layers."""
+        text = config.get_text_config(decoder=True)
+        window = getattr(text, "sliding_window", None)
+        types = getattr(text, "layer_types", None) or (
+            ["sliding_attention"] * text.num_hidden_layers if window is not None else None)
+        if not window or window < max_len or not types or "sliding_attention" not in types:
+            return config
+        import copy
+
+        config = copy.deepcopy(config)
+        text = config.get_text_config(decoder=True)
+        text.layer_types = ["full_attention" if t == "sliding_attention" else t for t in types]
+        self.cache_layers = f"full StaticLayers for the sliding ones (window {window} >= {max_len} positions)"
+        return config
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         runner = self.runner
@@ -356,7 +379,7 @@ def decode_compiled(args, runner: Runner, device: Device, vocab: int, weight_byt
     if compile_mode:
         # One compiled graph per decode context (static shapes); leave room for several.
         torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
-    rows, warmup, fullgraph = [], {}, True
+    rows, warmup, fullgraph, cache_layers = [], {}, True, ""
     for context in args.decode_context or args.prompt_len:
         log(f"compiled decode {args.new_tokens} tokens at context {context} x {args.repeat} "
             f"(StaticCache, {compile_mode or 'no torch.compile'})")
@@ -378,11 +401,12 @@ def decode_compiled(args, runner: Runner, device: Device, vocab: int, weight_byt
                 warmup[str(context)] = time.perf_counter() - t0
             device.note_memory()
         fullgraph = fullgraph and decoder.fullgraph
+        cache_layers = decoder.cache_layers
         del decoder
         t = median(per_token)
         rows.append({"context": context, "new_tokens": args.new_tokens, "ms_per_token": 1e3 * t,
                      "tokens_per_s": 1.0 / t, "weight_gb_per_s": weight_bytes / t / 1e9})
-    extras = {"mode": "compiled", "cache": "StaticCache",
+    extras = {"mode": "compiled", "cache": f"StaticCache, layers {cache_layers}",
               "compile": f"torch.compile(mode={compile_mode!r}, fullgraph={fullgraph}, dynamic=False)"
               if compile_mode else "none (--no-compile)", "warmup_s": warmup}
     return rows, extras
