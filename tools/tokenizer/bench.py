@@ -3,6 +3,7 @@
 same tokenizer.json, timing only the encode calls (one call per corpus line) on both sides.
 
 Usage: python3 tools/tokenizer/bench.py --zoo build/bin/zoo [--which qwen|llama3|llama2|mistral|gemma] [--repeat 5]
+       [--tokenizer PATH]   (another tokenizer.json on the same corpus, e.g. check_real_spm.py --workdir's)
 The fixtures come from tests/fixtures/tokenizer/fixtures.tar.xz (unpacked to a temp dir).
 """
 import argparse
@@ -26,12 +27,13 @@ def main():
     ap.add_argument("--zoo", required=True)
     ap.add_argument("--which", default="qwen")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--tokenizer", default=None, help="a tokenizer.json instead of the fixture --which names")
     ap.add_argument("--archive", default=os.path.join(here, "../../tests/fixtures/tokenizer/fixtures.tar.xz"))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     with tarfile.open(args.archive) as tar:
         tar.extractall(tmp, members=[m for m in tar.getmembers() if m.name in ("corpus.jsonl", f"{args.which}/tokenizer.json")])
-    tj = os.path.join(tmp, args.which, "tokenizer.json")
+    tj = args.tokenizer or os.path.join(tmp, args.which, "tokenizer.json")
     corpus = os.path.join(tmp, "corpus.jsonl")
     lines = [json.loads(l) for l in open(corpus, encoding="utf-8")]
     nbytes = sum(len(l.encode()) for l in lines)
@@ -52,7 +54,7 @@ def main():
     m = re.search(r"load ([\d.]+) s; encode first pass ([\d.]+) s .*fastest of \d+ ([\d.]+) s", r.stderr)
     z_load, z_first, z_best = (float(x) for x in m.groups())
     mb = lambda s: nbytes / s / 1e6
-    print(f"corpus: {len(lines)} lines, {nbytes} bytes; tokenizer: {args.which}; passes: {args.repeat}")
+    print(f"corpus: {len(lines)} lines, {nbytes} bytes; tokenizer: {args.tokenizer or args.which}; passes: {args.repeat}")
     print("| | load s | first pass MB/s | fastest pass MB/s |")
     print("|---|---|---|---|")
     print(f"| HF tokenizers {__import__('tokenizers').__version__} | {load:.3f} | {mb(hf_first):.2f} | {mb(hf_best):.2f} |")
