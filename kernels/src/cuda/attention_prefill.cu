@@ -169,6 +169,8 @@ __global__ void __launch_bounds__(32 * WARPS, MIN_BLOCKS) attention_prefill_kern
     __syncthreads();  // every warp is done reading V_j before it is overwritten
   }
 
+  // A split wholly before the window ran no tile: its first K tile may still be in flight.
+  cp_async_wait<0>();
   if (slot >= 0) {  // a split's partial: unnormalized rows, their max and sum
     const std::int64_t base = (static_cast<std::int64_t>(slot) * p.q_heads + head) * BR;
 #pragma unroll
