@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU host (see ../shared/gpu-host/README.md for carrying .gpu/): build with CUDA, make the
+# On the GPU host (tools/gpu/prepare.sh makes the .gpu/ a device call carries): build with CUDA, make the
 # transformers bf16 goldens of every fixture on the GPU, run every test (the [cuda] ones and the
 # tools/ ones that need torch included), run the CUDA tests again as a GPU before sm_90 runs them
 # (ZOO_CUDA_PRE_HOPPER=1: no clusters, no programmatic dependent launch), then the [cuda] tests
