@@ -458,40 +458,32 @@ std::int64_t key_span(const DecodeParams& p) {
   return std::min(p.kv_len, p.window + p.q_tokens - 1 + 15);
 }
 
-// Blocks of `kernel` that fit one SM at `smem` bytes of dynamic shared memory (registers and
-// shared memory both count), asked once per kernel and device.
-int blocks_per_sm(void (*kernel)(DecodeParams), int smem) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, const void*>, int> known;
-  const std::pair<int, const void*> key{current_device(), reinterpret_cast<const void*>(kernel)};
-  std::lock_guard lock(mutex);
-  if (const auto it = known.find(key); it != known.end()) return it->second;
-  int n = 0;
-  ZOO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kDecodeWarps, smem));
-  return known[key] = std::max(n, 1);
-}
-
-// Clusters of `size` blocks of `kernel` that the device runs at once, asked once per kernel, size
-// and device.
-int max_active_clusters(void (*kernel)(DecodeParams), int smem, int size) {
+// How many of `kernel` the device runs at once at `smem` bytes of dynamic shared memory (registers
+// and shared memory both count): blocks per SM (cluster 0, at least 1), or clusters of `cluster`
+// blocks on the whole device. Asked once per kernel, cluster size and device.
+int occupancy(void (*kernel)(DecodeParams), int smem, int cluster = 0) {
   static std::mutex mutex;
   static std::map<std::tuple<int, const void*, int>, int> known;
-  const std::tuple<int, const void*, int> key{current_device(), reinterpret_cast<const void*>(kernel), size};
+  const std::tuple<int, const void*, int> key{current_device(), reinterpret_cast<const void*>(kernel),
+                                              cluster};
   std::lock_guard lock(mutex);
   if (const auto it = known.find(key); it != known.end()) return it->second;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(1, static_cast<unsigned>(size), 1);
-  config.blockDim = dim3(32 * kDecodeWarps);
-  config.dynamicSmemBytes = static_cast<std::size_t>(smem);
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = 1;
-  attribute.val.clusterDim.y = static_cast<unsigned>(size);
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
   int n = 0;
-  ZOO_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+  if (cluster == 0) {
+    ZOO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * kDecodeWarps, smem));
+    n = std::max(n, 1);
+  } else {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim = {1, static_cast<unsigned>(cluster), 1};
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(1, static_cast<unsigned>(cluster), 1);
+    config.blockDim = dim3(32 * kDecodeWarps);
+    config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    ZOO_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+  }
   return known[key] = n;
 }
 
@@ -527,12 +519,9 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
   // keys: 32 clusters of 8 took 18.1 us against 10.0 by ticket; 8 clusters 8.2 against 10.2).
   auto cluster_kernel = attention_decode_kernel<D, KT, Q_REGS, true, MASKED, false>;
   constexpr int cluster_smem = Cfg::template smem<true>();
-  if (cluster && p.splits > 1) {
-    allow_dynamic_smem(cluster_kernel, cluster_smem);
-    const std::int64_t clusters = base_blocks;
-    cluster = 2 * clusters <= max_active_clusters(cluster_kernel, cluster_smem, p.splits);
-  }
-  if (cluster && p.splits > 1) {
+  if (cluster && p.splits > 1) allow_dynamic_smem(cluster_kernel, cluster_smem);
+  // base_blocks: one cluster per (kv head, row group, sequence).
+  if (cluster && p.splits > 1 && 2 * base_blocks <= occupancy(cluster_kernel, cluster_smem, p.splits)) {
     launch_pdl_cluster(cluster_kernel, grid, Cfg::kThreads, cluster_smem, stream,
                        dim3(1, static_cast<unsigned>(p.splits), 1), p);
   } else {
@@ -548,7 +537,7 @@ void launch_decode_variant(DecodeParams p, bool cluster, int row_groups, cudaStr
     // and 31.5 -> 21.9 us), not batch 64 (2 waves either way).
     const std::int64_t blocks = static_cast<std::int64_t>(grid.x) * grid.y * grid.z;
     const auto waves = [&](auto kernel) {
-      const std::int64_t slots = static_cast<std::int64_t>(sms) * blocks_per_sm(kernel, smem);
+      const std::int64_t slots = static_cast<std::int64_t>(sms) * occupancy(kernel, smem);
       return (blocks + slots - 1) / slots;
     };
     const int forced = pipe_from_env();
