@@ -24,6 +24,8 @@
 #   KEEP_SYNTH [1: keep checkpoints, deleting older ones only when the disk is short;
 #               0: delete each after its shape]
 #   COMPILED [1: also run the compiled transformers baseline; 0: skip it]
+#   EAGER [1: run the eager transformers baseline; 0: skip it (a compiled-only call where the
+#          eager numbers exist from an earlier run in WORK_DIR)]
 #   COMPILED_ARGS [] extra bench_transformers.py arguments for it (--no-compile: CPU dry runs)
 #   COMPILED_TIMEOUT [480: seconds for that step; torch.compile of a large body takes minutes]
 set -uo pipefail
@@ -60,6 +62,7 @@ ROOFLINE=${ROOFLINE:-auto}
 ROOFLINE_ARGS=${ROOFLINE_ARGS:-}
 KEEP_SYNTH=${KEEP_SYNTH:-1}
 COMPILED=${COMPILED:-1}
+EAGER=${EAGER:-1}
 COMPILED_ARGS=${COMPILED_ARGS:-}
 COMPILED_TIMEOUT=${COMPILED_TIMEOUT:-480}
 BENCH_PY=$ROOT/tools/bench/bench_transformers.py
@@ -237,10 +240,12 @@ EOF
   warm_page_cache "$ckpt"
   step "zoo bench $shape" "$WORK_DIR/zoo-$shape.json" "$ZOO" bench "$yaml" --prompt-len "$PROMPT_LENS" \
     --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json
-  warm_page_cache "$ckpt"
-  step "transformers bench $shape" "$WORK_DIR/hf-$shape.json" \
-    "$PYTHON" "$BENCH_PY" "$ckpt" --device "$DEVICE" --dtype "$HF_DTYPE" --prompt-len "$PROMPT_LENS" \
-    --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json
+  if [[ $EAGER == 1 ]]; then
+    warm_page_cache "$ckpt"
+    step "transformers bench $shape" "$WORK_DIR/hf-$shape.json" \
+      "$PYTHON" "$BENCH_PY" "$ckpt" --device "$DEVICE" --dtype "$HF_DTYPE" --prompt-len "$PROMPT_LENS" \
+      --decode-context "$DECODE_CONTEXTS" --new-tokens "$NEW_TOKENS" --repeat "$REPEAT" --json
+  fi
   if [[ $COMPILED == 1 ]]; then
     warm_page_cache "$ckpt"
     saved_timeout=(${TIMEOUT[@]+"${TIMEOUT[@]}"})
