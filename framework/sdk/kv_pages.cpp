@@ -59,8 +59,11 @@ KvPageTable::~KvPageTable() { release_all(); }
 
 void KvPageTable::release_all() noexcept {
   if (!pool_) return;  // moved from
-  for (const PageId page : pages_)
-    if (page != kNoPage) pool_->release(page);  // held pages: cannot throw
+  // Last page first: the pool hands out the most recently freed page first, so the next table
+  // takes these pages in ascending order again (a run of consecutive pages, which a lone
+  // sequence's long prefill reads as one contiguous cache).
+  for (auto page = pages_.rbegin(); page != pages_.rend(); ++page)
+    if (*page != kNoPage) pool_->release(*page);  // held pages: cannot throw
   pages_.clear();
   tokens_ = 0;
 }

@@ -15,6 +15,7 @@
 #include "../graph/decoder_graph.hpp"
 #include "../kv_sequences.hpp"
 #include "../parallel/rank_group.hpp"
+#include "../runner_session.hpp"
 #include "zoo/batch.hpp"
 #include "zoo/communicator.hpp"
 #include "zoo/error.hpp"
@@ -606,33 +607,6 @@ class CpuRunner : public KvRunner, private DecoderOps {
   std::int64_t linear_calls_ = 0, linear_rows_min_ = 0, linear_rows_max_ = 0;
 };
 
-// A Session is a batch of one: one sequence of a runner of its own, whose pool holds the context
-// limit (bookkept up front, stored as used).
-class CpuSession : public Session {
- public:
-  explicit CpuSession(std::unique_ptr<Runner> runner)
-      : runner_(std::move(runner)), sequence_(runner_->open_sequence()) {}
-  std::int64_t position() const override { return runner_->tokens(sequence_); }
-  void reset() override {
-    runner_->close_sequence(sequence_);
-    sequence_ = runner_->open_sequence();
-  }
-  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override {
-    ForwardBatch batch{{SequenceSlice{sequence_, runner_->tokens(sequence_), &step}}};
-    runner_->submit(batch, hook);
-    return std::move(runner_->wait().front());
-  }
-
- private:
-  std::unique_ptr<Runner> runner_;
-  SequenceId sequence_;
-};
-
-// The options of a Session's runner: one sequence, whose pool holds the context limit.
-RunnerOptions session_options(std::int64_t max_context) {
-  return {.kv_pages = (max_context + kKvPageTokens - 1) / kKvPageTokens, .max_sequences = 1};
-}
-
 class CpuBackend : public DecoderBackend {
  public:
   // `shard`: this backend is one rank of a tensor-parallel group (`spec` is the rank's share).
@@ -692,7 +666,7 @@ class CpuBackend : public DecoderBackend {
   }
 
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<CpuSession>(std::make_unique<CpuRunner>(
+    return std::make_unique<RunnerSession>(std::make_unique<CpuRunner>(
         shared_from_this(), c_, w_, session_options(max_context_), max_context_, "session"));
   }
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
@@ -759,7 +733,7 @@ class CpuTensorParallelBackend : public DecoderBackend {
   }
 
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<CpuSession>(make_runner(session_options(max_context_), "session"));
+    return std::make_unique<RunnerSession>(make_runner(session_options(max_context_), "session"));
   }
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
     return make_runner(options, "runner");
