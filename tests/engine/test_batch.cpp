@@ -18,6 +18,7 @@
 #include "zoo/sampling.hpp"
 #if defined(ZOO_WITH_CUDA)
 #include "cuda/cuda_model_util.hpp"
+#include "zoo/kernels/cuda/attention.hpp"
 #include "zoo/kernels/cuda/common.hpp"
 #endif
 
@@ -786,6 +787,115 @@ TEST_CASE("CUDA runner: every sampler mode, min-p and logprobs of a mixed batch 
 #if defined(ZOO_WITH_CUDA)
 const std::vector<std::pair<std::int64_t, float>> kBias = {{3, 5.0f}, {17, -2.0f}, {100, 7.5f}};
 #endif
+
+TEST_CASE(
+    "CUDA runner: decode steps of one sampler mode replay as graphs and pick as the host reference does",
+    "[cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const auto loaded = cuda_test::load_cuda_fixture(fixture_dir("qwen3-tiny-hd64"));
+  Model& model = *loaded->model;
+  const std::int64_t vocab = model.info().vocab_size;
+  // Four sequences: the graph's bucket holds them exactly, so its GEMMs see the rows the eager
+  // logits runner does; only the decode attention's split (sized for the graph's kv bucket) differs.
+  constexpr std::size_t N = 4;
+  constexpr int kSteps = 7;  // a prefill, then six decode steps
+  const std::vector<SampleRequest> modes = {{},
+                                            {.temperature = 0.8f, .top_k = 20},
+                                            {.temperature = 1.0f, .top_p = 0.9f},
+                                            {.temperature = 0.7f, .min_p = 0.05f}};
+  for (const SampleRequest& mode : modes) {
+    INFO("temperature " << mode.temperature << " top_k " << mode.top_k << " top_p " << mode.top_p << " min_p "
+                        << mode.min_p);
+    TwinRunners twin(model, N);
+    std::vector<std::vector<std::int64_t>> next;
+    for (std::size_t i = 0; i < N; ++i)
+      next.push_back(prompt_ids(6 + 5 * static_cast<std::int64_t>(i), vocab, 70 + i));
+    std::mt19937_64 rng(9);
+    std::uniform_real_distribution<double> uni(0.0, 1.0);
+    int differing = 0, moved = 0;
+    for (int step = 0; step < kSteps; ++step) {
+      std::vector<SampleRequest> asked(N, mode);
+      std::vector<OutputRequest> outputs(N);
+      for (std::size_t i = 0; i < N; ++i) {
+        asked[i].u = uni(rng);
+        outputs[i] = OutputRequest{.sample = asked[i], .top_logprobs = 3};
+      }
+      const auto [got, rows] = twin.step(next, outputs);
+      for (std::size_t i = 0; i < N; ++i) {
+        REQUIRE(got[i].sampled);
+        CHECK(got[i].sampled->top.size() == 3);
+        const auto row = rows[i].logits.span<float>().last(static_cast<std::size_t>(vocab));
+        const SampledToken want = sample_logits(row, asked[i]);
+        // Logits a rounding apart may move a draw across a boundary of the distribution: rare.
+        if (got[i].sampled->id != want.id) {
+          WARN("step " << step << " sequence " << i << ": picked " << got[i].sampled->id
+                       << ", host reference " << want.id);
+          ++differing;
+        }
+        moved += want.id != sample_logits(row, SampleRequest{}).id;
+        next[i] = {want.id};  // both runners go on with the reference's pick
+      }
+    }
+    CHECK(differing <= 1);
+    if (mode.temperature > 0) CHECK(moved > 0);
+    CHECK(twin.picked->stats()["graph_steps"].get<std::int64_t>() == kSteps - 1);
+  }
+#endif
+}
+
+TEST_CASE(
+    "CUDA runner: a lone prefill over consecutive pages reads them as one contiguous cache (cuDNN for long "
+    "prompts), as the paged kernel does, and pages given back come out in order again",
+    "[cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const zoo::test::ScopedEnv every_length("ZOO_CUDNN_MIN_TOKENS", "1");
+  const auto loaded = cuda_test::load_cuda_fixture(fixture_dir("qwen3-tiny-hd64"));  // no window, no soft-cap
+  Model& model = *loaded->model;
+  const std::int64_t vocab = model.info().vocab_size;
+  auto runner = model.new_runner({.kv_pages = 64, .max_sequences = 3});
+  const auto prompt = prompt_ids(100, vocab, 7);
+  const auto engine = [&] { return runner->stats()["prefill_attention"].get<std::string>(); };
+  const auto prefill_alone = [&](SequenceId id) {
+    const ForwardStep step = step_of(prompt);
+    runner->submit({{SequenceSlice{id, 0, &step}}});
+    return std::move(runner->wait().front().logits);
+  };
+  const SequenceId a = runner->open_sequence();
+  const HostTensor lone = prefill_alone(a);
+  const std::string lone_engine = engine();
+  CHECK((lone_engine == "cudnn" || lone_engine == "zoo"));
+  if (kernels::cuda::PrefillAttention::cudnn_unavailable_reason().empty()) CHECK(lone_engine == "cudnn");
+  // The same prompt beside a decode of `a`: one paged launch for both.
+  const SequenceId b = runner->open_sequence();
+  const std::vector<std::int64_t> one = {5};
+  const ForwardStep decode = step_of(one), chunk = step_of(prompt);
+  runner->submit({{SequenceSlice{a, runner->tokens(a), &decode}, SequenceSlice{b, 0, &chunk}}});
+  const HostTensor paged = std::move(runner->wait()[1].logits);
+  CHECK(engine() == "paged");
+  const auto x = lone.span<float>(), y = paged.span<float>();
+  REQUIRE(x.size() == y.size());
+  double dot = 0, xx = 0, yy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    dot += double{x[i]} * y[i];
+    xx += double{x[i]} * x[i];
+    yy += double{y[i]} * y[i];
+  }
+  CHECK(dot / std::sqrt(xx * yy) >= 0.9999);
+  CHECK(std::max_element(x.begin(), x.end()) - x.begin() == std::max_element(y.begin(), y.end()) - y.begin());
+  // Both closed: their pages come back last first, so the next sequence takes a run of them again.
+  runner->close_sequence(a);
+  runner->close_sequence(b);
+  const HostTensor again = prefill_alone(runner->open_sequence());
+  CHECK(engine() == lone_engine);
+  CHECK(std::equal(x.begin(), x.end(), again.span<float>().begin()));  // the same kernels on the same values
+#endif
+}
 
 TEST_CASE("CUDA runner: penalized picks equal the host reference on the same logits, with the sequences' "
           "tokens kept on the device through forks",

@@ -1,12 +1,13 @@
 // The decoder on CUDA in bf16: weights uploaded once into one device allocation (q|k|v and gate|up,
 // and their biases, packed by placement), cuBLASLt GEMMs, fused bias/norm/RoPE/cache kernels,
 // FlashAttention-style prefill, split-K decode attention, and decode steps replayed as CUDA
-// graphs. This file: sessions' buffers, a step's staging and the decode-graph cache.
+// graphs. This file: the backend and the activation buffers every step shares.
 #include "decoder_cuda.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "../runner_session.hpp"
 #include "zoo/error.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI {
@@ -55,7 +56,8 @@ void CudaBackend::load(const WeightSource& source, const std::vector<RowTableSou
 
 std::unique_ptr<Session> CudaBackend::new_session() {
   ZOO_CUDA_CHECK(cudaSetDevice(device_));
-  return std::make_unique<CudaSession>(std::static_pointer_cast<CudaBackend>(shared_from_this()));
+  return std::make_unique<RunnerSession>(make_cuda_runner(
+      std::static_pointer_cast<CudaBackend>(shared_from_this()), session_options(max_context_)));
 }
 
 std::unique_ptr<Runner> CudaBackend::new_runner(const RunnerOptions& options) {
@@ -80,26 +82,6 @@ void CudaBackend::note_memory() {
 }
 
 CudaRows::CudaRows(std::shared_ptr<CudaBackend> backend) : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {}
-
-CudaSession::CudaSession(std::shared_ptr<CudaBackend> backend) : CudaRows(std::move(backend)) {
-  const std::size_t cache_bytes =
-      static_cast<std::size_t>(c_.num_layers * b_.max_context_ * c_.kv_dim()) * sizeof(Bf16);
-  k_cache_ = cu::DeviceBuffer(cache_bytes);
-  v_cache_ = cu::DeviceBuffer(cache_bytes);
-  kv_len_dev_ = cu::DeviceBuffer(sizeof(std::int32_t));
-  step_host_ = cu::PinnedBuffer(sizeof(StepStaging));
-  sample_params_dev_ = cu::DeviceBuffer(sizeof(cu::SampleParams));
-  sample_out_dev_ = cu::DeviceBuffer(sizeof(cu::SampleOutput));
-  sample_workspace_ = cu::DeviceBuffer(cu::sample_workspace_bytes(c_.vocab_size));
-  sample_workspace_.fill_bytes(0);  // the sampling kernels' tickets start at zero
-  head_sample_host_ = cu::PinnedBuffer(sizeof(HeadSampleStaging));
-  head_sample_dev_ = cu::DeviceBuffer(sizeof(HeadSampleStaging));
-  decode_workspace_ = cu::DeviceBuffer(cu::decode_attention_workspace_bytes(kMaxDecodeTokens, c_.num_heads, c_.head_dim));
-  decode_workspace_.fill_bytes(0);  // the decode attention's merge tickets start at zero
-  b_.note_memory();
-}
-
-CudaSession::~CudaSession() = default;
 
 // ZOO_CUDA_PROFILE=1: where the steps spent their device time, per op kind.
 CudaRows::~CudaRows() {
@@ -158,183 +140,6 @@ void CudaRows::ensure_logits(std::int64_t rows) {
   logits_rows_ = rows;
   buffers_moved();  // graphs captured the old buffer's address
   b_.note_memory();
-}
-
-void CudaSession::ensure_head(std::int64_t elements) {
-  if (head_elements_ >= elements) return;
-  head_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(elements) * sizeof(float));
-  head_elements_ = elements;
-  decode_graphs_.clear();  // they captured the old buffer's address
-}
-
-void CudaSession::ensure_table_ids(std::int64_t ids) {
-  if (table_ids_capacity_ >= ids) return;
-  const std::int64_t n = std::max<std::int64_t>(ids, 64);
-  table_ids_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(n) * 4);
-  table_pos_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(n) * 4);
-  table_ids_capacity_ = n;
-  decode_graphs_.clear();
-}
-
-void CudaSession::run_graph(std::int64_t rows, const StepVariant& v, DiagnosticHook* hook) {
-  out_rows_ = rows;
-  run_decoder_graph(c_, *this, {v.logits, v.logits && v.sample > 0, v.head_table, v.head_segments > 0}, hook);
-}
-
-ForwardResult CudaSession::forward(const ForwardStep& step, DiagnosticHook* hook) {
-  const ExclusiveUse::Scope one_thread(b_.in_use_);
-  check_step(c_, step, pos_, b_.max_context_, b_.w_.table_rows);
-  if (!step.outputs.score_ids.empty())
-    throw InputError(c_.family + ": the CUDA session scores no given ids (the CUDA runner does)");
-  const auto T = static_cast<std::int64_t>(step.ids.size());
-  const std::int64_t H = c_.hidden_size, V = c_.vocab_size;
-  ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
-  ensure_activations(T);
-  cudaStream_t s = *b_.stream_;
-
-  // Step inputs go through pinned memory so a replayed graph reads them from fixed device addresses.
-  StepStaging& st = staging();
-  const bool small = T <= kStagedTokens;
-  std::vector<std::int32_t> big;
-  if (!small) big.resize(static_cast<std::size_t>(2 * T));
-  std::int32_t* ids32 = small ? st.ids : big.data();
-  std::int32_t* pos32 = small ? st.positions : big.data() + T;
-  for (std::int64_t t = 0; t < T; ++t) {
-    ids32[t] = static_cast<std::int32_t>(step.ids[t]);
-    pos32[t] = static_cast<std::int32_t>(pos_ + t);
-  }
-  ZOO_CUDA_CHECK(cudaMemcpyAsync(ids_dev_.data(), ids32, T * 4, cudaMemcpyHostToDevice, s));
-  ZOO_CUDA_CHECK(cudaMemcpyAsync(positions_dev_.data(), pos32, T * 4, cudaMemcpyHostToDevice, s));
-  if (!small) b_.stream_->synchronize();  // `big` is pageable and dies with this scope
-
-  const TableRows& tr = step.table_rows;
-  const bool has_table = tr.table >= 0;
-  if (has_table) {
-    // Ids and positions of the summed rows; a one-token step stages them in pinned memory (at a
-    // fixed device address, for graphs), longer ones upload directly.
-    const auto n_ids = static_cast<std::int64_t>(tr.ids.size()), n_pos = static_cast<std::int64_t>(tr.positions.size());
-    ensure_table_ids(std::max(n_ids, n_pos));
-    if (T == 1 && n_ids <= kStagedTableIds) {
-      std::int32_t* staged = st.table_ids;
-      for (std::int64_t i = 0; i < n_ids; ++i) staged[i] = static_cast<std::int32_t>(tr.ids[i]);
-      staged[n_ids] = 0;
-      ZOO_CUDA_CHECK(cudaMemcpyAsync(table_ids_dev_.data(), staged, n_ids * 4, cudaMemcpyHostToDevice, s));
-      ZOO_CUDA_CHECK(cudaMemcpyAsync(table_pos_dev_.data(), staged + n_ids, 4, cudaMemcpyHostToDevice, s));
-    } else {
-      std::vector<std::int32_t> ids(tr.ids.begin(), tr.ids.end()), positions(tr.positions.begin(), tr.positions.end());
-      b_.stream_->synchronize();  // the buffers may be in use by queued work
-      table_ids_dev_.upload(ids.data(), ids.size() * 4);
-      table_pos_dev_.upload(positions.data(), positions.size() * 4);
-    }
-  }
-  // Sampling on the device: the request (with its draw) goes up through pinned memory like the
-  // step's ids, so replayed graphs read it; only the picked token comes back.
-  // Logprobs are computed by the batch runner only (a session step asking for them is refused).
-  if (step.outputs.top_logprobs >= 0)
-    throw InputError(c_.family + ": the CUDA backend does not return logprobs yet (run it on the CPU: --device cpu)");
-  const auto& sample = step.outputs.sample;
-  const bool sampling = step.outputs.logits && sample.has_value();
-  if (sampling && sample->penalized())
-    throw InputError(c_.family + ": a CUDA session keeps no token history for penalties (the batch runner applies "
-                                 "them; zoo::generate applies them on the host)");
-  if (sampling) {  // checked in check_step
-    auto* params = &st.sample_params;
-    *params = {sample->u, sample->temperature, sample->top_k, sample->top_p, sample->min_p};
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(sample_params_dev_.data(), params, sizeof(cu::SampleParams), cudaMemcpyHostToDevice, s));
-  }
-  // Sampling the head on the device: the request and its uniforms go up the same way. A request
-  // this backend cannot serve (too many segments, too wide) is ignored: the head output comes back.
-  const auto& head_sample = step.outputs.head_sample;
-  bool head_sampling = false;
-  if (head_sample && step.outputs.head_table >= 0) {  // checked in check_step
-    const std::int64_t count = b_.w_.tables[static_cast<std::size_t>(step.outputs.head_table)].count;
-    head_sampling = head_sample->segments <= kMaxHeadSegments &&
-                    count / head_sample->segments <= cu::kSegmentSampleMaxWidth;
-  }
-  if (head_sampling) {
-    auto& staged = *head_sample_host_.as<HeadSampleStaging>();
-    const bool greedy = head_sample->temperature == 0.0f;
-    staged.params = {head_sample->temperature, head_sample->top_k, head_sample->top_p, 0};
-    std::size_t bytes = offsetof(HeadSampleStaging, u);
-    if (!greedy) {  // a greedy pick reads no uniform
-      std::memcpy(staged.u, head_sample->u.data(), head_sample->u.size_bytes());
-      bytes += head_sample->u.size_bytes();
-    }
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(head_sample_dev_.data(), &staged, bytes, cudaMemcpyHostToDevice, s));
-  }
-  StepVariant variant{has_table ? tr.table : -1, has_table ? tr.per_position : 0, step.outputs.logits,
-                      step.outputs.head_table,
-                      sampling ? 1 + static_cast<int>(cu::sample_mode(sample->temperature, sample->top_k)) : 0};
-  if (head_sampling) variant.head_segments = head_sample->segments;
-  step_ = &step;
-  T_ = T;
-  variant_ = variant;
-  const bool graphable = !profile_.enabled() && !hook && T == 1 && step.override_positions.empty() &&
-                         (step.outputs.logits || step.outputs.head_table >= 0) && !step.outputs.hidden &&
-                         (!has_table || (tr.positions.size() == 1 && tr.positions[0] == 0 && tr.ids.size() <= static_cast<std::size_t>(kStagedTableIds)));
-  if (graphable) {
-    // Decode graphs are bucketed by kv length: the attention grid is sized for the bucket and the
-    // true length is read on the device.
-    std::int64_t bucket = 256;
-    while (bucket < pos_ + 1) bucket *= 2;
-    bucket = std::min(bucket, b_.max_context_);
-    st.kv_len = static_cast<std::int32_t>(pos_ + 1);
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(kv_len_dev_.data(), &st.kv_len, 4, cudaMemcpyHostToDevice, s));
-    graph_kv_len_ = bucket;
-    // Before taking a reference into decode_graphs_, which a reallocation clears.
-    if (variant.logits) ensure_logits(1);
-    if (variant.head_table >= 0) ensure_head(b_.w_.tables[static_cast<std::size_t>(variant.head_table)].count);
-    auto& graph = decode_graphs_[{bucket, variant.key()}];
-    if (!graph.ready()) {
-      // Capture only after an eager pass at this shape, so GEMM plans exist and nothing allocates.
-      run_graph(1, variant, nullptr);
-      graph.begin_capture(s);
-      run_graph(1, variant, nullptr);
-      graph.end_capture(s);
-      // The eager pass already computed this step; the captured one did not run.
-    } else {
-      graph.launch(s);
-    }
-    graph_kv_len_ = 0;
-  } else {
-    profile_.begin(s);
-    run_graph(step.outputs.all_positions ? T : 1, variant, hook);
-    profile_.end(T);
-  }
-  pos_ += T;
-
-  ForwardResult result;
-  const std::int64_t rows = step.outputs.all_positions ? T : 1;
-  if (step.outputs.hidden) result.hidden = download_f32(a_.x.as<Bf16>() + (T - rows) * H, rows, H, H);
-  cu::SampleOutput* picked = &st.sample_out;
-  if (sampling) {
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(picked, sample_out_dev_.data(), sizeof(cu::SampleOutput), cudaMemcpyDeviceToHost, s));
-  } else if (step.outputs.logits) {
-    result.logits = HostTensor(DType::F32, {rows, V});
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(result.logits.data(), logits_dev_.data(), result.logits.nbytes(),
-                                   cudaMemcpyDeviceToHost, s));
-  }
-  cu::SampleOutput* head_picked = head_sample_host_.as<HeadSampleStaging>()->out;
-  if (head_sampling) {
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(head_picked, HeadSampleStaging::out_at(head_sample_dev_.data()),
-                                   sizeof(cu::SampleOutput) * static_cast<std::size_t>(variant.head_segments),
-                                   cudaMemcpyDeviceToHost, s));
-  } else if (step.outputs.head_table >= 0) {
-    const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(step.outputs.head_table)];
-    HostTensor out(DType::F32, {rows, t.count});
-    ZOO_CUDA_CHECK(cudaMemcpyAsync(out.data(), head_dev_.data(), out.nbytes(), cudaMemcpyDeviceToHost, s));
-    result.extra.emplace_back(t.name, std::move(out));
-  }
-  b_.stream_->synchronize();
-  if (sampling)
-    result.sampled = SampledToken{.id = picked->id, .logit = picked->logit, .bad_index = picked->bad_index,
-                                  .bad_value = picked->bad_value, .all_masked = picked->unmasked == 0};
-  for (std::int64_t i = 0; i < variant.head_segments; ++i) {
-    const cu::SampleOutput& p = head_picked[i];
-    result.head_sampled.push_back({.id = p.id, .logit = p.logit, .bad_index = p.bad_index, .bad_value = p.bad_value,
-                                   .all_masked = p.unmasked == 0});
-  }
-  return result;
 }
 
 }  // namespace cuda_backend

@@ -1,19 +1,17 @@
 #pragma once
-// The decoder's CUDA backend and its session, in bf16. decoder_cuda.cpp: the backend, sessions'
-// buffers, a step's staging and the decode-graph cache; decoder_cuda_ops.cpp: the graph's ops
-// (which kernels, which fusions); device_weights.cpp: weight placement and upload;
-// step_staging.hpp: what a step sends up and gets back. Rounding follows transformers in bf16
-// (see kernels/include/zoo/kernels/cuda/ops.hpp).
+// The decoder's CUDA backend in bf16. decoder_cuda.cpp: the backend and the buffers every step
+// shares; decoder_cuda_ops.cpp: the graph's row-wise ops (which kernels, which fusions) and
+// where each tapped value lives; decoder_cuda_runner.cpp: the runner of many sequences over paged
+// KV, which also serves sessions (a batch of one); device_weights.cpp: weight placement and
+// upload. Rounding follows transformers in bf16 (see kernels/include/zoo/kernels/cuda/ops.hpp).
 #include <fmt/format.h>
 
-#include <map>
 #include <memory>
 #include <tuple>
 
 #include "../decoder_backend.hpp"
 #include "../graph/decoder_graph.hpp"
 #include "device_weights.hpp"
-#include "step_staging.hpp"
 #include "zoo/exclusive_use.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
 #include "zoo/kernels/cuda/common.hpp"
@@ -25,13 +23,16 @@
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
-inline constexpr int kMaxDecodeTokens = 8;  // steps up to this many tokens use the decode attention kernel
+// Sampling the head on the device (OutputRequest::head_sample): at most this many segments are
+// picked there; more fall back to returning the head output.
+inline constexpr std::int64_t kMaxHeadSegments = 256;
 // Steps up to this many rows run a mixture-of-experts layer through the kernels that stream only
 // the chosen experts per row (graph-capturable); longer ones group the rows by expert for grouped
 // GEMMs, which reads the expert counts back to the host (a synchronization per layer, no graphs).
 inline constexpr std::int64_t kMoeStreamRows = 8;
 
-// What a decode step computes besides the layers; a graph is captured per variant and kv bucket.
+// What a decode step computes besides the layers; a graph is captured per variant, batch bucket
+// and kv bucket.
 struct StepVariant {
   int table = -1;               // sum rows of this table into position 0
   std::int64_t per_position = 0;
@@ -46,10 +47,10 @@ struct StepVariant {
 
 class CudaBackend;
 
-// What every step of a CUDA session or runner shares: the backend, the step's activations over its
-// T_ rows, and the row-wise ops of the layer graph (projections, norms, the MLP), which do not care
-// which sequence a row belongs to. The sequence-aware ops (embedding extras, q/k/RoPE and the cache
-// write, attention, the head and sampling, taps) are the session's and the runner's own.
+// What every step shares: the backend, the step's activations over its T_ rows, the row-wise ops
+// of the layer graph (projections, norms, the MLP), which do not care which sequence a row belongs
+// to, and where a tapped value lives. The sequence-aware ops (embedding extras, q/k/RoPE and the
+// cache write, attention, the head and sampling) are the runner's.
 class CudaRows : protected DecoderOps {
  protected:
   explicit CudaRows(std::shared_ptr<CudaBackend> backend);
@@ -103,6 +104,8 @@ class CudaRows : protected DecoderOps {
     args.window = spec.attention == AttentionKind::sliding ? spec.window : 0;
     return args;
   }
+  // Records the step's `value` (every row) under `name`; k_rope: its rows as gathered from the cache.
+  void record_tap(DiagnosticHook& hook, const std::string& name, Value value, const Bf16* k_rope);
   // The head over `rows` contiguous rows of x starting at `x_rows`, soft-capped, into logits_dev_.
   void head_logits(const Bf16* x_rows, std::int64_t rows);
   void ensure_activations(std::int64_t tokens);
@@ -122,58 +125,6 @@ class CudaRows : protected DecoderOps {
   cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
 };
 
-class CudaSession : public Session, private CudaRows {
- public:
-  explicit CudaSession(std::shared_ptr<CudaBackend> backend);
-  ~CudaSession() override;
-  std::int64_t position() const override { return pos_; }
-  void reset() override { pos_ = 0; }
-  ForwardResult forward(const ForwardStep& step, DiagnosticHook* hook) override;
-
- private:
-  void buffers_moved() override { decode_graphs_.clear(); }
-  // ---- DecoderOps: the sequence-aware ops of the step in flight (step_, T_, variant_) ----
-  void embed() override;
-  void qk_norm_rope_cache(std::int64_t layer, bool keep_normed) override;
-  void attention(std::int64_t layer) override;
-  void logits(bool every_row) override;
-  void sample() override;
-  void head(int table) override;
-  void sample_head(int table) override;
-  void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t layer) override;
-
-  Bf16* k_cache(std::int64_t layer);
-  Bf16* v_cache(std::int64_t layer);
-  const Bf16* last_rows(std::int64_t rows) const { return a_.x.as<Bf16>() + (T_ - rows) * c_.hidden_size; }
-  void ensure_head(std::int64_t elements);
-  void ensure_table_ids(std::int64_t ids);
-  // The graph over the step, for `variant`'s outputs on the last `rows` rows: what a decode graph captures.
-  void run_graph(std::int64_t rows, const StepVariant& variant, DiagnosticHook* hook);
-
-  std::int64_t pos_ = 0;
-  cu::DeviceBuffer k_cache_, v_cache_;  // [layers][max_context][kv_heads][head_dim]
-  cu::DeviceBuffer kv_len_dev_, override_pos_dev_, override_rows_dev_;
-  cu::PinnedBuffer step_host_;  // a StepStaging
-  StepStaging& staging() { return *step_host_.as<StepStaging>(); }
-  cu::DeviceBuffer decode_workspace_;
-  cu::DeviceBuffer head_dev_;  // a row table's head output, float32
-  std::int64_t head_elements_ = 0;
-  cu::DeviceBuffer table_ids_dev_, table_pos_dev_;  // TableRows of the step, int32
-  // Sampling on the device: parameters (with the step's draw) in, the picked token out.
-  cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
-  // Sampling the head on the device: a HeadSampleStaging in pinned and in device memory.
-  cu::PinnedBuffer head_sample_host_;
-  cu::DeviceBuffer head_sample_dev_;
-  std::int64_t table_ids_capacity_ = 0;
-  // By kv-length bucket and step variant.
-  std::map<std::pair<std::int64_t, decltype(StepVariant{}.key())>, cu::CudaGraph> decode_graphs_;
-  std::int64_t graph_kv_len_ = 0;  // > 0 while running a graph-shaped decode step: the bucket
-  // The step in flight, for the ops.
-  const ForwardStep* step_ = nullptr;
-  std::int64_t out_rows_ = 1;  // the step's output rows: its last `out_rows_`
-  StepVariant variant_;
-};
-
 // A runner of many sequences over paged KV (decoder_cuda_runner.cpp).
 std::unique_ptr<Runner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options);
 
@@ -182,7 +133,7 @@ class CudaBackend : public DecoderBackend {
  public:
   CudaBackend(const DecoderSpec& spec, const ModelArgs& args);
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override;
-  std::unique_ptr<Session> new_session() override;
+  std::unique_ptr<Session> new_session() override;  // a runner of one sequence (runner_session.hpp)
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override;
   nlohmann::json runtime_stats() const override;
   void note_memory();  // the peak device memory in use, for runtime_stats

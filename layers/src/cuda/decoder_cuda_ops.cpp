@@ -19,39 +19,6 @@ HostTensor CudaRows::download_f32(const Bf16* src, std::int64_t rows, std::int64
   return out;
 }
 
-Bf16* CudaSession::k_cache(std::int64_t layer) {
-  return k_cache_.as<Bf16>() + layer * b_.max_context_ * c_.kv_dim();
-}
-Bf16* CudaSession::v_cache(std::int64_t layer) {
-  return v_cache_.as<Bf16>() + layer * b_.max_context_ * c_.kv_dim();
-}
-
-void CudaSession::embed() {
-  const ForwardStep& step = *step_;
-  cudaStream_t s = *b_.stream_;
-  const std::int64_t H = c_.hidden_size;
-  cu::embedding_gather(b_.w_.embed, c_.vocab_size, H, ids_dev_.as<std::int32_t>(), T_, a_.h.as<Bf16>(), s);
-  // transformers' scaled embedding: the rows times the scale cast to the weight dtype (bf16).
-  if (c_.embed_scale > 0) cu::scale(a_.h.as<Bf16>(), T_ * H, round_to_bf16(static_cast<float>(c_.embed_scale)), s);
-  profile_.mark("embedding");
-  if (!step.override_positions.empty()) {  // never in a graph (not graphable)
-    const auto n = static_cast<std::int64_t>(step.override_positions.size());
-    std::vector<std::int32_t> positions(step.override_positions.begin(), step.override_positions.end());
-    override_pos_dev_ = cu::DeviceBuffer(positions.size() * 4);
-    override_pos_dev_.upload(positions.data(), positions.size() * 4);
-    override_rows_dev_ = cu::DeviceBuffer(step.override_rows.size() * sizeof(float));
-    override_rows_dev_.upload(step.override_rows.data(), step.override_rows.size() * sizeof(float));
-    cu::scatter_rows_f32(override_pos_dev_.as<std::int32_t>(), override_rows_dev_.as<float>(), n, H, a_.h.as<Bf16>(), s);
-  }
-  if (variant_.table >= 0) {
-    const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(variant_.table)];
-    cu::sum_table_rows(t.rows, t.count, H, table_ids_dev_.as<std::int32_t>(), variant_.per_position,
-                       table_pos_dev_.as<std::int32_t>(), static_cast<std::int64_t>(step.table_rows.positions.size()),
-                       a_.h.as<Bf16>(), s);
-    profile_.mark("table rows");
-  }
-}
-
 cu::NormWeight CudaRows::norm_kind() const {
   return c_.norm == NormKind::rms_one_plus ? cu::NormWeight::one_plus : cu::NormWeight::times_w;
 }
@@ -109,37 +76,6 @@ cu::QkNormRopeArgs CudaRows::rope_args(std::int64_t l, bool keep_normed) {
   rope.inv_freq = b_.w_.inv_freq[static_cast<std::size_t>(c_.layer(l).rope)];
   rope.attention_scaling = c_.rope_of(l).attention_scaling;
   return rope;
-}
-
-void CudaSession::qk_norm_rope_cache(std::int64_t l, bool keep_normed) {
-  cu::QkNormRopeArgs rope = rope_args(l, keep_normed);
-  rope.k_cache = k_cache(l);
-  rope.v_cache = v_cache(l);
-  cu::qk_norm_rope_cache(rope, *b_.stream_);
-  profile_.mark("qk norm+rope");
-}
-
-void CudaSession::attention(std::int64_t l) {
-  cudaStream_t s = *b_.stream_;
-  if (T_ <= kMaxDecodeTokens) {
-    auto d = attention_args<cu::DecodeAttentionArgs>(l);
-    d.k_cache = k_cache(l);
-    d.v_cache = v_cache(l);
-    d.q_tokens = static_cast<int>(T_);
-    d.kv_len = graph_kv_len_ > 0 ? graph_kv_len_ : pos_ + T_;
-    d.kv_len_device = graph_kv_len_ > 0 ? kv_len_dev_.as<std::int32_t>() : nullptr;
-    d.workspace = decode_workspace_.data();
-    d.workspace_bytes = decode_workspace_.size();
-    cu::attention_decode(d, s);
-  } else {
-    auto p = attention_args<cu::PrefillAttentionArgs>(l);
-    p.k_cache = k_cache(l);
-    p.v_cache = v_cache(l);
-    p.tokens = T_;
-    p.start = pos_;
-    b_.prefill_attention_->run(p, s);
-  }
-  profile_.mark("attention");
 }
 
 void CudaRows::o_proj(std::int64_t l) {
@@ -272,43 +208,7 @@ void CudaRows::head_logits(const Bf16* x_rows, std::int64_t rows) {
   profile_.mark("gemm head");
 }
 
-void CudaSession::logits(bool every_row) {
-  const std::int64_t rows = every_row ? T_ : out_rows_;
-  head_logits(last_rows(rows), rows);
-}
-
-// Picks a token from the last output row on the device (sample_params_dev_ holds the request).
-void CudaSession::sample() {
-  const std::int64_t row = out_rows_ - 1;
-  cu::sample_row(logits_dev_.as<float>() + row * c_.vocab_size, c_.vocab_size,
-                 static_cast<cu::SampleMode>(variant_.sample - 1), sample_params_dev_.as<cu::SampleParams>(),
-                 sample_out_dev_.as<cu::SampleOutput>(), sample_workspace_.data(), sample_workspace_.size(),
-                 *b_.stream_);
-  profile_.mark("sample");
-}
-
-void CudaSession::head(int table) {
-  const std::int64_t rows = out_rows_;
-  const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
-  ensure_head(rows * t.count);
-  b_.gemm_->linear(last_rows(rows), t.rows, head_dev_.as<float>(), rows, t.count, c_.hidden_size, *b_.stream_);
-  profile_.mark("gemm row table");
-}
-
-// Picks one id per segment of the head output's last row on the device (head_sample_dev_ holds
-// the request and its uniforms).
-void CudaSession::sample_head(int table) {
-  const std::int64_t row = out_rows_ - 1;
-  const DeviceTable& t = b_.w_.tables[static_cast<std::size_t>(table)];
-  const std::int64_t segments = variant_.head_segments;
-  void* base = head_sample_dev_.data();
-  cu::sample_segments(head_dev_.as<float>() + row * t.count, segments, t.count / segments,
-                      HeadSampleStaging::params_at(base), HeadSampleStaging::u_at(base),
-                      HeadSampleStaging::out_at(base), *b_.stream_);
-  profile_.mark("sample head");
-}
-
-void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t l) {
+void CudaRows::record_tap(DiagnosticHook& hook, const std::string& name, Value value, const Bf16* k_rope) {
   const std::int64_t H = c_.hidden_size, qd = c_.q_dim(), kvd = c_.kv_dim(), I = c_.intermediate_size;
   const std::int64_t qkv_cols = qd + 2 * kvd;
   if (value == Value::router_logits || value == Value::router_topk_weights) {
@@ -355,7 +255,8 @@ void CudaSession::tap(DiagnosticHook& hook, const std::string& name, Value value
         return c_.qk_norm == QkNorm::whole ? Where{a_.qkv.as<Bf16>() + qd, kvd, qkv_cols}
                                            : Where{a_.k_normed.as<Bf16>(), kvd, kvd};
       case Value::q_rope: return {a_.q.as<Bf16>(), qd, qd};
-      case Value::k_rope: return {k_cache(l) + pos_ * kvd, kvd, kvd};
+      case Value::k_rope:
+        return {k_rope, kvd, kvd};
       case Value::attn: return {a_.attn.as<Bf16>(), qd, qd};
       case Value::o_proj: case Value::down_proj: case Value::post_attn_out_norm: case Value::post_mlp_norm:
       case Value::moe_output:

@@ -15,6 +15,10 @@
 // A decode step whose slices all ask alike (a greedy text pick or none, the same table summed at
 // their one position, picks from the same head table) replays a graph too: the batched
 // text-to-speech step.
+//
+// A Session is a batch of one here (runner_session.hpp): taps (zoo trace, validate) record the
+// step's rows, decodes first, and a lone prefill whose pages run consecutively reads them as one
+// contiguous cache, where cuDNN's attention serves long prompts.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -61,7 +65,9 @@ class CudaRunner : public KvRunner, private CudaRows {
     return {{"rows", T_},
             {"decode_rows", decodes_},
             {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_},
-            {"device_seconds", device_seconds_}};
+            {"device_seconds", device_seconds_},
+            {"graph_steps", graph_steps_},
+            {"prefill_attention", prefill_engine_}};
   }
 
   void check(const ForwardBatch& batch) const override { kv_.check(batch, b_.w_.table_rows); }
@@ -75,13 +81,12 @@ class CudaRunner : public KvRunner, private CudaRows {
   void submit(const ForwardBatch& batch, DiagnosticHook* hook) override {
     const ExclusiveUse::Scope one_thread(b_.in_use_);
     if (pending_) throw std::logic_error(c_.family + ": submit() before wait() of the previous batch");
-    if (hook) throw InputError(c_.family + ": the CUDA runner records no taps (trace through a session)");
     check(batch);
     ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
     cudaStream_t s = *b_.stream_;
     step_begin_.record(s);
     kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
-    plan(batch);
+    plan(batch, hook != nullptr);
     if (history_stride_ > 0) record_history();
     else if (any_penalized_) start_history();
     upload_step();
@@ -90,7 +95,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       run_graph();
     } else {
       profile_.begin(s);
-      run_decoder_graph(c_, *this, {any_logits_, any_sample_, head_table_, head_picks_ > 0}, nullptr);
+      run_decoder_graph(c_, *this, {any_logits_, any_sample_, head_table_, head_picks_ > 0}, hook);
       if (!any_logits_ && any_hidden_) gather_outputs();  // for hidden states asked without logits
       profile_.end(T_);
     }
@@ -203,6 +208,12 @@ class CudaRunner : public KvRunner, private CudaRows {
   void append_pages(std::vector<std::int32_t>& blob, std::span<const PageId> pages, std::size_t g) const {
     for (PageId page : pages) blob.push_back(page == kNoPage ? trash_page(g) : page);
   }
+  // The first page of `pages` when they run consecutively upward (none given back), else -1.
+  static std::int64_t first_of_run(std::span<const PageId> pages) {
+    for (std::size_t i = 0; i < pages.size(); ++i)
+      if (pages[i] == kNoPage || pages[i] != pages[0] + static_cast<PageId>(i)) return -1;
+    return pages.empty() ? -1 : pages[0];
+  }
   std::int32_t trash_page(std::size_t g) const { return static_cast<std::int32_t>(kv_.groups()[g].pool->capacity()); }
   void copy_page(std::size_t g, const PageCopy& copy, cudaStream_t s) {
     const std::int64_t page = kKvPageTokens * c_.kv_dim();
@@ -214,7 +225,7 @@ class CudaRunner : public KvRunner, private CudaRows {
 
   // Rows in order (decodes first), output rows, sampling slots, and the int32 arrays the step's
   // kernels read: ids, positions, each group's cache rows, page tables and lengths.
-  void plan(const ForwardBatch& batch) {
+  void plan(const ForwardBatch& batch, bool taps) {
     slices_.clear();
     std::vector<std::size_t> order(batch.slices.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
@@ -251,7 +262,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     graph_batch_ = 0;
     // Mixture-of-experts layers of more rows than kMoeStreamRows read counts back mid-step: eager.
     const bool moe_graphable = c_.moe_layers() == 0 || batch_bucket(decodes_) <= kMoeStreamRows;
-    if (graphs_enabled_ && moe_graphable && !profile_.enabled() && alike_decodes())
+    if (graphs_enabled_ && moe_graphable && !taps && !profile_.enabled() && alike_decodes())
       graph_batch_ = batch_bucket(decodes_);
     mode_begin_[0] = 0;
     for (const cu::SampleMode mode : {cu::SampleMode::select, cu::SampleMode::sort}) {
@@ -337,7 +348,8 @@ class CudaRunner : public KvRunner, private CudaRows {
   }
 
   // Whether this is a decode step whose slices all ask the same of it, which a graph captured per
-  // variant replays: each a greedy text pick or none; each one position summed from the same row
+  // variant replays: each a text pick of one sampler mode (greedy, select or sort: the requests
+  // and draws are read on the device) or none; each one position summed from the same row
   // table (the same number of rows) or none; each picks from the same head table in as many
   // segments, or no head. Penalized picks read the sequences' tokens and a copy row each, hidden
   // states and every position's outputs go to the host, overrides are host rows: those run eagerly.
@@ -348,12 +360,17 @@ class CudaRunner : public KvRunner, private CudaRows {
       const ForwardStep& step = *slice.step;
       const OutputRequest& out = step.outputs;
       const TableRows& tr = step.table_rows;
-      const bool greedy = out.logits && out.sample && out.sample->temperature == 0.0f;
-      if (out.hidden || out.all_positions || !step.override_positions.empty() || (out.logits && !greedy) ||
+      const bool pick = out.logits && out.sample.has_value();
+      if (out.hidden || out.all_positions || !step.override_positions.empty() || (out.logits && !pick) ||
           (out.head_table >= 0 && slice.head_pick < 0) || (tr.table >= 0 && tr.positions.size() != 1))
         return false;
-      const StepVariant v{tr.table, tr.table >= 0 ? tr.per_position : 0, out.logits, out.head_table,
-                          greedy ? 1 + static_cast<int>(cu::SampleMode::greedy) : 0, slice.pick_segments};
+      const StepVariant v{
+          tr.table,
+          tr.table >= 0 ? tr.per_position : 0,
+          out.logits,
+          out.head_table,
+          pick ? 1 + static_cast<int>(cu::sample_mode(out.sample->temperature, out.sample->top_k)) : 0,
+          slice.pick_segments};
       if (first) graph_variant_ = v;
       else if (v.key() != graph_variant_.key()) return false;
       first = false;
@@ -439,9 +456,20 @@ class CudaRunner : public KvRunner, private CudaRows {
     out_rows_count_ = B;
     ensure_decode_workspace(B);
     if (v.logits) {
-      samples_ = greedy_ = static_cast<int>(B);
-      mode_begin_ = {0, static_cast<int>(B), static_cast<int>(B), static_cast<int>(B)};
+      // B picks of the variant's one mode; the padding rows' repeat the first request.
+      const int mode = v.sample - 1, picks = static_cast<int>(B);
+      samples_ = picks;
+      greedy_ = mode == static_cast<int>(cu::SampleMode::greedy) ? picks : 0;
+      for (int m = 0; m < 4; ++m) mode_begin_[static_cast<std::size_t>(m)] = m <= mode ? 0 : picks;
       ensure_pick_buffers(B);
+      if (greedy_ == 0) {
+        std::vector<cu::SampleParams> params(static_cast<std::size_t>(B));
+        for (std::int64_t i = 0; i < B; ++i) {
+          const SampleRequest& r = *slices_[static_cast<std::size_t>(i < real ? i : 0)].step->outputs.sample;
+          params[static_cast<std::size_t>(i)] = {r.u, r.temperature, r.top_k, r.top_p, r.min_p};
+        }
+        sample_params_dev_.upload(params.data(), params.size() * sizeof(cu::SampleParams));
+      }
       if (x_out_rows_ < B) {
         x_out_ = cu::DeviceBuffer(static_cast<std::size_t>(B * c_.hidden_size) * sizeof(Bf16));
         x_out_rows_ = B;
@@ -465,15 +493,17 @@ class CudaRunner : public KvRunner, private CudaRows {
   void run_graph() {
     cudaStream_t s = *b_.stream_;
     const StepVariant& v = graph_variant_;
-    auto& graph = graphs_[{graph_batch_, max_decode_len_, v.key()}];
+    const auto key = std::tuple(graph_batch_, max_decode_len_, v.key());
+    ++graph_steps_;
+    if (const auto found = graphs_.find(key); found != graphs_.end() && found->second.ready()) {
+      found->second.launch(s);
+      return;
+    }
     const auto step = [&] {
       run_decoder_graph(c_, *this, {v.logits, v.sample > 0, v.head_table, v.head_segments > 0}, nullptr);
     };
-    if (graph.ready()) {
-      graph.launch(s);
-      return;
-    }
-    step();
+    step();  // may reallocate (and so clear graphs_): before taking the entry
+    auto& graph = graphs_[key];
     graph.begin_capture(s);
     step();
     graph.end_capture(s);
@@ -539,6 +569,8 @@ class CudaRunner : public KvRunner, private CudaRows {
         append_pages(blob, (*slices_[i].tables)[g].pages(), g);
       }
       plan_prefill_tiles(at, blob, prefill_pages);
+      if (decodes_ == 0 && slices_.size() == 1)
+        at.contiguous_page = first_of_run((*slices_.front().tables)[g].pages());
     }
     lens_at_ = blob.size();
     max_decode_len_ = 0;
@@ -932,7 +964,18 @@ class CudaRunner : public KvRunner, private CudaRows {
       cu::attention_decode(d, s);
       profile_.mark("attention decode");
     }
-    if (at.prefill_tile_count > 0) {  // every prefill chunk in one launch
+    if (at.contiguous_page >= 0) {  // a lone prefill over consecutive pages: one contiguous cache
+      const Slice& slice = slices_.front();
+      const std::int64_t offset = at.contiguous_page * kKvPageTokens * c_.kv_dim();
+      auto p = attention_args<cu::PrefillAttentionArgs>(l);
+      p.k_cache = layer_k(l) + offset;
+      p.v_cache = layer_v(l) + offset;
+      p.tokens = slice.tokens;
+      p.start = slice.start;
+      b_.prefill_attention_->run(p, s);
+      prefill_engine_ = b_.prefill_attention_->last_engine();
+      profile_.mark("attention prefill");
+    } else if (at.prefill_tile_count > 0) {  // every prefill chunk in one launch
       auto p = attention_args<cu::PrefillAttentionArgs>(l);
       p.k_cache = layer_k(l);
       p.v_cache = layer_v(l);
@@ -941,11 +984,12 @@ class CudaRunner : public KvRunner, private CudaRows {
                                    at.prefill_merge_count};
       cu::attention_prefill_tiles(p, blob(at.prefill_tiles), at.prefill_tile_count, s,
                                   at.prefill_merge_count > 0 ? &split : nullptr);
+      prefill_engine_ = "paged";
       profile_.mark("attention prefill");
     }
   }
   void logits(bool every_row) override {
-    if (every_row) throw std::logic_error("CUDA runner: no logits tap");
+    if (every_row) return head_logits(a_.x.as<Bf16>(), T_);  // the logits tap: every row of the step
     gather_outputs();
     head_logits(x_out_.as<Bf16>(), out_rows_count_);
   }
@@ -972,7 +1016,10 @@ class CudaRunner : public KvRunner, private CudaRows {
       if (count == 0) continue;
       if (mode == cu::SampleMode::sort) {
         const std::size_t need = cu::sample_rows_temp_bytes(V, count);
-        if (sample_temp_.size() < need) sample_temp_ = cu::DeviceBuffer(need);  // sort steps run eagerly
+        if (sample_temp_.size() < need) {
+          sample_temp_ = cu::DeviceBuffer(need);
+          graphs_.clear();  // they captured the old buffer's address
+        }
       }
       const auto k = static_cast<std::size_t>(first);
       cu::sample_rows(logits_dev_.as<float>(), V, mode, blob(pick_rows_at_) + first, count,
@@ -1005,8 +1052,16 @@ class CudaRunner : public KvRunner, private CudaRows {
                           out + g.at, *b_.stream_, g.count, blob(pick_head_rows_at_) + g.first, count);
     profile_.mark("sample head");
   }
-  void tap(DiagnosticHook&, const std::string&, Value, std::int64_t) override {
-    throw std::logic_error("CUDA runner: no taps");
+  // The step's rows (decodes first); k_rope from the cache rows the step wrote.
+  void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t l) override {
+    if (value != Value::k_rope) return record_tap(hook, name, value, nullptr);
+    const std::int64_t kvd = c_.kv_dim();
+    const std::size_t bytes = static_cast<std::size_t>(T_ * kvd) * sizeof(Bf16);
+    if (tap_rows_.size() < bytes) tap_rows_ = cu::DeviceBuffer(bytes);
+    const std::size_t g = kv_.group_of(l);
+    cu::embedding_gather(layer_k(l), (kv_.groups()[g].pool->capacity() + 1) * kKvPageTokens, kvd,
+                         blob(group_at_[g].cache_rows), T_, tap_rows_.as<Bf16>(), *b_.stream_);
+    record_tap(hook, name, value, tap_rows_.as<Bf16>());
   }
 
   // Offsets into the step's int32 blob, per group of layers.
@@ -1017,6 +1072,8 @@ class CudaRunner : public KvRunner, private CudaRows {
     std::int64_t prefill_tile_count = 0;
     std::size_t prefill_merges = 0;  // the split tiles' merges
     std::int64_t prefill_merge_count = 0, prefill_slots = 0;
+    // >= 0: the step is one prefill slice whose pages here are this page and the ones after it.
+    std::int64_t contiguous_page = -1;
   };
 
   std::vector<Storage> storage_;  // per group
@@ -1025,6 +1082,10 @@ class CudaRunner : public KvRunner, private CudaRows {
   // engine's wall time per step, what the device spends waiting for the host.
   cu::Event step_begin_, step_end_;
   double device_seconds_ = 0;
+  std::int64_t graph_steps_ = 0;  // steps run as (or captured into) a decode graph
+  // The engine of the last prefill attention: "paged" (Zoo's kernel over page tables), or for a
+  // lone prefill over consecutive pages PrefillAttention's ("cudnn" or "zoo"); "none" before one.
+  const char* prefill_engine_ = "none";
   // The step in flight.
   std::vector<Slice> slices_;  // decodes first
   std::int64_t decodes_ = 0, out_rows_count_ = 0, max_decode_len_ = 0;
@@ -1077,6 +1138,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   bool graphs_enabled_ = kernels::env_flag("ZOO_RUNNER_GRAPHS", true);
   bool split_enabled_ = kernels::env_flag("ZOO_PREFILL_SPLIT", true);
   cu::DeviceBuffer prefill_partial_;  // split prefill tiles' partial outputs (one layer's; reused)
+  cu::DeviceBuffer tap_rows_;         // a tapped value gathered from the cache (k_rope)
   std::int64_t x_out_rows_ = 0;
   cu::DeviceBuffer sample_params_dev_, sample_out_dev_, sample_workspace_;
   cu::PinnedBuffer sample_out_host_;
