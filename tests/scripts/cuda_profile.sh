@@ -21,7 +21,7 @@ fi
 awk '/^ZOO_CUDA_PROFILE: steps of 1 token/ && !seen {on = 1; seen = 1; print; next} /^ZOO_CUDA_PROFILE:/ {on = 0} on' \
   "$TMP/err" >"$TMP/decode"
 grep -q "steps of 1 token(s): [1-9][0-9]* steps" "$TMP/decode" || fail "no decode steps in the profile: $(cat "$TMP/err")"
-for op in "norm" "gemm qkv" "qk norm+rope" "attention" "gemm o" "add+norm" "gemm down" "gemm head" "sample"; do
+for op in "norm" "gemm qkv" "qk norm+rope" "attention decode" "gemm o" "add+norm" "gemm down" "gemm head" "sample"; do
   grep -qE "^  ${op//+/\\+} +[0-9.]+ us/step" "$TMP/decode" || fail "op '$op' missing from the decode profile"
 done
 # gate|up: fused with SiLU at m = 1, or the two kernels.
