@@ -897,6 +897,56 @@ TEST_CASE(
 #endif
 }
 
+TEST_CASE(
+    "CUDA runner: one sequence's runner (a Session's) stores pages as the sequence grows, a sliding "
+    "window's no more than its window, with the ids of a pool stored up front",
+    "[cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const auto loaded =
+      cuda_test::load_cuda_fixture(fixture_dir("gemma2-tiny"));  // window 5 on every other layer
+  Model& model = *loaded->model;
+  const std::int64_t vocab = model.info().vocab_size;
+  const auto prompt = prompt_ids(20, vocab, 41);
+  constexpr int kNew = 200;
+  // Greedy ids through a runner of `sequences` (one sequence runs), its stored pages at the end and its pool.
+  const auto run = [&](std::int64_t sequences) {
+    auto runner = model.new_runner({.kv_pages = 256, .max_sequences = sequences});
+    const SequenceId id = runner->open_sequence();
+    std::vector<std::int64_t> ids, next = prompt;
+    for (int i = 0; i < kNew; ++i) {
+      const ForwardStep step = step_of(next, OutputRequest{.sample = SampleRequest{}});
+      runner->submit({{SequenceSlice{id, runner->tokens(id), &step}}});
+      const auto result = runner->wait();
+      REQUIRE(result.front().sampled);
+      ids.push_back(result.front().sampled->id);
+      next = {ids.back()};
+    }
+    return std::tuple(ids, runner->stats()["stored_pages"].get<std::vector<std::int64_t>>(), runner->pool());
+  };
+  const auto [grown, stored, pool] = run(1);
+  const auto [whole, all, whole_pool] = run(2);
+  CHECK(grown == whole);
+  REQUIRE(pool.groups.size() == 2);
+  REQUIRE(stored.size() == 2);
+  REQUIRE(all.size() == 2);
+  for (std::size_t g = 0; g < stored.size(); ++g) {
+    INFO("group " << g << " window " << pool.groups[g].window << " stored " << stored[g] << " capacity "
+                  << pool.groups[g].capacity);
+    CHECK(all[g] == whole_pool.groups[g].capacity);
+    if (pool.groups[g].window == 0) {
+      // 219 tokens held: 14 pages, stored by doubling from the prompt's 2.
+      CHECK(stored[g] >= 14);
+      CHECK(stored[g] <= 16);
+    } else {
+      CHECK(stored[g] <= 4);  // a window of 5 holds 2 pages at a time, and the prompt's 2 were stored first
+    }
+  }
+#endif
+}
+
 TEST_CASE("CUDA runner: penalized picks equal the host reference on the same logits, with the sequences' "
           "tokens kept on the device through forks",
           "[cuda]") {

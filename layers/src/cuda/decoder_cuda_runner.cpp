@@ -40,23 +40,16 @@ namespace {
 class CudaRunner : public KvRunner, private CudaRows {
  public:
   CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options)
-      : KvRunner(backend->c_, options, backend->max_context_, page_bytes_of(backend->c_, backend->c_.num_layers),
-                 device_budget(options)),
-        CudaRows(std::move(backend)), storage_(kv_.groups().size()) {
-    // Each group's keys and values: [layers of the group][pages][16][kv_heads][head_dim], bf16.
-    for (std::size_t g = 0; g < storage_.size(); ++g) {
-      const auto& group = kv_.groups()[g];
-      // One page beyond the pool: where a graph's padding rows write and read (never a sequence's).
-      const std::size_t bytes = static_cast<std::size_t>(group.pool->capacity() + 1) *
-                                static_cast<std::size_t>(page_bytes(static_cast<std::int64_t>(group.layers.size())) / 2);
-      storage_[g].k = cu::DeviceBuffer(bytes);
-      storage_[g].v = cu::DeviceBuffer(bytes);
-      // Finite from the start: the attention kernels read whole tiles and mask, and a masked key's
-      // value row is multiplied by 0 (0 * NaN would not vanish). Pages given back behind a window
-      // read as the trash page, likewise zero.
-      storage_[g].k.fill_bytes(0);
-      storage_[g].v.fill_bytes(0);
-    }
+      : KvRunner(backend->c_, options, backend->max_context_,
+                 page_bytes_of(backend->c_, backend->c_.num_layers), device_budget(options)),
+        CudaRows(std::move(backend)),
+        storage_(kv_.groups().size()),
+        grows_(options.max_sequences == 1) {
+    // A pool of many sequences is allocated whole, up front (it was sized from the memory there
+    // is). One sequence's (a Session's) takes memory as it grows, as a contiguous cache would: the
+    // pool hands out its lowest pages first, so the pages in use never reach past the most ever
+    // held at once, and a sliding window's stay at its window.
+    for (std::size_t g = 0; g < storage_.size(); ++g) store(g, grows_ ? 0 : kv_.groups()[g].pool->capacity());
     b_.note_memory();
   }
 
@@ -67,10 +60,17 @@ class CudaRunner : public KvRunner, private CudaRows {
             {"prefill_slices", static_cast<std::int64_t>(slices_.size()) - decodes_},
             {"device_seconds", device_seconds_},
             {"graph_steps", graph_steps_},
+            {"stored_pages", stored_pages()},
             {"prefill_attention", prefill_engine_}};
   }
 
   void check(const ForwardBatch& batch) const override { kv_.check(batch, b_.w_.table_rows); }
+  // Pages each group's storage holds (its pool's capacity, or for one sequence what it has used).
+  std::vector<std::int64_t> stored_pages() const {
+    std::vector<std::int64_t> pages;
+    for (const Storage& storage : storage_) pages.push_back(storage.pages);
+    return pages;
+  }
 
   SequenceId fork_sequence(SequenceId id, std::int64_t tokens) override {
     const SequenceId child = KvRunner::fork_sequence(id, tokens);
@@ -85,7 +85,16 @@ class CudaRunner : public KvRunner, private CudaRows {
     ZOO_CUDA_CHECK(cudaSetDevice(b_.device_));
     cudaStream_t s = *b_.stream_;
     step_begin_.record(s);
-    kv_.append(batch, [&](std::size_t g, const PageCopy& copy) { copy_page(g, copy, s); });
+    kv_.append(batch, [&](std::size_t g, const PageCopy& copy) {
+      reach(g, std::max(copy.from, copy.to));
+      copy_page(g, copy, s);
+    });
+    if (grows_)
+      for (const SequenceSlice& slice : batch.slices) {
+        const auto& tables = std::as_const(kv_).tables(slice.sequence);
+        for (std::size_t g = 0; g < tables.size(); ++g)
+          for (const PageId page : tables[g].pages()) reach(g, page);
+      }
     plan(batch, hook != nullptr);
     if (history_stride_ > 0) record_history();
     else if (any_penalized_) start_history();
@@ -153,9 +162,46 @@ class CudaRunner : public KvRunner, private CudaRows {
 
  private:
   struct GroupArrays;
+  // Each group's keys and values: [layers of the group][pages + 1][16][kv_heads][head_dim], bf16;
+  // the page after the stored ones is the trash page, where a graph's padding rows write and read
+  // and which pages given back behind a window read as (never a sequence's).
   struct Storage {
     cu::DeviceBuffer k, v;
+    std::int64_t pages = 0;
   };
+  // Storage for `pages` pages of group g and the trash page, the pages held so far moved over.
+  // Zeros elsewhere: the attention kernels read whole tiles and mask, and a masked key's value row
+  // is multiplied by 0 (0 * NaN would not vanish).
+  void store(std::size_t g, std::int64_t pages) {
+    const auto layers = static_cast<std::int64_t>(kv_.groups()[g].layers.size());
+    const std::int64_t page = kKvPageTokens * c_.kv_dim();  // elements of one layer's page
+    Storage next;
+    next.pages = pages;
+    const auto bytes = static_cast<std::size_t>(layers * (pages + 1) * page) * sizeof(Bf16);
+    next.k = cu::DeviceBuffer(bytes);
+    next.v = cu::DeviceBuffer(bytes);
+    next.k.fill_bytes(0);
+    next.v.fill_bytes(0);
+    Storage& held = storage_[g];
+    if (held.pages > 0) {
+      b_.stream_->synchronize();  // the steps so far wrote the pages that move
+      const auto kept = static_cast<std::size_t>(held.pages * page) * sizeof(Bf16);
+      for (std::int64_t i = 0; i < layers; ++i)
+        for (auto [to, from] : {std::pair{next.k.as<Bf16>(), held.k.as<Bf16>()},
+                                std::pair{next.v.as<Bf16>(), held.v.as<Bf16>()}})
+          ZOO_CUDA_CHECK(cudaMemcpy(to + i * (pages + 1) * page, from + i * (held.pages + 1) * page, kept,
+                                    cudaMemcpyDeviceToDevice));
+    }
+    held = std::move(next);
+    buffers_moved();  // graphs captured the old addresses
+  }
+  // A growing pool's storage up to page `page` (doubling, within the pool).
+  void reach(std::size_t g, PageId page) {
+    if (!grows_ || page == kNoPage || page < storage_[g].pages) return;
+    store(g, std::min(kv_.groups()[g].pool->capacity(),
+                      std::max<std::int64_t>(page + 1, 2 * storage_[g].pages)));
+    b_.note_memory();
+  }
   // A slice of the step: its rows are row .. row + tokens - 1; `index` is its place in the batch.
   struct Slice {
     std::size_t index;
@@ -201,7 +247,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     return storage_[g].v.as<Bf16>() + kv_.index_in_group(l) * layer_elements(g);
   }
   std::int64_t layer_elements(std::size_t g) const {
-    return (kv_.groups()[g].pool->capacity() + 1) * kKvPageTokens * c_.kv_dim();
+    return (storage_[g].pages + 1) * kKvPageTokens * c_.kv_dim();
   }
   // A sequence's page table as the kernels read it: pages given back behind a window (kNoPage)
   // read as the trash page (zeros, masked anyway).
@@ -214,7 +260,7 @@ class CudaRunner : public KvRunner, private CudaRows {
       if (pages[i] == kNoPage || pages[i] != pages[0] + static_cast<PageId>(i)) return -1;
     return pages.empty() ? -1 : pages[0];
   }
-  std::int32_t trash_page(std::size_t g) const { return static_cast<std::int32_t>(kv_.groups()[g].pool->capacity()); }
+  std::int32_t trash_page(std::size_t g) const { return static_cast<std::int32_t>(storage_[g].pages); }
   void copy_page(std::size_t g, const PageCopy& copy, cudaStream_t s) {
     const std::int64_t page = kKvPageTokens * c_.kv_dim();
     for (std::int64_t l : kv_.groups()[g].layers)
@@ -1059,7 +1105,7 @@ class CudaRunner : public KvRunner, private CudaRows {
     const std::size_t bytes = static_cast<std::size_t>(T_ * kvd) * sizeof(Bf16);
     if (tap_rows_.size() < bytes) tap_rows_ = cu::DeviceBuffer(bytes);
     const std::size_t g = kv_.group_of(l);
-    cu::embedding_gather(layer_k(l), (kv_.groups()[g].pool->capacity() + 1) * kKvPageTokens, kvd,
+    cu::embedding_gather(layer_k(l), (storage_[g].pages + 1) * kKvPageTokens, kvd,
                          blob(group_at_[g].cache_rows), T_, tap_rows_.as<Bf16>(), *b_.stream_);
     record_tap(hook, name, value, tap_rows_.as<Bf16>());
   }
@@ -1077,6 +1123,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   };
 
   std::vector<Storage> storage_;  // per group
+  bool grows_;                    // storage taken as pages are used (a runner of one sequence)
   bool pending_ = false;
   // Device time of the steps so far, from a step's first copy to its last (stats()): against the
   // engine's wall time per step, what the device spends waiting for the host.
