@@ -46,10 +46,13 @@ class CudaRunner : public KvRunner, private CudaRows {
         storage_(kv_.groups().size()),
         grows_(options.max_sequences == 1) {
     // A pool of many sequences is allocated whole, up front (it was sized from the memory there
-    // is). One sequence's (a Session's) takes memory as it grows, as a contiguous cache would: the
-    // pool hands out its lowest pages first, so the pages in use never reach past the most ever
-    // held at once, and a sliding window's stay at its window.
-    for (std::size_t g = 0; g < storage_.size(); ++g) store(g, grows_ ? 0 : kv_.groups()[g].pool->capacity());
+    // is). One sequence's (a Session's) starts at kFirstStoredPages and doubles as the sequence
+    // grows: the pool hands out its lowest pages first, so the pages in use never reach past the
+    // most ever held at once, and a sliding window's stay at its window.
+    for (std::size_t g = 0; g < storage_.size(); ++g) {
+      const std::int64_t capacity = kv_.groups()[g].pool->capacity();
+      store(g, grows_ ? std::min(capacity, kFirstStoredPages) : capacity);
+    }
     b_.note_memory();
   }
 
@@ -169,6 +172,9 @@ class CudaRunner : public KvRunner, private CudaRows {
     cu::DeviceBuffer k, v;
     std::int64_t pages = 0;
   };
+  // A growing storage's first pages (4096 tokens: a short prompt and its answer never wait for an
+  // allocation in their step).
+  static constexpr std::int64_t kFirstStoredPages = 256;
   // Storage for `pages` pages of group g and the trash page, the pages held so far moved over.
   // Zeros elsewhere: the attention kernels read whole tiles and mask, and a masked key's value row
   // is multiplied by 0 (0 * NaN would not vanish).
