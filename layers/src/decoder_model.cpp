@@ -115,11 +115,6 @@ class DecoderModel : public Model, public RowTables, public TensorParallel {
     spec_.kv_cache_elements(args.max_context, spec_.family);
     if (ranks_ < 1)
       throw InputError(fmt::format("{}: tensor_parallel {} is not a rank count", spec_.family, ranks_));
-    if (ranks_ > 1 && !args.device.is_cpu())
-      throw SettingError(
-          fmt::format("{}: tensor parallelism runs on the CPU backend only so far (ranks as threads); "
-                      "NCCL across GPUs is not built yet",
-                      spec_.family));
     if (args.device.is_cpu()) {
       if (args.dtype != DType::F32)
         throw SettingError(fmt::format("{}: the CPU backend computes in float32, not {}", spec_.family, dtype_name(args.dtype)));

@@ -30,10 +30,12 @@ struct LoadedModel {
 };
 
 inline std::unique_ptr<LoadedModel> load_cuda_fixture(const std::filesystem::path& dir,
-                                                      std::int64_t max_context = 1024) {
+                                                      std::int64_t max_context = 1024,
+                                                      int tensor_parallel = 1) {
   auto loaded = std::make_unique<LoadedModel>();
   loaded->registry.discover({std::filesystem::path(ZOO_BINARY_DIR) / "lib" / "zoo" / "plugins"});
-  const ModelArgs args = cuda_bf16_args(dir, max_context);
+  ModelArgs args = cuda_bf16_args(dir, max_context);
+  args.tensor_parallel = tensor_parallel;
   const auto& plugin = loaded->registry.resolve_config(args.config, (dir / "config.json").string());
   loaded->model = loaded->registry.create_model(plugin.name, args);
   loaded->model->load();

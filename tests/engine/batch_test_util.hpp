@@ -64,6 +64,13 @@ inline void check_same_ids(const AloneRun& alone, const std::vector<std::int64_t
   }
 }
 
+// The bound for bf16 is a margin below 1e-2 at a first difference. Measured on the H200 the
+// batched path (cuBLASLt GEMMs at m = the step's rows) and a session (a batch of one: GEMV at
+// m = 1) give logits that differ by up to ~0.05 on these fixtures, and first
+// differences came at alone margins up to 0.058 (docs/performance.md): the bound asserted here is
+// that measured one, 0.08, so a wrong page or row (differences of O(1)) still fails.
+inline constexpr float kCudaTieMargin = 0.08f;
+
 inline engine::GenerationRequest greedy_request(std::vector<std::int64_t> prompt, int new_tokens) {
   engine::GenerationRequest request;
   request.prompt = std::move(prompt);

@@ -601,12 +601,6 @@ TEST_CASE("engine: prompt logprobs score every prompt token after the first acro
 }
 
 // ---- CUDA: the same rule in bf16 ----
-// The issue's bound for bf16 is a margin below 1e-2 at a first difference. Measured on the H200 the
-// batched path (cuBLASLt GEMMs at m = the step's rows, paged attention) and a session (GEMV at
-// m = 1, contiguous attention) give logits that differ by up to ~0.05 on these fixtures, and first
-// differences came at alone margins up to 0.058 (docs/performance.md): the bound asserted here is
-// that measured one, 0.08, so a wrong page or row (differences of O(1)) still fails.
-constexpr float kCudaTieMargin = 0.08f;
 
 TEST_CASE("CUDA runner: every sequence of a batch equals its run alone on every family (paged decode and prefill "
           "attention, chunked prefill, sequences joining and leaving)",

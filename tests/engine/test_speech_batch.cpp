@@ -201,7 +201,7 @@ TEST_CASE("engine: speech requests batched on the CUDA runner give the frames of
     float margin = std::numeric_limits<float>::infinity();
     for (std::size_t r = t; r < std::min(t + K, alone.margins.size()); ++r) margin = std::min(margin, alone.margins[r]);
     WARN("request " << i << ": first difference at frame " << t << ", alone top-2 margin there " << margin);
-    CHECK(margin < 0.08f);  // as the text runner tests (kCudaTieMargin in test_batch.cpp)
+    CHECK(margin < 0.08f);  // as the text runner tests (kCudaTieMargin in batch_test_util.hpp)
   }
   CHECK(equal >= static_cast<int>(requests.size()) / 2);
 #endif

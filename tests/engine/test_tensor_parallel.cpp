@@ -3,10 +3,15 @@
 // vocabulary divide: every tap of a prompt equal within float32 rounding (the sharded values
 // gathered), greedy generation equal to transformers' golden ids, and the engine's batches equal
 // to each sequence run alone on one rank under the batch rule. What cannot be split is refused by
-// name, and a bad batch leaves the group usable.
+// name, and a bad batch leaves the group usable. On CUDA ([cuda]) the same against one rank in bf16.
 #include <set>
 
 #include "engine/batch_test_util.hpp"
+#include "test_skip.hpp"
+#if defined(ZOO_WITH_CUDA)
+#include "cuda/cuda_model_util.hpp"
+#include "zoo/kernels/cuda/common.hpp"
+#endif
 #include "qwen3/decoder_golden_checks.hpp"
 #include "zoo/error.hpp"
 #include "zoo/request.hpp"
@@ -165,14 +170,69 @@ TEST_CASE("tensor parallel: what does not split is refused by name", "[tensor_pa
   refused("qwen3-moe-tiny", 2, "mixture-of-experts layers are not split yet");
   // A plugin whose model does not offer the split is refused by the host, not run on one rank.
   refused("higgs-tiny", 2, "(plugin higgs_audio) does not split over ranks");
-  // Across GPUs it needs NCCL, which is not built yet: refused before any device is touched.
-  ModelSpec spec;
-  spec.file = fixture_dir("qwen3-tiny") / "config.json";
-  spec.checkpoint = fixture_dir("qwen3-tiny");
-  spec.device = Device::parse("cuda");
-  spec.dtype = DType::BF16;
-  spec.tensor_parallel = 2;
-  CHECK_THROWS_WITH(open_model(spec, registry()), Catch::Contains("NCCL across GPUs is not built yet"));
+}
+
+// ---- CUDA: ranks as threads on the devices there are (on one device here), bf16 ----
+// Each rank's partial sums are rounded to bf16 before the reduce adds them (one rank rounds the
+// whole sum once), so the rule is the batch tests' bf16 one: ids equal, or a first difference at
+// an alone margin below kCudaTieMargin (batch_test_util.hpp).
+
+TEST_CASE(
+    "tensor parallel on CUDA: ranks give one rank's taps, logits and greedy ids (bf16 rule), alone and "
+    "in the engine's batches, and a q/k norm over the whole projection is refused by name",
+    "[tensor_parallel][cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  // qwen3 (per-head q/k norm), llama (untied head), gemma2 (sandwich norms, soft-caps, a window;
+  // its kv head replicated), qwen2 (biases: one rank adds the row-parallel ones; 4 ranks replicate
+  // its kv heads).
+  const Split cuda_splits[] = {
+      {"qwen3-tiny-hd64", {2}}, {"llama-tiny-hd128", {2}}, {"gemma2-tiny", {2}}, {"qwen2-tiny", {2, 4}}};
+  for (const auto& [name, rank_counts] : cuda_splits) {
+    const fs::path dir = fixture_dir(name);
+    const auto one = cuda_test::load_cuda_fixture(dir);
+    const Prompt prompt = one->model->prepare(load_request(dir / "request.json"));
+    const auto reference = trace_prompt(*one->model, prompt);
+    const std::int64_t vocab = one->model->info().vocab_size;
+    for (const int ranks : rank_counts) {
+      INFO(name << " over " << ranks << " ranks");
+      const auto split = cuda_test::load_cuda_fixture(dir, 1024, ranks);
+      REQUIRE(split->model->need_extension<TensorParallel>().ranks() == ranks);
+      // Every tap of the prompt, gathered whole: the same names and shapes, the same values to bf16.
+      const auto taps = trace_prompt(*split->model, prompt);
+      REQUIRE(taps.size() == reference.size());
+      for (const auto& [tap, tensor] : reference) {
+        INFO("tap " << tap);
+        const auto it = taps.find(tap);
+        REQUIRE(it != taps.end());
+        REQUIRE(it->second.shape() == tensor.shape());
+        CHECK(max_abs_diff(it->second, tensor) <= 0.05 * std::max(1.0, max_abs(tensor)));
+      }
+      // Greedy ids alone, and through the engine's batches over the group.
+      const AloneRun reference_ids = greedy_alone(*one->model, prompt.ids, 12);
+      check_same_ids(reference_ids, greedy_alone(*split->model, prompt.ids, 12).ids,
+                     fmt::format("{}: a session of {} ranks", name, ranks), kCudaTieMargin);
+      std::vector<engine::GenerationRequest> requests;
+      std::vector<AloneRun> alone;
+      for (std::size_t i = 0; i < 4; ++i) {
+        auto ids = prompt_ids(5 + 7 * static_cast<std::int64_t>(i), vocab, 80 + i);
+        alone.push_back(greedy_alone(*one->model, ids, 6));
+        requests.push_back(greedy_request(std::move(ids), 6));
+      }
+      auto runner = split->model->new_runner({.kv_pages = 64, .max_sequences = 4});
+      CHECK(runner->stats()["tensor_parallel"] == ranks);
+      const auto done =
+          run_engine(*runner, std::move(requests), {.max_running = 3, .max_batched_tokens = 24});
+      for (std::size_t i = 0; i < done.size(); ++i)
+        check_same_ids(alone[i], done[i].ids, fmt::format("{} sequence {}, {} ranks", name, i, ranks),
+                       kCudaTieMargin);
+    }
+  }
+  CHECK_THROWS_WITH(cuda_test::load_cuda_fixture(fixture_dir("olmo2-tiny"), 1024, 2),
+                    Catch::Contains("does not split a q/k norm over the whole projection yet"));
+#endif
 }
 
 }  // namespace zoo::ptest

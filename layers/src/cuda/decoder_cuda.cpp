@@ -31,11 +31,13 @@ std::string cuda_unsupported(const DecoderSpec& c) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(const DecoderSpec& spec, const ModelArgs& args)
+CudaBackend::CudaBackend(const DecoderSpec& spec, const ModelArgs& args, const DecoderShard* shard)
     : c_(spec),
-      in_use_(fmt::format("a {} CUDA model's sessions (they share one stream and GEMM plan cache)", spec.family)),
+      in_use_(
+          fmt::format("a {} CUDA model's sessions (they share one stream and GEMM plan cache)", spec.family)),
       device_(args.device.index),
-      max_context_(args.max_context) {
+      max_context_(args.max_context),
+      shard_(shard) {
   const std::string& f = c_.family;
   if (const std::string problem = cu::cuda_device_problem(device_); !problem.empty()) throw InputError(f + ": " + problem);
   if (const std::string missing = cuda_unsupported(c_); !missing.empty())
@@ -51,6 +53,9 @@ void CudaBackend::load(const WeightSource& source, const std::vector<RowTableSou
                      const ProgressFn& progress) {
   ZOO_CUDA_CHECK(cudaSetDevice(device_));
   w_ = upload_decoder_weights(c_, source, tables, *stream_, progress);
+  // A row-parallel bias enters the all-reduce once: one rank adds it.
+  if (shard_ && !shard_->adds_row_parallel_bias)
+    for (LayerPtrs& L : w_.layers) L.o_bias = L.down_bias = nullptr;
   note_memory();
 }
 
@@ -81,7 +86,8 @@ void CudaBackend::note_memory() {
   if (cudaMemGetInfo(&free, &total) == cudaSuccess) peak_used_ = std::max(peak_used_, total - free);
 }
 
-CudaRows::CudaRows(std::shared_ptr<CudaBackend> backend) : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_) {}
+CudaRows::CudaRows(std::shared_ptr<CudaBackend> backend, CudaRank rank)
+    : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_), rank_(rank) {}
 
 // ZOO_CUDA_PROFILE=1: where the steps spent their device time, per op kind.
 CudaRows::~CudaRows() {
@@ -145,6 +151,7 @@ void CudaRows::ensure_logits(std::int64_t rows) {
 }  // namespace cuda_backend
 
 std::shared_ptr<DecoderBackend> make_cuda_backend(const DecoderSpec& spec, const ModelArgs& args) {
+  if (args.tensor_parallel > 1) return cuda_backend::make_cuda_tensor_parallel_backend(spec, args);
   return std::make_shared<cuda_backend::CudaBackend>(spec, args);
 }
 

@@ -11,6 +11,8 @@
 
 #include "../decoder_backend.hpp"
 #include "../graph/decoder_graph.hpp"
+#include "../kv_sequences.hpp"
+#include "device_collectives.hpp"
 #include "device_weights.hpp"
 #include "zoo/exclusive_use.hpp"
 #include "zoo/kernels/cuda/attention.hpp"
@@ -20,6 +22,7 @@
 #include "zoo/kernels/cuda/moe.hpp"
 #include "zoo/kernels/cuda/ops.hpp"
 #include "zoo/kernels/env.hpp"
+#include "zoo/layers/tensor_parallel.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
@@ -47,13 +50,21 @@ struct StepVariant {
 
 class CudaBackend;
 
+// One rank of a tensor-parallel group (all null on one rank): its share of the model, the host
+// communicator that gathers taps, and the device collectives of the reduce points and the head.
+struct CudaRank {
+  const DecoderShard* shard = nullptr;
+  Communicator* comm = nullptr;
+  DeviceCollectives* collectives = nullptr;
+};
+
 // What every step shares: the backend, the step's activations over its T_ rows, the row-wise ops
 // of the layer graph (projections, norms, the MLP), which do not care which sequence a row belongs
 // to, and where a tapped value lives. The sequence-aware ops (embedding extras, q/k/RoPE and the
 // cache write, attention, the head and sampling) are the runner's.
 class CudaRows : protected DecoderOps {
  protected:
-  explicit CudaRows(std::shared_ptr<CudaBackend> backend);
+  explicit CudaRows(std::shared_ptr<CudaBackend> backend, CudaRank rank = {});
   virtual ~CudaRows();
   // Called when a buffer moved (its old address may be in a captured graph).
   virtual void buffers_moved() {}
@@ -78,6 +89,7 @@ class CudaRows : protected DecoderOps {
   void act() override;
   void gate_up_act(std::int64_t layer) override;
   void down(std::int64_t layer) override;
+  void reduce_proj() override;  // under tensor parallelism: the sum of the ranks' partial outputs
   void router(std::int64_t layer) override;
   void experts(std::int64_t layer) override;
 
@@ -106,7 +118,9 @@ class CudaRows : protected DecoderOps {
   }
   // Records the step's `value` (every row) under `name`; k_rope: its rows as gathered from the cache.
   void record_tap(DiagnosticHook& hook, const std::string& name, Value value, const Bf16* k_rope);
-  // The head over `rows` contiguous rows of x starting at `x_rows`, soft-capped, into logits_dev_.
+  int split_replicas(Value value) const;
+  // The head over `rows` contiguous rows of x starting at `x_rows`, soft-capped, into logits_dev_
+  // (under tensor parallelism: this rank's vocabulary rows, then every rank's side by side).
   void head_logits(const Bf16* x_rows, std::int64_t rows);
   void ensure_activations(std::int64_t tokens);
   void ensure_logits(std::int64_t rows);
@@ -122,16 +136,25 @@ class CudaRows : protected DecoderOps {
   cu::DeviceBuffer logits_dev_;
   std::int64_t logits_rows_ = 0;
   std::int64_t logits_computed_ = 0;  // rows of logits_dev_ the last head_logits() wrote
+  CudaRank rank_;
+  cu::DeviceBuffer head_piece_, head_pieces_;  // a rank's vocabulary rows of the logits, and every rank's
   cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
 };
 
 // A runner of many sequences over paged KV (decoder_cuda_runner.cpp).
-std::unique_ptr<Runner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options);
+// `rank`: one rank of a tensor-parallel group (CudaTensorParallelBackend).
+std::unique_ptr<KvRunner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options,
+                                           CudaRank rank = {});
+
+// `args.tensor_parallel` ranks, each a CudaBackend over its share (decoder_cuda_tp.cpp).
+std::shared_ptr<DecoderBackend> make_cuda_tensor_parallel_backend(const DecoderSpec& spec,
+                                                                  const ModelArgs& args);
 
 // Owns what the sessions of one model share: the weights, the stream, the GEMM plans.
 class CudaBackend : public DecoderBackend {
  public:
-  CudaBackend(const DecoderSpec& spec, const ModelArgs& args);
+  // `shard`: this backend is one rank of a tensor-parallel group (`spec` is the rank's share).
+  CudaBackend(const DecoderSpec& spec, const ModelArgs& args, const DecoderShard* shard = nullptr);
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables, const ProgressFn& progress) override;
   std::unique_ptr<Session> new_session() override;  // a runner of one sequence (runner_session.hpp)
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override;
@@ -144,6 +167,7 @@ class CudaBackend : public DecoderBackend {
   ExclusiveUse in_use_;
   int device_;
   std::int64_t max_context_;
+  const DecoderShard* shard_;
   std::unique_ptr<cu::Stream> stream_;
   std::unique_ptr<cu::Gemm> gemm_;
   std::unique_ptr<cu::PrefillAttention> prefill_attention_;  // cuDNN's plans and workspace, or Zoo's kernel

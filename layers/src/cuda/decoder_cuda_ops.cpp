@@ -1,8 +1,13 @@
 // The layer graph's ops on CUDA (graph/decoder_graph.hpp): which kernel runs each op of a step,
 // the fusions (bias in the GEMM epilogue, q/k norm + RoPE + cache write in one kernel, the
 // residual add with the next norm, gate|up with SiLU-and-multiply at m = 1) and where each tapped
-// value lives on the device.
+// value lives on the device; under tensor parallelism the reduce points, the vocabulary-split head
+// and the gathered taps.
 #include "decoder_cuda.hpp"
+
+#include <algorithm>
+#include <span>
+#include <vector>
 
 #include "zoo/dtype.hpp"
 #include "zoo/kernels/cuda/moe.hpp"
@@ -199,12 +204,45 @@ void CudaRows::experts(std::int64_t l) {
   profile_.mark("moe experts (grouped)");
 }
 
+void CudaRows::reduce_proj() {
+  if (!rank_.collectives) return;
+  rank_.collectives->all_reduce(a_.tmp.as<Bf16>(), T_ * c_.hidden_size, *b_.stream_);
+  profile_.mark("all-reduce");
+}
+
 void CudaRows::head_logits(const Bf16* x_rows, std::int64_t rows) {
   ensure_logits(rows);
-  b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, c_.vocab_size, c_.hidden_size, *b_.stream_);
-  if (c_.final_softcap > 0)
-    cu::softcap(logits_dev_.as<float>(), rows * c_.vocab_size, static_cast<float>(c_.final_softcap), *b_.stream_);
+  const std::int64_t V = c_.vocab_size, H = c_.hidden_size;
+  cudaStream_t s = *b_.stream_;
+  const auto softcap = [&](float* logits, std::int64_t n) {
+    if (c_.final_softcap > 0) cu::softcap(logits, n, static_cast<float>(c_.final_softcap), s);
+  };
   logits_computed_ = rows;
+  if (!rank_.shard) {
+    b_.gemm_->linear(x_rows, b_.w_.head, logits_dev_.as<float>(), rows, V, H, s);
+    softcap(logits_dev_.as<float>(), rows * V);
+    profile_.mark("gemm head");
+    return;
+  }
+  // This rank's vocabulary rows (the head is held whole), then every rank's piece side by side:
+  // every rank holds the same logits and picks the same token.
+  const std::int64_t begin = rank_.shard->vocab_begin, Vr = rank_.shard->vocab_end - begin;
+  const int ranks = rank_.collectives->size();
+  const auto piece_bytes = static_cast<std::size_t>(rows * Vr) * sizeof(float);
+  if (head_piece_.size() < piece_bytes) {
+    head_piece_ = cu::DeviceBuffer(piece_bytes);
+    head_pieces_ = cu::DeviceBuffer(piece_bytes * static_cast<std::size_t>(ranks));
+    buffers_moved();
+  }
+  b_.gemm_->linear(x_rows, b_.w_.head + begin * H, head_piece_.as<float>(), rows, Vr, H, s);
+  softcap(head_piece_.as<float>(), rows * Vr);
+  rank_.collectives->all_gather(head_piece_.as<float>(), rows * Vr, head_pieces_.as<float>(), s);
+  for (int r = 0; r < ranks; ++r)
+    ZOO_CUDA_CHECK(cudaMemcpy2DAsync(
+        logits_dev_.as<float>() + r * Vr, static_cast<std::size_t>(V) * sizeof(float),
+        head_pieces_.as<float>() + r * rows * Vr, static_cast<std::size_t>(Vr) * sizeof(float),
+        static_cast<std::size_t>(Vr) * sizeof(float), static_cast<std::size_t>(rows),
+        cudaMemcpyDeviceToDevice, s));
   profile_.mark("gemm head");
 }
 
@@ -269,7 +307,43 @@ void CudaRows::record_tap(DiagnosticHook& hook, const std::string& name, Value v
     }
     return {nullptr, 0, 0};
   }();
-  hook.record(name, download_f32(w.data, T_, w.cols, w.stride).view());
+  HostTensor rows = download_f32(w.data, T_, w.cols, w.stride);
+  const int replicas = rank_.comm ? split_replicas(value) : 0;
+  if (replicas == 0) return hook.record(name, rows.view());
+  // Each rank holds its heads' or units' columns: the tap is all of them, in rank order, each
+  // distinct piece once (the first of each run of `replicas` ranks holding the same kv heads).
+  const int ranks = rank_.comm->size(), distinct = ranks / replicas;
+  const auto n = static_cast<std::size_t>(T_ * w.cols);
+  std::vector<float> pieces(n * static_cast<std::size_t>(ranks));
+  rank_.comm->all_gather(std::span<const float>(rows.as<float>(), n), pieces);
+  HostTensor whole(DType::F32, {T_, w.cols * distinct});
+  for (int d = 0; d < distinct; ++d)
+    for (std::int64_t r = 0; r < T_; ++r)
+      std::copy_n(&pieces[static_cast<std::size_t>(d * replicas) * n + static_cast<std::size_t>(r * w.cols)],
+                  w.cols, whole.as<float>() + r * w.cols * distinct + d * w.cols);
+  hook.record(name, whole.view());
+}
+
+// Under tensor parallelism: 0 for a value every rank holds whole, else how many ranks hold the same
+// columns of it (1, or the kv replicas for k and v).
+int CudaRows::split_replicas(Value value) const {
+  switch (value) {
+    case Value::q_proj:
+    case Value::q_norm:
+    case Value::q_rope:
+    case Value::attn:
+    case Value::gate_proj:
+    case Value::up_proj:
+    case Value::act:
+      return 1;
+    case Value::k_proj:
+    case Value::k_norm:
+    case Value::k_rope:
+    case Value::v_proj:
+      return rank_.shard->kv_replicas;
+    default:
+      return 0;
+  }
 }
 
 }  // namespace zoo::layers::cuda_backend

@@ -39,12 +39,14 @@ namespace {
 
 class CudaRunner : public KvRunner, private CudaRows {
  public:
-  CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options)
+  CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options, CudaRank rank)
       : KvRunner(backend->c_, options, backend->max_context_,
                  page_bytes_of(backend->c_, backend->c_.num_layers), device_budget(options)),
-        CudaRows(std::move(backend)),
+        CudaRows(std::move(backend), rank),
         storage_(kv_.groups().size()),
         grows_(options.max_sequences == 1) {
+    // Collectives through the host cannot be captured: such a rank runs every step eagerly.
+    if (rank.collectives && !rank.collectives->capturable()) graphs_enabled_ = false;
     // A pool of many sequences is allocated whole, up front (it was sized from the memory there
     // is). One sequence's (a Session's) starts at kFirstStoredPages and doubles as the sequence
     // grows: the pool hands out its lowest pages first, so the pages in use never reach past the
@@ -1209,8 +1211,9 @@ class CudaRunner : public KvRunner, private CudaRows {
 
 }  // namespace
 
-std::unique_ptr<Runner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options) {
-  return std::make_unique<CudaRunner>(std::move(backend), options);
+std::unique_ptr<KvRunner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options,
+                                           CudaRank rank) {
+  return std::make_unique<CudaRunner>(std::move(backend), options, rank);
 }
 
 }  // namespace zoo::layers::cuda_backend

@@ -1,9 +1,10 @@
 #pragma once
 // Collectives among the ranks of a tensor-parallel group: what a sharded layer needs after its
 // row-parallel projections (o_proj, down_proj: a sum over the ranks) and for a head split by
-// vocabulary (the ranks' pieces side by side). InProcessGroup is the CPU backend's group, ranks
-// as threads of one process, so the sharded math runs in CI without GPUs; NCCL's communicator for
-// CUDA implements the same interface.
+// vocabulary (the ranks' pieces side by side), on host values. InProcessGroup is the group of
+// ranks as threads of one process: the CPU backend's, so the sharded math runs in CI without GPUs,
+// and the CUDA ranks' for gathered taps and, staged through the host, their device collectives
+// until NCCL carries those.
 #include <condition_variable>
 #include <cstdint>
 #include <memory>

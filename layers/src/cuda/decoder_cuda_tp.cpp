@@ -1,0 +1,125 @@
+// Tensor parallelism on CUDA: one CudaBackend per rank over its share of the spec and its slices
+// of the checkpoint (ShardedWeightSource), each runner a group of rank runners on threads of their
+// own (RankGroupRunner). The ranks take devices base, base + 1, ... where the machine has them, and
+// share the base device otherwise (so the sharded math is tested on one GPU). Their collectives
+// go through the host today (host_staged_collectives: correct, not fast, and never in a graph);
+// NCCL is the transport for real GPUs, the part of issue 29 left for the two-GPU machine.
+#include <fmt/format.h>
+
+#include "../parallel/rank_group.hpp"
+#include "../runner_session.hpp"
+#include "decoder_cuda.hpp"
+#include "zoo/error.hpp"
+#include "zoo/sharded_weight_source.hpp"
+
+namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
+namespace {
+
+class CudaTensorParallelBackend : public DecoderBackend {
+ public:
+  CudaTensorParallelBackend(const DecoderSpec& spec, const ModelArgs& args) : max_context_(args.max_context) {
+    const int ranks = args.tensor_parallel;
+    // Where the layer graph's CUDA ops would need a collective they do not make yet: refused by name.
+    if (spec.qk_norm == QkNorm::whole)
+      throw InputError(fmt::format("{}: tensor parallelism on CUDA does not split a q/k norm over the whole "
+                                   "projection yet (its mean of squares needs a sum over the ranks; the CPU "
+                                   "backend does it: --device cpu)",
+                                   spec.family));
+    for (int r = 0; r < ranks; ++r) shards_.push_back(shard_decoder(spec, r, ranks));
+    int devices = 0;
+    ZOO_CUDA_CHECK(cudaGetDeviceCount(&devices));
+    const int base = args.device.index;
+    shared_device_ = devices < base + ranks;
+    for (int r = 0; r < ranks; ++r) {
+      ModelArgs rank_args = args;
+      rank_args.device.index = shared_device_ ? base : base + r;
+      ranks_.push_back(std::make_shared<CudaBackend>(shards_[static_cast<std::size_t>(r)].spec, rank_args,
+                                                     &shards_[static_cast<std::size_t>(r)]));
+    }
+  }
+
+  void load(const WeightSource& source, const std::vector<RowTableSource>& tables,
+            const ProgressFn& progress) override {
+    // Not owned: the sharded sources live only while the ranks upload their slices.
+    const std::shared_ptr<const WeightSource> base(std::shared_ptr<const WeightSource>(), &source);
+    const std::size_t ranks = ranks_.size();
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const ShardedWeightSource sharded(base, shards_[r].rules, static_cast<int>(r), static_cast<int>(ranks));
+      ProgressFn rank_progress;
+      if (progress)
+        rank_progress = [&, r](std::size_t done, std::size_t total) { progress(r * total + done, ranks * total); };
+      ranks_[r]->load(sharded, tables, rank_progress);
+    }
+  }
+
+  std::unique_ptr<Session> new_session() override {
+    return std::make_unique<RunnerSession>(make_runner(session_options(max_context_)));
+  }
+  std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override { return make_runner(options); }
+
+  nlohmann::json runtime_stats() const override {
+    nlohmann::json stats = ranks_.front()->runtime_stats();
+    double weights = 0;
+    for (const auto& rank : ranks_) weights += rank->runtime_stats()["weights_gb"].get<double>();
+    stats["weights_gb"] = weights;
+    stats["tensor_parallel"] = ranks_.size();
+    stats["ranks_share_a_device"] = shared_device_;
+    return stats;
+  }
+
+ private:
+  // What the group's collectives live in; outlives the rank runners (RankGroupRunner's `keep`).
+  struct Links {
+    explicit Links(int ranks) : group(ranks) {}
+    InProcessGroup group;
+    std::vector<std::unique_ptr<DeviceCollectives>> collectives;
+  };
+
+  std::unique_ptr<Runner> make_runner(RunnerOptions options) {
+    const auto ranks = static_cast<int>(ranks_.size());
+    // Every rank's pool must hold the same pages (the ranks make the same calls in the same order,
+    // and rank 0's pool admits for all): one page count for all, from the memory of the device the
+    // ranks would size it from, shared between ranks on one device.
+    if (options.kv_pages == 0 && options.kv_bytes == 0) {
+      ZOO_CUDA_CHECK(cudaSetDevice(ranks_.front()->device_));
+      std::size_t free = 0, total = 0;
+      ZOO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+      constexpr double kActivations = 2.0 * (1 << 30);  // per rank, as CudaRunner keeps
+      const int per_device = shared_device_ ? ranks : 1;
+      const double budget = options.kv_memory_fraction > 0
+                                ? options.kv_memory_fraction * static_cast<double>(total) -
+                                      static_cast<double>(total - free)
+                                : 0.9 * static_cast<double>(free);
+      const double bytes = budget / per_device - kActivations;
+      if (bytes <= 0)
+        throw InputError(fmt::format("{}: no device memory left for the KV cache of {} ranks",
+                                     shards_.front().spec.family, ranks));
+      options.kv_bytes = static_cast<std::int64_t>(bytes);
+      options.kv_memory_fraction = 0;
+    }
+    auto links = std::make_shared<Links>(ranks);
+    std::vector<std::unique_ptr<KvRunner>> runners;
+    for (int r = 0; r < ranks; ++r) {
+      Communicator& comm = links->group.rank(r);
+      links->collectives.push_back(host_staged_collectives(comm));
+      const auto i = static_cast<std::size_t>(r);
+      ZOO_CUDA_CHECK(cudaSetDevice(ranks_[i]->device_));
+      runners.push_back(make_cuda_runner(ranks_[i], options, CudaRank{&shards_[i], &comm, links->collectives.back().get()}));
+    }
+    auto abort = [group = &links->group](const std::string& why) { group->abort(why); };
+    return std::make_unique<RankGroupRunner>(std::move(links), std::move(runners), std::move(abort));
+  }
+
+  std::int64_t max_context_;
+  std::vector<DecoderShard> shards_;  // filled once: the ranks point into it
+  std::vector<std::shared_ptr<CudaBackend>> ranks_;
+  bool shared_device_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<DecoderBackend> make_cuda_tensor_parallel_backend(const DecoderSpec& spec, const ModelArgs& args) {
+  return std::make_shared<CudaTensorParallelBackend>(spec, args);
+}
+
+}  // namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend
