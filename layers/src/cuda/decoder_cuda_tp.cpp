@@ -1,9 +1,9 @@
 // Tensor parallelism on CUDA: one CudaBackend per rank over its share of the spec and its slices
 // of the checkpoint (ShardedWeightSource), each runner a group of rank runners on threads of their
 // own (RankGroupRunner). The ranks take devices base, base + 1, ... where the machine has them, and
-// share the base device otherwise (so the sharded math is tested on one GPU). Their collectives
-// go through the host today (host_staged_collectives: correct, not fast, and never in a graph);
-// NCCL is the transport for real GPUs, the part of issue 29 left for the two-GPU machine.
+// share the base device otherwise (so the sharded math is tested on one GPU). On separate GPUs
+// with NCCL built their collectives are NCCL's (inside the decode graphs); otherwise they go through
+// the host (host_staged_collectives: correct, not fast, and never in a graph).
 #include <fmt/format.h>
 
 #include "../parallel/rank_group.hpp"
@@ -30,6 +30,7 @@ class CudaTensorParallelBackend : public DecoderBackend {
     ZOO_CUDA_CHECK(cudaGetDeviceCount(&devices));
     const int base = args.device.index;
     shared_device_ = devices < base + ranks;
+    nccl_ = !shared_device_ && nccl_built();
     for (int r = 0; r < ranks; ++r) {
       ModelArgs rank_args = args;
       rank_args.device.index = shared_device_ ? base : base + r;
@@ -64,15 +65,17 @@ class CudaTensorParallelBackend : public DecoderBackend {
     stats["weights_gb"] = weights;
     stats["tensor_parallel"] = ranks_.size();
     stats["ranks_share_a_device"] = shared_device_;
+    stats["collectives"] = nccl_ ? "nccl" : "host";
     return stats;
   }
 
  private:
   // What the group's collectives live in; outlives the rank runners (RankGroupRunner's `keep`).
+  // The host group gathers taps whatever carries the device collectives.
   struct Links {
     explicit Links(int ranks) : group(ranks) {}
     InProcessGroup group;
-    std::vector<std::unique_ptr<DeviceCollectives>> collectives;
+    std::vector<std::unique_ptr<DeviceCollectives>> collectives;  // per rank
   };
 
   std::unique_ptr<Runner> make_runner(RunnerOptions options) {
@@ -98,13 +101,19 @@ class CudaTensorParallelBackend : public DecoderBackend {
       options.kv_memory_fraction = 0;
     }
     auto links = std::make_shared<Links>(ranks);
+    if (nccl_) {
+      std::vector<int> devices;
+      for (const auto& rank : ranks_) devices.push_back(rank->device_);
+      links->collectives = nccl_collectives(devices);
+    }
     std::vector<std::unique_ptr<KvRunner>> runners;
     for (int r = 0; r < ranks; ++r) {
       Communicator& comm = links->group.rank(r);
-      links->collectives.push_back(host_staged_collectives(comm));
+      if (!nccl_) links->collectives.push_back(host_staged_collectives(comm));
       const auto i = static_cast<std::size_t>(r);
       ZOO_CUDA_CHECK(cudaSetDevice(ranks_[i]->device_));
-      runners.push_back(make_cuda_runner(ranks_[i], options, CudaRank{&shards_[i], &comm, links->collectives.back().get()}));
+      runners.push_back(
+          make_cuda_runner(ranks_[i], options, CudaRank{&shards_[i], &comm, links->collectives[i].get()}));
     }
     auto abort = [group = &links->group](const std::string& why) { group->abort(why); };
     return std::make_unique<RankGroupRunner>(std::move(links), std::move(runners), std::move(abort));
@@ -114,6 +123,7 @@ class CudaTensorParallelBackend : public DecoderBackend {
   std::vector<DecoderShard> shards_;  // filled once: the ranks point into it
   std::vector<std::shared_ptr<CudaBackend>> ranks_;
   bool shared_device_ = false;
+  bool nccl_ = false;  // the ranks' collectives are NCCL's (else staged through the host)
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "device_collectives.hpp"
 
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "zoo/dtype.hpp"
@@ -54,5 +55,14 @@ class HostStaged : public DeviceCollectives {
 std::unique_ptr<DeviceCollectives> host_staged_collectives(Communicator& comm) {
   return std::make_unique<HostStaged>(comm);
 }
+
+#if !defined(ZOO_WITH_NCCL)
+bool nccl_built() {
+  return false;
+}
+std::vector<std::unique_ptr<DeviceCollectives>> nccl_collectives(const std::vector<int>&) {
+  throw std::logic_error("nccl_collectives: this build of Zoo has no NCCL");
+}
+#endif
 
 }  // namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend

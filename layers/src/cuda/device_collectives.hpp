@@ -7,9 +7,11 @@
 // machine).
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "zoo/communicator.hpp"
 #include "zoo/kernels/cuda/common.hpp"
+#include "zoo/layers/abi.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 
@@ -29,5 +31,12 @@ class DeviceCollectives {
 // Through the host: each call waits for the stream, copies down, meets the other ranks in `comm`
 // (the same bits on every rank) and copies back. `comm` outlives it.
 std::unique_ptr<DeviceCollectives> host_staged_collectives(Communicator& comm);
+
+// Whether this build has NCCL (ZOO_WITH_NCCL).
+bool nccl_built();
+// One NCCL rank per device of `devices` (distinct GPUs of this process), in rank order; NCCL's
+// own bootstrap (ncclCommInitAll here; a unique id across processes later). Throws where this
+// build has no NCCL or NCCL fails.
+std::vector<std::unique_ptr<DeviceCollectives>> nccl_collectives(const std::vector<int>& devices);
 
 }  // namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend
