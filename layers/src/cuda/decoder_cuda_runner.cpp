@@ -25,7 +25,10 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <numeric>
+#include <span>
+#include <utility>
 #include <tuple>
 #include <vector>
 
