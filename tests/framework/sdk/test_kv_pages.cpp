@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <random>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "zoo/kv_pages.hpp"
 
@@ -58,6 +60,39 @@ TEST_CASE("kv pages: an append the pool cannot serve changes nothing, and a fini
     CHECK(std::vector<PageId>(a.pages().begin(), a.pages().end()) == before);
   }
   CHECK(pool.free_pages() == 4);
+}
+
+TEST_CASE(
+    "kv pages: a lone table takes ascending pages, and after it is gone the next one takes them again in "
+    "order",
+    "[kv_pages]") {
+  // What lets a lone sequence's prefill read its pages as one contiguous cache (the CUDA runner's
+  // Session path): the pool hands out its lowest free pages first and a table gives its pages back
+  // last first.
+  const auto consecutive = [](std::span<const PageId> pages) {
+    for (std::size_t i = 1; i < pages.size(); ++i)
+      if (pages[i] != pages[0] + static_cast<PageId>(i)) return false;
+    return true;
+  };
+  KvPagePool pool(32);
+  std::vector<PageId> first;
+  {
+    KvPageTable a(pool);
+    REQUIRE(a.append(100).ok);  // 7 pages
+    first.assign(a.pages().begin(), a.pages().end());
+    CHECK(consecutive(a.pages()));
+    CHECK(first.front() == 0);
+    KvPageTable b(pool);
+    REQUIRE(b.append(40).ok);  // 3 pages after a's
+    CHECK(consecutive(b.pages()));
+    CHECK(b.pages().front() == 7);
+  }  // b, then a, give their pages back
+  KvPageTable c(pool);
+  REQUIRE(c.append(100).ok);
+  CHECK(std::vector<PageId>(c.pages().begin(), c.pages().end()) == first);
+  KvPageTable d(pool);
+  REQUIRE(d.append(50).ok);  // 4 pages: b's 3, then a fresh one
+  CHECK(consecutive(d.pages()));
 }
 
 TEST_CASE("kv pages: a forked table shares its pages, and a write into a shared last page copies it first",
