@@ -28,13 +28,21 @@ export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64${L
 # The cuDNN torch bundles (>= 9.16, which the long-prefill attention needs) where the system one is older.
 cudnn=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(nvidia.cudnn.__path__[0], "lib"))' 2>/dev/null || true)
 [ -n "$cudnn" ] && [ -d "$cudnn" ] && export LD_LIBRARY_PATH=$cudnn:$LD_LIBRARY_PATH
+# NCCL for tensor-parallel ranks on separate GPUs: the toolkit's where it has one, else the
+# nvidia-nccl-cu13 wheel torch brings (its include/ and lib/).
+nccl=$(python3 -c 'import nvidia.nccl; print(nvidia.nccl.__path__[0])' 2>/dev/null || true)
+nccl_args=()
+if [ -n "$nccl" ] && [ -f "$nccl/include/nccl.h" ] && [ ! -f /usr/local/cuda/include/nccl.h ]; then
+  nccl_args=(-DZOO_NCCL_ROOT="$nccl")
+  export LD_LIBRARY_PATH=$nccl/lib:$LD_LIBRARY_PATH
+fi
 # The GPU host has no clang: the fuzzers (CPU code) run in CI and are reported skipped here.
 export ZOO_FUZZ=${ZOO_FUZZ:-skip}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/check.log"
 
 if want build; then
 log "build"
-bash .gpu/build.sh .gpu/debs build-gpu -DCMAKE_BUILD_TYPE=Release > "$out/build.log" 2>&1 \
+bash .gpu/build.sh .gpu/debs build-gpu -DCMAKE_BUILD_TYPE=Release ${nccl_args[@]+"${nccl_args[@]}"} > "$out/build.log" 2>&1 \
   || { log "build failed"; grep -m10 -B2 -A10 "error" "$out/build.log" | tee -a "$out/check.log"; exit 1; }
 fi
 
