@@ -15,6 +15,7 @@
 #include "../graph/decoder_graph.hpp"
 #include "../kv_sequences.hpp"
 #include "../parallel/rank_group.hpp"
+#include "../parallel/rank_shares.hpp"
 #include "../runner_session.hpp"
 #include "zoo/batch.hpp"
 #include "zoo/communicator.hpp"
@@ -435,7 +436,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
     ops::linear(in, w_.head().as<float>() + begin * H, piece_.data(), rows, Vr, H);
     if (c_.final_softcap > 0)
       ops::softcap_inplace(piece_.data(), rows * Vr, static_cast<float>(c_.final_softcap));
-    gather(piece_.data(), rows, Vr, 1, logits_.as<float>());
+    gather_columns(*rank_.comm, piece_.data(), rows, Vr, 1, pieces_, logits_.as<float>());
   }
   void sample() override {
     // The host is this backend's device: the reference rule on each slice's last row is the device path.
@@ -496,50 +497,15 @@ class CpuRunner : public KvRunner, private DecoderOps {
       return {nullptr, 0};
     }();
     const std::int64_t rows = value == Value::logits ? logits_.shape()[0] : T_;
-    if (const int split = rank_.comm ? split_replicas(value) : 0; split > 0) {
+    if (const int split = rank_.comm ? split_replicas(value, *rank_.shard) : 0; split > 0) {
       // Each rank holds its heads' or units' columns: the tap is all of them, in rank order.
       const std::int64_t width = cols * rank_.comm->size() / split;
       gathered_.resize(static_cast<std::size_t>(rows * width));
-      gather(data, rows, cols, split, gathered_.data());
+      gather_columns(*rank_.comm, data, rows, cols, split, pieces_, gathered_.data());
       hook.record(name, TensorView{gathered_.data(), DType::F32, {rows, width}, Device{}});
       return;
     }
     hook.record(name, TensorView{data, DType::F32, {rows, cols}, Device{}});
-  }
-  // Under tensor parallelism: 0 for a value every rank holds whole, else how many ranks hold the
-  // same columns of it (1, or the kv replicas for k and v).
-  int split_replicas(Value value) const {
-    switch (value) {
-      case Value::q_proj:
-      case Value::q_norm:
-      case Value::q_rope:
-      case Value::attn:
-      case Value::gate_proj:
-      case Value::up_proj:
-      case Value::act:
-        return 1;
-      case Value::k_proj:
-      case Value::k_norm:
-      case Value::k_rope:
-      case Value::v_proj:
-        return rank_.shard->kv_replicas;
-      default:
-        return 0;
-    }
-  }
-  // Every rank's [rows, cols] piece side by side into `out`, [rows, ranks / replicas * cols]: each
-  // distinct piece once (the first of each run of `replicas` ranks holding the same columns).
-  void gather(const float* piece, std::int64_t rows, std::int64_t cols, int replicas, float* out) {
-    const int ranks = rank_.comm->size();
-    const auto n = static_cast<std::size_t>(rows * cols);
-    pieces_.resize(n * static_cast<std::size_t>(ranks));
-    rank_.comm->all_gather(std::span(piece, n), pieces_);
-    const int distinct = ranks / replicas;
-    const std::int64_t width = cols * distinct;
-    for (int d = 0; d < distinct; ++d)
-      for (std::int64_t r = 0; r < rows; ++r)
-        std::copy_n(&pieces_[static_cast<std::size_t>(d * replicas) * n + static_cast<std::size_t>(r * cols)],
-                    cols, out + r * width + d * cols);
   }
   // x = rms_norm(x) over rows of `cols` values that are this rank's share of a projection split
   // over the ranks (`replicas` ranks holding each share), with the rank's slice of the weight.
@@ -718,18 +684,7 @@ class CpuTensorParallelBackend : public DecoderBackend {
 
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables,
             const ProgressFn& progress) override {
-    // Not owned: the sharded sources live only while the ranks widen their slices.
-    const std::shared_ptr<const WeightSource> base(std::shared_ptr<const WeightSource>(), &source);
-    const std::size_t ranks = ranks_.size();
-    for (std::size_t r = 0; r < ranks; ++r) {
-      const ShardedWeightSource sharded(base, shards_[r].rules, static_cast<int>(r), static_cast<int>(ranks));
-      ProgressFn rank_progress;
-      if (progress)
-        rank_progress = [&, r](std::size_t done, std::size_t total) {
-          progress(r * total + done, ranks * total);
-        };
-      ranks_[r]->load(sharded, tables, rank_progress);
-    }
+    load_rank_shares(ranks_, shards_, source, tables, progress);
   }
 
   std::unique_ptr<Session> new_session() override {

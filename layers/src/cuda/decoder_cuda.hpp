@@ -118,7 +118,6 @@ class CudaRows : protected DecoderOps {
   }
   // Records the step's `value` (every row) under `name`; k_rope: its rows as gathered from the cache.
   void record_tap(DiagnosticHook& hook, const std::string& name, Value value, const Bf16* k_rope);
-  int split_replicas(Value value) const;
   // The head over `rows` contiguous rows of x starting at `x_rows`, soft-capped, into logits_dev_
   // (under tensor parallelism: this rank's vocabulary rows, then every rank's side by side).
   void head_logits(const Bf16* x_rows, std::int64_t rows);

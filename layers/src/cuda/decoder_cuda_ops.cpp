@@ -5,9 +5,9 @@
 // and the gathered taps.
 #include "decoder_cuda.hpp"
 
-#include <algorithm>
-#include <span>
 #include <vector>
+
+#include "../parallel/rank_shares.hpp"
 
 #include "zoo/dtype.hpp"
 #include "zoo/kernels/cuda/moe.hpp"
@@ -308,42 +308,13 @@ void CudaRows::record_tap(DiagnosticHook& hook, const std::string& name, Value v
     return {nullptr, 0, 0};
   }();
   HostTensor rows = download_f32(w.data, T_, w.cols, w.stride);
-  const int replicas = rank_.comm ? split_replicas(value) : 0;
+  const int replicas = rank_.comm ? split_replicas(value, *rank_.shard) : 0;
   if (replicas == 0) return hook.record(name, rows.view());
-  // Each rank holds its heads' or units' columns: the tap is all of them, in rank order, each
-  // distinct piece once (the first of each run of `replicas` ranks holding the same kv heads).
-  const int ranks = rank_.comm->size(), distinct = ranks / replicas;
-  const auto n = static_cast<std::size_t>(T_ * w.cols);
-  std::vector<float> pieces(n * static_cast<std::size_t>(ranks));
-  rank_.comm->all_gather(std::span<const float>(rows.as<float>(), n), pieces);
-  HostTensor whole(DType::F32, {T_, w.cols * distinct});
-  for (int d = 0; d < distinct; ++d)
-    for (std::int64_t r = 0; r < T_; ++r)
-      std::copy_n(&pieces[static_cast<std::size_t>(d * replicas) * n + static_cast<std::size_t>(r * w.cols)],
-                  w.cols, whole.as<float>() + r * w.cols * distinct + d * w.cols);
+  // Each rank holds its heads' or units' columns: the tap is all of them, in rank order.
+  HostTensor whole(DType::F32, {T_, w.cols * rank_.comm->size() / replicas});
+  std::vector<float> scratch;
+  gather_columns(*rank_.comm, rows.as<float>(), T_, w.cols, replicas, scratch, whole.as<float>());
   hook.record(name, whole.view());
-}
-
-// Under tensor parallelism: 0 for a value every rank holds whole, else how many ranks hold the same
-// columns of it (1, or the kv replicas for k and v).
-int CudaRows::split_replicas(Value value) const {
-  switch (value) {
-    case Value::q_proj:
-    case Value::q_norm:
-    case Value::q_rope:
-    case Value::attn:
-    case Value::gate_proj:
-    case Value::up_proj:
-    case Value::act:
-      return 1;
-    case Value::k_proj:
-    case Value::k_norm:
-    case Value::k_rope:
-    case Value::v_proj:
-      return rank_.shard->kv_replicas;
-    default:
-      return 0;
-  }
 }
 
 }  // namespace zoo::layers::cuda_backend

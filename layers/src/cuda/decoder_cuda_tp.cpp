@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "../parallel/rank_group.hpp"
+#include "../parallel/rank_shares.hpp"
 #include "../runner_session.hpp"
 #include "decoder_cuda.hpp"
 #include "zoo/error.hpp"
-#include "zoo/sharded_weight_source.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
 namespace {
@@ -41,16 +41,7 @@ class CudaTensorParallelBackend : public DecoderBackend {
 
   void load(const WeightSource& source, const std::vector<RowTableSource>& tables,
             const ProgressFn& progress) override {
-    // Not owned: the sharded sources live only while the ranks upload their slices.
-    const std::shared_ptr<const WeightSource> base(std::shared_ptr<const WeightSource>(), &source);
-    const std::size_t ranks = ranks_.size();
-    for (std::size_t r = 0; r < ranks; ++r) {
-      const ShardedWeightSource sharded(base, shards_[r].rules, static_cast<int>(r), static_cast<int>(ranks));
-      ProgressFn rank_progress;
-      if (progress)
-        rank_progress = [&, r](std::size_t done, std::size_t total) { progress(r * total + done, ranks * total); };
-      ranks_[r]->load(sharded, tables, rank_progress);
-    }
+    load_rank_shares(ranks_, shards_, source, tables, progress);
   }
 
   std::unique_ptr<Session> new_session() override {
