@@ -86,6 +86,20 @@ void CudaBackend::note_memory() {
   if (cudaMemGetInfo(&free, &total) == cudaSuccess) peak_used_ = std::max(peak_used_, total - free);
 }
 
+double kv_device_budget(const RunnerOptions& options, int share) {
+  std::size_t free = 0, total = 0;
+  ZOO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  constexpr double kActivations = 2.0 * (1 << 30);
+  if (options.kv_memory_fraction > 0) {
+    if (options.kv_memory_fraction > 1)
+      throw InputError(
+          fmt::format("the KV memory fraction must be in (0, 1], got {}", options.kv_memory_fraction));
+    const double used = static_cast<double>(total - free);
+    return (options.kv_memory_fraction * static_cast<double>(total) - used) / share - kActivations;
+  }
+  return std::max(0.0, 0.9 * static_cast<double>(free) / share - kActivations);
+}
+
 CudaRows::CudaRows(std::shared_ptr<CudaBackend> backend, CudaRank rank)
     : owner_(std::move(backend)), b_(*owner_), c_(owner_->c_), rank_(rank) {}
 

@@ -140,6 +140,11 @@ class CudaRows : protected DecoderOps {
   cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
 };
 
+// Bytes for a KV pool on the current device when the options give no size: 90% of the memory free
+// after the weights, or with a memory fraction that share of the total less what is in use now,
+// split between `share` ranks on the device, each less 2 GiB for a step's activations and logits.
+double kv_device_budget(const RunnerOptions& options, int share = 1);
+
 // A runner of many sequences over paged KV (decoder_cuda_runner.cpp).
 // `rank`: one rank of a tensor-parallel group (CudaTensorParallelBackend).
 std::unique_ptr<KvRunner> make_cuda_runner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options,

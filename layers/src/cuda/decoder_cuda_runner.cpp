@@ -44,7 +44,7 @@ class CudaRunner : public KvRunner, private CudaRows {
  public:
   CudaRunner(std::shared_ptr<CudaBackend> backend, const RunnerOptions& options, CudaRank rank)
       : KvRunner(backend->c_, options, backend->max_context_,
-                 page_bytes_of(backend->c_, backend->c_.num_layers), device_budget(options)),
+                 page_bytes_of(backend->c_, backend->c_.num_layers), kv_device_budget(options)),
         CudaRows(std::move(backend), rank),
         storage_(kv_.groups().size()),
         grows_(options.max_sequences == 1) {
@@ -97,11 +97,13 @@ class CudaRunner : public KvRunner, private CudaRows {
       reach(g, std::max(copy.from, copy.to));
       copy_page(g, copy, s);
     });
-    if (grows_)
+    if (grows_)  // the pages this step wrote (those before them were stored by earlier steps)
       for (const SequenceSlice& slice : batch.slices) {
         const auto& tables = std::as_const(kv_).tables(slice.sequence);
         for (std::size_t g = 0; g < tables.size(); ++g)
-          for (const PageId page : tables[g].pages()) reach(g, page);
+          for (const PageId page :
+               tables[g].pages().subspan(static_cast<std::size_t>(slice.start / kKvPageTokens)))
+            reach(g, page);
       }
     plan(batch, hook != nullptr);
     if (history_stride_ > 0) record_history();
@@ -234,21 +236,6 @@ class CudaRunner : public KvRunner, private CudaRows {
     return 2 * layers * kKvPageTokens * c.kv_dim() * static_cast<std::int64_t>(sizeof(Bf16));
   }
   std::int64_t page_bytes(std::int64_t layers) const { return page_bytes_of(c_, layers); }
-  // Bytes for the pool. Default: 90% of the device memory free after the weights, less 2 GiB for a
-  // step's activations and logits; with a memory fraction: that share of the total, less what is
-  // in use now and the same 2 GiB.
-  static double device_budget(const RunnerOptions& options) {
-    std::size_t free = 0, total = 0;
-    ZOO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    constexpr double kActivations = 2.0 * (1 << 30);
-    if (options.kv_memory_fraction > 0) {
-      if (options.kv_memory_fraction > 1)
-        throw InputError(fmt::format("the KV memory fraction must be in (0, 1], got {}", options.kv_memory_fraction));
-      const double used = static_cast<double>(total - free);
-      return options.kv_memory_fraction * static_cast<double>(total) - used - kActivations;
-    }
-    return std::max(0.0, 0.9 * static_cast<double>(free) - kActivations);
-  }
   Bf16* layer_k(std::int64_t l) {
     const std::size_t g = kv_.group_of(l);
     return storage_[g].k.as<Bf16>() + kv_.index_in_group(l) * layer_elements(g);
@@ -313,7 +300,6 @@ class CudaRunner : public KvRunner, private CudaRows {
       T_ += n;
       slices_.push_back(std::move(slice));
     }
-    greedy_ = samples;
     plan_row_tables();
     // A decode step whose slices all ask alike replays a CUDA graph captured for its batch bucket.
     graph_batch_ = 0;
@@ -516,10 +502,9 @@ class CudaRunner : public KvRunner, private CudaRows {
       // B picks of the variant's one mode; the padding rows' repeat the first request.
       const int mode = v.sample - 1, picks = static_cast<int>(B);
       samples_ = picks;
-      greedy_ = mode == static_cast<int>(cu::SampleMode::greedy) ? picks : 0;
       for (int m = 0; m < 4; ++m) mode_begin_[static_cast<std::size_t>(m)] = m <= mode ? 0 : picks;
       ensure_pick_buffers(B);
-      if (greedy_ == 0) {
+      if (mode != static_cast<int>(cu::SampleMode::greedy)) {  // a greedy pick reads no request
         std::vector<cu::SampleParams> params(static_cast<std::size_t>(B));
         for (std::int64_t i = 0; i < B; ++i) {
           const SampleRequest& r = *slices_[static_cast<std::size_t>(i < real ? i : 0)].step->outputs.sample;
@@ -1147,7 +1132,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   // The step in flight.
   std::vector<Slice> slices_;  // decodes first
   std::int64_t decodes_ = 0, out_rows_count_ = 0, max_decode_len_ = 0;
-  int samples_ = 0, greedy_ = 0;  // picks on the device; the first greedy_ are greedy
+  int samples_ = 0;                  // picks on the device, grouped by sampler mode (mode_begin_)
   std::array<int, 4> mode_begin_{};  // the first slot of each SampleMode; [3]: samples_
   int logprobs_ = 0, logprob_top_ = 0;  // rows asking for logprobs (picks, then scored rows), the most top entries asked
   int scores_ = 0;                      // scored rows (OutputRequest::score_ids) among them

@@ -76,15 +76,7 @@ class CudaTensorParallelBackend : public DecoderBackend {
     // ranks would size it from, shared between ranks on one device.
     if (options.kv_pages == 0 && options.kv_bytes == 0) {
       ZOO_CUDA_CHECK(cudaSetDevice(ranks_.front()->device_));
-      std::size_t free = 0, total = 0;
-      ZOO_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-      constexpr double kActivations = 2.0 * (1 << 30);  // per rank, as CudaRunner keeps
-      const int per_device = shared_device_ ? ranks : 1;
-      const double budget = options.kv_memory_fraction > 0
-                                ? options.kv_memory_fraction * static_cast<double>(total) -
-                                      static_cast<double>(total - free)
-                                : 0.9 * static_cast<double>(free);
-      const double bytes = budget / per_device - kActivations;
+      const double bytes = kv_device_budget(options, shared_device_ ? ranks : 1);
       if (bytes <= 0)
         throw InputError(fmt::format("{}: no device memory left for the KV cache of {} ranks",
                                      shards_.front().spec.family, ranks));
