@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <vector>
 
 #include "zoo/kernels/cuda/common.hpp"
 
@@ -40,11 +41,12 @@ inline std::uint32_t alignment_of(std::uint64_t a, std::uint32_t element_bytes) 
   return align;
 }
 
-// cuBLASLt's first choice for D = C = the `c` layout, within `workspace_bytes` and assuming every
-// operand aligned to `align` bytes; false when it has none for this problem.
-inline bool best_algo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const LayoutPtr& a, const LayoutPtr& b,
-                      const LayoutPtr& c, std::uint64_t workspace_bytes, std::uint32_t align,
-                      cublasLtMatmulAlgo_t& algo) {
+// cuBLASLt's choices, best first (at most `count`), for D = C = the `c` layout, within
+// `workspace_bytes` and assuming every operand aligned to `align` bytes; empty when it has none.
+inline void heuristic_algos(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const LayoutPtr& a,
+                            const LayoutPtr& b, const LayoutPtr& c, std::uint64_t workspace_bytes,
+                            std::uint32_t align, int count, std::vector<cublasLtMatmulAlgo_t>& algos) {
+  algos.clear();
   cublasLtMatmulPreference_t pref_raw = nullptr;
   ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
   PreferencePtr pref(pref_raw);
@@ -53,13 +55,25 @@ inline bool best_algo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const 
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     ZOO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref_raw, attr, &align, sizeof align));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(count));
   int found = 0;
-  const auto status =
-      cublasLtMatmulAlgoGetHeuristic(handle, desc, a.get(), b.get(), c.get(), c.get(), pref_raw, 1, &result, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
+  const auto status = cublasLtMatmulAlgoGetHeuristic(handle, desc, a.get(), b.get(), c.get(), c.get(),
+                                                     pref_raw, count, results.data(), &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return;
   ZOO_CUBLAS_CHECK(status);
-  algo = result.algo;
+  for (int i = 0; i < found; ++i)
+    if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+      algos.push_back(results[static_cast<std::size_t>(i)].algo);
+}
+
+// cuBLASLt's first choice (heuristic_algos); false when it has none for this problem.
+inline bool best_algo(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const LayoutPtr& a,
+                      const LayoutPtr& b, const LayoutPtr& c, std::uint64_t workspace_bytes,
+                      std::uint32_t align, cublasLtMatmulAlgo_t& algo) {
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  heuristic_algos(handle, desc, a, b, c, workspace_bytes, align, 1, algos);
+  if (algos.empty()) return false;
+  algo = algos.front();
   return true;
 }
 

@@ -49,6 +49,16 @@ struct Plan {
   cublasLtMatmulAlgo_t algo{};
 };
 
+// The number of k splits an algorithm runs (1: none; 0 or an unreadable attribute count as none).
+std::uint32_t splits_of(const cublasLtMatmulAlgo_t& algo) {
+  std::uint32_t splits = 1;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits,
+                                           &written) != CUBLAS_STATUS_SUCCESS)
+    return 1;
+  return splits;
+}
+
 // ZOO_GEMV: unset -> the default; 0 -> cuBLASLt for every m (the before/after switch of the
 // benchmarks); 1..8 -> the GEMV kernel up to that many rows.
 std::int64_t gemv_rows_from_env() {
@@ -102,6 +112,9 @@ struct Gemm::Impl {
   bool fuse_silu = fuse_silu_from_env();
   std::size_t gemv_calls = 0;
   std::unique_ptr<Grouped> grouped;
+  bool invariant = false;
+  // Batch-invariant mode: the algorithm of each shape but m (the key with m = 0).
+  std::unordered_map<PlanKey, cublasLtMatmulAlgo_t, PlanKeyHash> anchors;
 
   explicit Impl(std::size_t workspace_bytes) : workspace(workspace_bytes) {
     ZOO_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -112,8 +125,8 @@ struct Gemm::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  const Plan& plan(const PlanKey& key) {
-    if (auto it = plans.find(key); it != plans.end()) return it->second;
+  // The descriptor and layouts of `key`, without an algorithm.
+  Plan describe(const PlanKey& key) const {
     // Row-major Y[m,n] = X[m,k] W[n,k]^T is column-major Y^T[n,m] = W^T' X^T with
     // A = W seen as a column-major [k, n] matrix (transposed: op(A) is [n, k]) and B = X seen as
     // column-major [k, m]: the "TN" layout cuBLASLt is fastest with.
@@ -138,9 +151,53 @@ struct Gemm::Impl {
     p.a = make_layout(CUDA_R_16BF, key.k, key.n, key.k);
     p.b = make_layout(CUDA_R_16BF, key.k, key.m, key.k);
     p.c = make_layout(key.out_type, key.n, key.m, key.n);
-    if (!detail::best_algo(handle, desc, p.a, p.b, p.c, workspace.size(), key.align, p.algo))
-      throw std::runtime_error("Gemm: cuBLASLt has no algorithm for m=" + std::to_string(key.m) +
-                               " n=" + std::to_string(key.n) + " k=" + std::to_string(key.k));
+    return p;
+  }
+
+  std::string shape(const PlanKey& key) const {
+    return "m=" + std::to_string(key.m) + " n=" + std::to_string(key.n) + " k=" + std::to_string(key.k);
+  }
+
+  // Whether cuBLASLt runs `algo` for the plan `p` within the workspace.
+  bool runs(const Plan& p, const cublasLtMatmulAlgo_t& algo) const {
+    cublasLtMatmulHeuristicResult_t check{};
+    return cublasLtMatmulAlgoCheck(handle, p.desc.get(), p.a.get(), p.b.get(), p.c.get(), p.c.get(), &algo,
+                                   &check) == CUBLAS_STATUS_SUCCESS &&
+           check.workspaceSize <= workspace.size();
+  }
+
+  // Batch-invariant mode: the algorithm every m of this shape runs, the heuristic's first at
+  // kInvariantAnchorRows rows that does not split k and also runs a single row.
+  const cublasLtMatmulAlgo_t& anchor(const PlanKey& key) {
+    PlanKey any = key;
+    any.m = 0;
+    if (auto it = anchors.find(any); it != anchors.end()) return it->second;
+    PlanKey at = key, one = key;
+    at.m = Gemm::kInvariantAnchorRows;
+    one.m = 1;
+    const Plan p = describe(at), p1 = describe(one);
+    std::vector<cublasLtMatmulAlgo_t> algos;
+    detail::heuristic_algos(handle, p.desc.get(), p.a, p.b, p.c, workspace.size(), key.align, 16, algos);
+    const auto found = std::find_if(algos.begin(), algos.end(), [&](const cublasLtMatmulAlgo_t& a) {
+      return splits_of(a) <= 1 && runs(p1, a);
+    });
+    if (found == algos.end())
+      throw std::runtime_error("Gemm: cuBLASLt offers no algorithm without a k split for " + shape(at) +
+                               " that also runs one row (batch-invariant mode)");
+    return anchors.emplace(any, *found).first->second;
+  }
+
+  const Plan& plan(const PlanKey& key) {
+    if (auto it = plans.find(key); it != plans.end()) return it->second;
+    Plan p = describe(key);
+    if (invariant) {
+      p.algo = anchor(key);
+      if (!runs(p, p.algo))
+        throw std::runtime_error("Gemm: the batch-invariant algorithm of this shape does not run " +
+                                 shape(key));
+    } else if (!detail::best_algo(handle, p.desc.get(), p.a, p.b, p.c, workspace.size(), key.align, p.algo)) {
+      throw std::runtime_error("Gemm: cuBLASLt has no algorithm for " + shape(key));
+    }
     return plans.emplace(key, std::move(p)).first->second;
   }
 
@@ -157,7 +214,7 @@ struct Gemm::Impl {
       }
       return;
     }
-    if (!bias && m <= gemv_max_rows && detail::gemv_supported(x, w, m, n, k)) {
+    if (!bias && !invariant && m <= gemv_max_rows && detail::gemv_supported(x, w, m, n, k)) {
       detail::gemv(x, w, y, out_type == CUDA_R_32F, m, n, k, accumulate, multiprocessors, stream);
       ++gemv_calls;
       return;
@@ -169,6 +226,9 @@ struct Gemm::Impl {
     align = std::min(align, alignment_of(static_cast<std::uint64_t>(k) * 2));
     align = std::min(align, alignment_of(static_cast<std::uint64_t>(n) * (out_type == CUDA_R_32F ? 4 : 2)));
     if (bias) align = std::min(align, alignment_of(bias));
+    // Batch-invariant: a row's place in X (its address's alignment beyond 16 bytes) must not pick
+    // another algorithm.
+    if (invariant) align = std::min<std::uint32_t>(align, 16);
     const Plan& p = plan(PlanKey{m, n, k, out_type, align, bias != nullptr});
     if (bias)
       ZOO_CUBLAS_CHECK(
@@ -202,7 +262,7 @@ void Gemm::linear(const Bf16* x, const Bf16* w, float* y, std::int64_t m, std::i
 
 void Gemm::linear_act_mul(GatedActivation act, const Bf16* x, const Bf16* w, Bf16* gate_up, Bf16* out, std::int64_t m,
                           std::int64_t inter, std::int64_t k, cudaStream_t stream) {
-  if (m == 1 && impl_->gemv_max_rows >= 1 && impl_->fuse_silu && inter >= 1 &&
+  if (m == 1 && !impl_->invariant && impl_->gemv_max_rows >= 1 && impl_->fuse_silu && inter >= 1 &&
       detail::gemv_supported(x, w, 1, 2 * inter, k)) {
     detail::gemv_act_mul(act, x, w, out, inter, k, impl_->multiprocessors, stream);
     ++impl_->gemv_calls;
@@ -317,5 +377,14 @@ void Gemm::set_gemv_max_rows(std::int64_t rows) {
 }
 std::int64_t Gemm::gemv_max_rows() const { return impl_->gemv_max_rows; }
 std::size_t Gemm::gemv_calls() const { return impl_->gemv_calls; }
+
+void Gemm::set_batch_invariant(bool on) {
+  if (impl_->invariant == on) return;
+  impl_->invariant = on;
+  impl_->plans.clear();  // planned by the other rule
+}
+bool Gemm::batch_invariant() const {
+  return impl_->invariant;
+}
 
 }  // namespace zoo::kernels::cuda

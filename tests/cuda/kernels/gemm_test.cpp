@@ -1,6 +1,9 @@
 // cuBLASLt linear layers against cpu::linear on the same (bf16-exact) inputs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstring>
+
 #include "cuda/cuda_test_util.hpp"
 #include "zoo/kernels/cpu_ops.hpp"
 #include "zoo/kernels/cuda/gemm.hpp"
@@ -132,4 +135,73 @@ TEST_CASE("Gemm::linear_bias adds the bias before the single rounding, at every 
     const auto plain = download_bf16(dy, m * n);
     CHECK(std::abs(plain[0] - (ref[0] - bias[0])) < 0.1);
   }
+}
+
+TEST_CASE("Gemm in batch-invariant mode gives every row bitwise the same at any m and any offset", "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1013);
+  Stream stream;
+  Gemm gemm;
+  gemm.set_batch_invariant(true);
+  CHECK(gemm.batch_invariant());
+  const std::int64_t total = 600;
+  struct Shape {
+    std::int64_t n, k;
+  };
+  // A fixture's width and a 7-8B model's (the shapes whose heuristic choice differs most with m).
+  for (const Shape s : {Shape{96, 64}, Shape{4096, 4096}, Shape{1536, 1024}}) {
+    INFO("n=" << s.n << " k=" << s.k);
+    const auto x = random_bf16_values(rng, total * s.k), w = random_bf16_values(rng, s.n * s.k);
+    const auto bias = random_bf16_values(rng, s.n, -2.0f, 2.0f);
+    DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), db = upload_bf16(bias);
+    DeviceBuffer ref16(total * s.n * sizeof(Bf16)), ref32(total * s.n * sizeof(float)),
+        refb(total * s.n * sizeof(Bf16));
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), ref16.as<Bf16>(), total, s.n, s.k, stream);
+    gemm.linear(dx.as<Bf16>(), dw.as<Bf16>(), ref32.as<float>(), total, s.n, s.k, stream);
+    gemm.linear_bias(dx.as<Bf16>(), dw.as<Bf16>(), db.as<Bf16>(), refb.as<Bf16>(), total, s.n, s.k, stream);
+    stream.synchronize();
+    const auto want16 = download<std::uint16_t>(ref16, total * s.n);
+    const auto want32 = download<float>(ref32, total * s.n);
+    const auto wantb = download<std::uint16_t>(refb, total * s.n);
+    for (const std::int64_t m : {1, 2, 3, 5, 8, 13, 64, 255, 256, 257, 511}) {
+      for (const std::int64_t offset : {std::int64_t{0}, std::int64_t{37}}) {
+        if (offset + m > total) continue;
+        INFO("m=" << m << " rows from " << offset);
+        const Bf16* xs = dx.as<Bf16>() + offset * s.k;
+        DeviceBuffer y16(m * s.n * sizeof(Bf16)), y32(m * s.n * sizeof(float)), yb(m * s.n * sizeof(Bf16));
+        gemm.linear(xs, dw.as<Bf16>(), y16.as<Bf16>(), m, s.n, s.k, stream);
+        gemm.linear(xs, dw.as<Bf16>(), y32.as<float>(), m, s.n, s.k, stream);
+        gemm.linear_bias(xs, dw.as<Bf16>(), db.as<Bf16>(), yb.as<Bf16>(), m, s.n, s.k, stream);
+        stream.synchronize();
+        const auto got16 = download<std::uint16_t>(y16, m * s.n);
+        const auto got32 = download<float>(y32, m * s.n);
+        const auto gotb = download<std::uint16_t>(yb, m * s.n);
+        std::size_t diff16 = 0, diff32 = 0, diffb = 0;
+        for (std::int64_t i = 0; i < m * s.n; ++i) {
+          const auto at = static_cast<std::size_t>(offset * s.n + i), here = static_cast<std::size_t>(i);
+          diff16 += got16[here] != want16[at];
+          diff32 += std::memcmp(&got32[here], &want32[at], sizeof(float)) != 0;
+          diffb += gotb[here] != wantb[at];
+        }
+        CHECK(diff16 == 0);
+        CHECK(diff32 == 0);
+        CHECK(diffb == 0);
+      }
+    }
+  }
+  CHECK(gemm.gemv_calls() == 0);  // m = 1 took the one algorithm too
+
+  // The gated MLP's fused GEMV at m = 1 is off as well: one row of a gate|up projection equals
+  // that row of a 64-row call.
+  const std::int64_t inter = 256, k = 512, m = 64;
+  const auto x = random_bf16_values(rng, m * k), w = random_bf16_values(rng, 2 * inter * k);
+  DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), gate_up(m * 2 * inter * sizeof(Bf16)),
+               act(m * inter * sizeof(Bf16)), act1(inter * sizeof(Bf16));
+  gemm.linear_silu_mul(dx.as<Bf16>(), dw.as<Bf16>(), gate_up.as<Bf16>(), act.as<Bf16>(), m, inter, k, stream);
+  gemm.linear_silu_mul(dx.as<Bf16>() + 5 * k, dw.as<Bf16>(), gate_up.as<Bf16>(), act1.as<Bf16>(), 1, inter, k,
+                       stream);
+  stream.synchronize();
+  const auto all = download<std::uint16_t>(act, m * inter), one = download<std::uint16_t>(act1, inter);
+  CHECK(std::equal(one.begin(), one.end(), all.begin() + 5 * inter));
+  CHECK(gemm.gemv_calls() == 0);
 }

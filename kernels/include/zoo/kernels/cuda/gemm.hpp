@@ -88,6 +88,17 @@ class Gemm {
   std::int64_t gemv_max_rows() const;
   std::size_t gemv_calls() const;
 
+  // Batch invariance: every row of Y bitwise the same whatever m is and wherever the row sits, so
+  // that a sequence's logits do not depend on what else shares its step. On, every linear() takes
+  // one cuBLASLt algorithm per (n, k, output type, alignment, bias), chosen once for
+  // kInvariantAnchorRows rows among those that do not split k (a split's partial sums would be
+  // added in an order that depends on m); the GEMV kernel (another reduction order) is not used,
+  // fused activations included. Slower at m = 1 (no GEMV), and a std::runtime_error where the
+  // library will not run the anchor's algorithm at some m. grouped_linear() is not covered.
+  static constexpr std::int64_t kInvariantAnchorRows = 256;
+  void set_batch_invariant(bool on);
+  bool batch_invariant() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
