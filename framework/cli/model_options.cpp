@@ -24,6 +24,7 @@ SpecOverrides ModelOptions::overrides() const {
   }
   if (max_context != 0) o.max_context = max_context;  // 0: not given; negatives are rejected by open_model
   if (tensor_parallel != 0) o.tensor_parallel = tensor_parallel;
+  o.batch_invariant = batch_invariant;
   for (const auto& d : plugin_dirs) o.plugin_dirs.emplace_back(d);
   return o;
 }
@@ -52,6 +53,9 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
           "Ranks to split each layer over: threads on cpu, GPUs on cuda (default: the YAML's, else 1)")
       ->default_str("")
       ->check(integer_in(1, kMaxTensorParallel));
+  command.add_flag("--batch-invariant", options.batch_invariant,
+                   "Each sequence's results bitwise those of its run alone, whatever shares its batches; "
+                   "slower (CUDA; docs/architecture.md)");
   command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
       ->default_str("")
       ->check(integer_in(1, 4096));

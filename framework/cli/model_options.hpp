@@ -19,6 +19,7 @@ struct ModelOptions {
   std::string dtype;
   long long max_context = 0;
   long long tensor_parallel = 0;  // 0: the YAML's (default 1)
+  bool batch_invariant = false;   // false: the YAML's (default off)
   int threads = 0;  // 0: ZOO_NUM_THREADS, else every core
 
   SpecOverrides overrides() const;

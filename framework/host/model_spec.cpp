@@ -47,7 +47,8 @@ struct Reader {
 
   void read_model(const YAML::Node& node, ModelSpec& spec) const {
     const auto entries = yc::map_entries(
-        label, node, "model", {"plugin", "checkpoint", "device", "dtype", "max_context", "tensor_parallel"});
+        label, node, "model",
+        {"plugin", "checkpoint", "device", "dtype", "max_context", "tensor_parallel", "batch_invariant"});
     bool have_checkpoint = false;
     const YAML::Node* dtype_node = nullptr;
     for (const auto& e : entries) {
@@ -83,6 +84,8 @@ struct Reader {
                    fmt::format("model.tensor_parallel {} is outside 1..{} (ranks each layer is split over)",
                                ranks, kMaxTensorParallel));
         spec.tensor_parallel = static_cast<int>(ranks);
+      } else if (e.key == "batch_invariant") {
+        spec.batch_invariant = yc::as_bool(label, e.value, "model.batch_invariant");
       }
     }
     if (!have_checkpoint) yc::fail(label, node, "model.checkpoint is required (a checkpoint directory or file)");

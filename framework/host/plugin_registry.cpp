@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "zoo/batch_invariant.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
 #include "zoo/plugin_abi.hpp"
@@ -483,6 +484,9 @@ std::shared_ptr<Model> PluginRegistry::create_model(std::string_view plugin_or_t
       throw InputError(fmt::format("model '{}' (plugin {}) runs over {} ranks, not the {} asked for",
                                    model->info().model_type, info.name, split.ranks(), args.tensor_parallel));
   }
+  if (args.batch_invariant && !model->need_extension<BatchInvariant>().batch_invariant())
+    throw InputError(fmt::format("model '{}' (plugin {}) {}", model->info().model_type, info.name,
+                                 BatchInvariant::kLacking));
   auto holder = std::make_shared<ModelHolder>(ModelHolder{loaded, std::move(model)});
   Model* raw = holder->model.get();
   return std::shared_ptr<Model>(std::move(holder), raw);

@@ -34,6 +34,7 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
   if (overrides.tensor_parallel)
     spec.tensor_parallel =
         static_cast<int>(check_range(*overrides.tensor_parallel, 1, kMaxTensorParallel, "--tensor-parallel"));
+  if (overrides.batch_invariant) spec.batch_invariant = true;
 
   std::vector<PluginSearchEntry> dirs;
   for (const auto& dir : overrides.plugin_dirs) dirs.push_back({dir, "--plugin-dir"});
@@ -53,6 +54,7 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
   args.dtype = spec.dtype;
   args.max_context = spec.max_context;
   args.tensor_parallel = spec.tensor_parallel;
+  args.batch_invariant = spec.batch_invariant;
   const std::string label = (spec.checkpoint / "config.json").string();
   const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(opened.config, label).name;
   try {

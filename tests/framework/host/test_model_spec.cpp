@@ -51,6 +51,7 @@ model:
   dtype: bfloat16
   max_context: 128
   tensor_parallel: 2
+  batch_invariant: true
 plugins:
   paths: [../plugins, /abs/plugins]
 weights:
@@ -76,6 +77,7 @@ validation:
   CHECK(spec.dtype == DType::BF16);
   CHECK(spec.max_context == 128);
   CHECK(spec.tensor_parallel == 2);
+  CHECK(spec.batch_invariant);
   REQUIRE(spec.plugin_paths.size() == 2);
   CHECK(spec.plugin_paths[0] == (d.dir / "plugins").lexically_normal());
   CHECK(spec.plugin_paths[1] == "/abs/plugins");
@@ -112,6 +114,7 @@ TEST_CASE("load_model_spec defaults: cpu, float32 on cpu, bfloat16 on cuda", "[m
   CHECK_FALSE(spec.plugin);
   CHECK(spec.max_context == 4096);
   CHECK(spec.tensor_parallel == 1);
+  CHECK_FALSE(spec.batch_invariant);
   CHECK(spec.aliases.empty());
   CHECK(spec.plugin_paths.empty());
   CHECK_FALSE(spec.validation);
@@ -172,6 +175,8 @@ TEST_CASE("load_model_spec errors carry FILE:LINE:COL", "[model_spec]") {
                StartsWith(d.at(3, 20)) && Contains("outside 1..64"));
     CHECK_THAT(d.error("model:\n  checkpoint: ../ckpt\n  tensor_parallel: two\n"),
                StartsWith(d.at(3, 20)) && Contains("tensor_parallel must be an integer"));
+    CHECK_THAT(d.error("model:\n  checkpoint: ../ckpt\n  batch_invariant: sometimes\n"),
+               StartsWith(d.at(3, 20)) && Contains("model.batch_invariant must be true or false"));
     CHECK_THAT(d.error("model:\n  checkpoint: [../ckpt]\n"), StartsWith(d.at(2, 15)) && Contains("must be a string"));
     CHECK_THAT(d.error("model: qwen3\n"), StartsWith(d.at(1, 8)) && Contains("model must be a map"));
     CHECK_THAT(d.error("- model\n"), StartsWith(d.at(1, 1)) && Contains("must be a map"));

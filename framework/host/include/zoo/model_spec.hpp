@@ -36,6 +36,7 @@ struct ModelSpec {
   std::string device_origin, dtype_origin;
   std::int64_t max_context = 4096;
   int tensor_parallel = 1;  // ranks each layer is split over (model.tensor_parallel)
+  bool batch_invariant = false;  // model.batch_invariant (zoo/batch_invariant.hpp)
   std::vector<std::filesystem::path> plugin_paths;
   std::vector<AliasRule> aliases;
   std::optional<ValidationSpec> validation;

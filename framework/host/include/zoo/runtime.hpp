@@ -17,6 +17,7 @@ struct SpecOverrides {
   std::optional<DType> dtype;
   std::optional<std::int64_t> max_context;
   std::optional<std::int64_t> tensor_parallel;
+  bool batch_invariant = false;  // --batch-invariant: on whatever the YAML says
   std::vector<std::filesystem::path> plugin_dirs;
 };
 

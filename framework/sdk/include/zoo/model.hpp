@@ -33,6 +33,10 @@ struct ModelArgs {
   // above 1 offers the TensorParallel extension (zoo/tensor_parallel.hpp); the host refuses one
   // that does not, so a plugin that never reads this field cannot ignore it silently.
   int tensor_parallel = 1;
+  // Batch invariance (model.batch_invariant): a sequence's logits bitwise the same whatever else
+  // shares its forward passes, at a cost in speed. A model that honours it offers the BatchInvariant
+  // extension (zoo/batch_invariant.hpp); the host refuses one that does not.
+  bool batch_invariant = false;
 };
 
 struct ModelInfo {

@@ -27,8 +27,9 @@
 // (OutputRequest::score_ids, ForwardResult::scores), RunnerOptions::kv_memory_fraction. 10: penalties
 // in SampleRequest (repetition, frequency, presence over the sequence's own tokens). 11: streamed
 // speech (SpeechProgress::new_frames, CodeDecoder::context_frames appended). 12: tensor parallelism
-// (ModelArgs::tensor_parallel appended; the TensorParallel extension).
-#define ZOO_PLUGIN_ABI_VERSION 12u
+// (ModelArgs::tensor_parallel appended; the TensorParallel extension). 13: batch invariance
+// (ModelArgs::batch_invariant appended; the BatchInvariant extension).
+#define ZOO_PLUGIN_ABI_VERSION 13u
 
 #define ZOO_PLUGIN_STR_(x) #x
 #define ZOO_PLUGIN_STR(x) ZOO_PLUGIN_STR_(x)
