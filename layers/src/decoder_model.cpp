@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "decoder_backend.hpp"
+#include "zoo/batch_invariant.hpp"
 #include "zoo/error.hpp"
 #include "zoo/row_tables.hpp"
 #include "zoo/tensor_parallel.hpp"
@@ -105,16 +106,35 @@ void check_step(const DecoderSpec& c, const ForwardStep& step, std::int64_t posi
 
 namespace {
 
-class DecoderModel : public Model, public RowTables, public TensorParallel {
+class DecoderModel : public Model, public RowTables, public TensorParallel, public BatchInvariant {
  public:
   DecoderModel(DecoderSpec spec, const ModelArgs& args)
-      : spec_(std::move(spec)), weights_(args.weights), ranks_(args.tensor_parallel) {
+      : spec_(std::move(spec)),
+        weights_(args.weights),
+        ranks_(args.tensor_parallel),
+        invariant_(args.batch_invariant) {
     spec_.check(spec_.family + " config");
     if (!weights_) throw InputError(spec_.family + ": no weight source given");
     // Bounds max_context and checks the KV-cache size fits before a backend multiplies it out.
     spec_.kv_cache_elements(args.max_context, spec_.family);
     if (ranks_ < 1)
       throw InputError(fmt::format("{}: tensor_parallel {} is not a rank count", spec_.family, ranks_));
+    if (invariant_) {
+      // What the mode cannot promise is refused, not run approximately (docs/architecture.md).
+      if (args.device.is_cpu())
+        throw SettingError(spec_.family +
+                           ": batch_invariant is a CUDA mode (the CPU backend's linear kernels pick "
+                           "their reduction order by row count)");
+      if (ranks_ > 1)
+        throw SettingError(
+            fmt::format("{}: batch_invariant with tensor_parallel {} (the all-reduce's order depends "
+                        "on the step's size)",
+                        spec_.family, ranks_));
+      if (spec_.moe_layers() > 0)
+        throw SettingError(spec_.family +
+                           ": batch_invariant with mixture-of-experts layers (the expert GEMMs group "
+                           "a step's rows by expert)");
+    }
     if (args.device.is_cpu()) {
       if (args.dtype != DType::F32)
         throw SettingError(fmt::format("{}: the CPU backend computes in float32, not {}", spec_.family, dtype_name(args.dtype)));
@@ -165,14 +185,17 @@ class DecoderModel : public Model, public RowTables, public TensorParallel {
   Extension* find_extension(std::string_view name) override {
     if (name == RowTables::kName) return static_cast<RowTables*>(this);
     if (name == TensorParallel::kName) return static_cast<TensorParallel*>(this);
+    if (name == BatchInvariant::kName) return static_cast<BatchInvariant*>(this);
     return nullptr;
   }
   int ranks() const override { return ranks_; }
+  bool batch_invariant() const override { return invariant_; }
 
  private:
   DecoderSpec spec_;
   std::shared_ptr<const WeightSource> weights_;
   int ranks_;
+  bool invariant_;
   std::shared_ptr<DecoderBackend> backend_;  // shared with the sessions
   std::vector<RowTableSource> tables_;       // until load()
   bool loaded_ = false;

@@ -31,11 +31,12 @@ struct LoadedModel {
 
 inline std::unique_ptr<LoadedModel> load_cuda_fixture(const std::filesystem::path& dir,
                                                       std::int64_t max_context = 1024,
-                                                      int tensor_parallel = 1) {
+                                                      int tensor_parallel = 1, bool batch_invariant = false) {
   auto loaded = std::make_unique<LoadedModel>();
   loaded->registry.discover({std::filesystem::path(ZOO_BINARY_DIR) / "lib" / "zoo" / "plugins"});
   ModelArgs args = cuda_bf16_args(dir, max_context);
   args.tensor_parallel = tensor_parallel;
+  args.batch_invariant = batch_invariant;
   const auto& plugin = loaded->registry.resolve_config(args.config, (dir / "config.json").string());
   loaded->model = loaded->registry.create_model(plugin.name, args);
   loaded->model->load();

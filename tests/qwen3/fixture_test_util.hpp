@@ -50,13 +50,15 @@ inline PluginRegistry& registry() {
 // A checkpoint directory opened through the runtime (plugin picked by config.json's model_type,
 // unless named), with its load plan checked and its weights loaded; split over `tensor_parallel`
 // ranks when above 1.
-inline OpenedModel open_fixture(const fs::path& checkpoint, bool load = true, int tensor_parallel = 1) {
+inline OpenedModel open_fixture(const fs::path& checkpoint, bool load = true, int tensor_parallel = 1,
+                                bool batch_invariant = false) {
   ModelSpec spec;
   spec.file = checkpoint / "config.json";  // only used in messages
   spec.checkpoint = checkpoint;
   spec.device = Device{};
   spec.dtype = DType::F32;
   spec.tensor_parallel = tensor_parallel;
+  spec.batch_invariant = batch_invariant;
   OpenedModel opened = open_model(std::move(spec), registry());
   INFO(opened.plan.table());
   REQUIRE(opened.plan.ok());

@@ -37,6 +37,7 @@ CudaBackend::CudaBackend(const DecoderSpec& spec, const ModelArgs& args, const D
           fmt::format("a {} CUDA model's sessions (they share one stream and GEMM plan cache)", spec.family)),
       device_(args.device.index),
       max_context_(args.max_context),
+      batch_invariant_(args.batch_invariant),
       shard_(shard) {
   const std::string& f = c_.family;
   if (const std::string problem = cu::cuda_device_problem(device_); !problem.empty()) throw InputError(f + ": " + problem);
@@ -46,6 +47,7 @@ CudaBackend::CudaBackend(const DecoderSpec& spec, const ModelArgs& args, const D
   ZOO_CUDA_CHECK(cudaSetDevice(device_));
   stream_ = std::make_unique<cu::Stream>();
   gemm_ = std::make_unique<cu::Gemm>();
+  gemm_->set_batch_invariant(batch_invariant_);
   prefill_attention_ = std::make_unique<cu::PrefillAttention>();
 }
 

@@ -171,6 +171,9 @@ class CudaBackend : public DecoderBackend {
   ExclusiveUse in_use_;
   int device_;
   std::int64_t max_context_;
+  // ModelArgs::batch_invariant: GEMMs with one algorithm per shape, every attention row through
+  // the paged prefill kernel without key splits (decoder_cuda_runner.cpp).
+  bool batch_invariant_;
   const DecoderShard* shard_;
   std::unique_ptr<cu::Stream> stream_;
   std::unique_ptr<cu::Gemm> gemm_;

@@ -69,7 +69,8 @@ class CudaRunner : public KvRunner, private CudaRows {
             {"device_seconds", device_seconds_},
             {"graph_steps", graph_steps_},
             {"stored_pages", stored_pages()},
-            {"prefill_attention", prefill_engine_}};
+            {"prefill_attention", prefill_engine_},
+            {"batch_invariant", b_.batch_invariant_}};
   }
 
   void check(const ForwardBatch& batch) const override { kv_.check(batch, b_.w_.table_rows); }
@@ -471,6 +472,19 @@ class CudaRunner : public KvRunner, private CudaRows {
         const auto pages = (*slices_[static_cast<std::size_t>(i)].tables)[g].pages();
         for (std::size_t p = 0; p < pages.size(); ++p) blob[row + p] = pages[p] == kNoPage ? trash_page(g) : pages[p];
       }
+      if (b_.batch_invariant_) {
+        // Row i as a prefill tile of one token over its page table row (a padding row: position 0
+        // of the trash page); the tiles' count and place are fixed per bucket, their values per step.
+        at.prefill_tiles = blob.size();
+        at.prefill_tile_count = B;
+        for (std::int64_t i = 0; i < B; ++i) {
+          const std::int64_t start = i < real ? slices_[static_cast<std::size_t>(i)].start : 0;
+          blob.insert(blob.end(),
+                      {static_cast<std::int32_t>(i), 1, static_cast<std::int32_t>(start),
+                       static_cast<std::int32_t>(at.decode_pages + static_cast<std::size_t>(i * stride)), 0,
+                       0, 0, -1});
+        }
+      }
     }
     lens_at_ = blob.size();
     for (std::int64_t i = 0; i < B; ++i)
@@ -605,13 +619,17 @@ class CudaRunner : public KvRunner, private CudaRows {
         blob.resize(blob.size() + static_cast<std::size_t>(at.decode_stride) - (*slices_[i].tables)[g].pages().size(),
                     trash_page(g));
       }
-      std::vector<std::size_t> prefill_pages;
+      // Each tiled slice's pages; batch-invariant, the decodes are tiled too (their page tables above).
+      const std::size_t first = b_.batch_invariant_ ? 0 : static_cast<std::size_t>(decodes_);
+      std::vector<std::size_t> tile_pages;
+      for (std::size_t i = first; i < static_cast<std::size_t>(decodes_); ++i)
+        tile_pages.push_back(at.decode_pages + i * static_cast<std::size_t>(at.decode_stride));
       for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
-        prefill_pages.push_back(blob.size());
+        tile_pages.push_back(blob.size());
         append_pages(blob, (*slices_[i].tables)[g].pages(), g);
       }
-      plan_prefill_tiles(at, blob, prefill_pages);
-      if (decodes_ == 0 && slices_.size() == 1)
+      plan_prefill_tiles(at, blob, tile_pages, first);
+      if (decodes_ == 0 && slices_.size() == 1 && !b_.batch_invariant_)
         at.contiguous_page = first_of_run((*slices_.front().tables)[g].pages());
     }
     lens_at_ = blob.size();
@@ -825,25 +843,27 @@ class CudaRunner : public KvRunner, private CudaRows {
     ensure_logits(out_rows_count_ + static_cast<std::int64_t>(n));
   }
 
-  // Every prefill chunk's query tiles, for one attention launch per layer, heaviest first. When the
-  // tiles cannot fill the GPU (a short chunk over a long cached prefix: one block per head), each
-  // tile with enough keys is split over them (256 keys or more per split, about two blocks per SM
-  // in all) and a merge launch combines the splits (split-K, as flash-decoding does).
-  // ZOO_PREFILL_SPLIT=0 turns the split off.
-  void plan_prefill_tiles(GroupArrays& at, std::vector<std::int32_t>& blob, const std::vector<std::size_t>& pages) {
+  // Every prefill chunk's query tiles (slices `first` on: the decodes too in batch-invariant mode,
+  // as chunks of one token), for one attention launch per layer, heaviest first; pages[i - first]
+  // is slice i's page list in the blob. When the tiles cannot fill the GPU (a short chunk over a
+  // long cached prefix: one block per head), each tile with enough keys is split over them (256 keys
+  // or more per split, about two blocks per SM in all) and a merge launch combines the splits
+  // (split-K, as flash-decoding does). ZOO_PREFILL_SPLIT=0 turns the split off, and so does
+  // batch-invariant mode: where a split falls would depend on the rest of the step.
+  void plan_prefill_tiles(GroupArrays& at, std::vector<std::int32_t>& blob,
+                          const std::vector<std::size_t>& pages, std::size_t first) {
     using Tile = std::array<std::int32_t, cu::kPrefillTileInts>;
     const std::int64_t rows = cu::attention_prefill_tile_rows(static_cast<int>(c_.head_dim));
     std::vector<std::pair<std::int64_t, Tile>> tiles;  // (keys walked, tile)
     std::vector<std::array<std::int32_t, cu::kPrefillMergeInts>> merges;
     std::int64_t whole = 0;
-    for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i)
-      whole += (slices_[i].tokens + rows - 1) / rows;
+    for (std::size_t i = first; i < slices_.size(); ++i) whole += (slices_[i].tokens + rows - 1) / rows;
     const std::int64_t blocks = whole * c_.num_heads, target = 2 * cu::device_properties().multiprocessors;
     const std::int64_t want = split_enabled_ && blocks > 0 && blocks < target ? (target + blocks - 1) / blocks : 1;
     std::int32_t slots = 0;
-    for (std::size_t i = static_cast<std::size_t>(decodes_); i < slices_.size(); ++i) {
+    for (std::size_t i = first; i < slices_.size(); ++i) {
       const Slice& slice = slices_[i];
-      const auto page_at = static_cast<std::int32_t>(pages[i - static_cast<std::size_t>(decodes_)]);
+      const auto page_at = static_cast<std::int32_t>(pages[i - first]);
       for (std::int64_t q0 = 0; q0 < slice.tokens; q0 += rows) {
         const std::int64_t keys = slice.start + q0 + std::min(rows, slice.tokens - q0);
         const std::int64_t blocks64 = (keys + 63) / 64;
@@ -991,7 +1011,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   void attention(std::int64_t l) override {
     cudaStream_t s = *b_.stream_;
     const GroupArrays& at = group_at_[kv_.group_of(l)];
-    if (decodes_ > 0) {
+    if (decodes_ > 0 && !b_.batch_invariant_) {  // batch-invariant: the decodes are prefill tiles
       auto d = attention_args<cu::DecodeAttentionArgs>(l);
       d.k_cache = layer_k(l);
       d.v_cache = layer_v(l);
@@ -1179,7 +1199,7 @@ class CudaRunner : public KvRunner, private CudaRows {
   cu::DeviceBuffer graph_blob_;
   std::int64_t graph_batch_ = 0;  // > 0: this step replays the graph of this bucket
   bool graphs_enabled_ = kernels::env_flag("ZOO_RUNNER_GRAPHS", true);
-  bool split_enabled_ = kernels::env_flag("ZOO_PREFILL_SPLIT", true);
+  bool split_enabled_ = !b_.batch_invariant_ && kernels::env_flag("ZOO_PREFILL_SPLIT", true);
   cu::DeviceBuffer prefill_partial_;  // split prefill tiles' partial outputs (one layer's; reused)
   cu::DeviceBuffer tap_rows_;         // a tapped value gathered from the cache (k_rope)
   std::int64_t x_out_rows_ = 0;
