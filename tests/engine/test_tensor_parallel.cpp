@@ -179,7 +179,7 @@ TEST_CASE("tensor parallel: what does not split is refused by name", "[tensor_pa
 
 TEST_CASE(
     "tensor parallel on CUDA: ranks give one rank's taps, logits and greedy ids (bf16 rule), alone and "
-    "in the engine's batches, and a q/k norm over the whole projection is refused by name",
+    "in the engine's batches, a q/k norm over the whole projection included",
     "[tensor_parallel][cuda]") {
 #if !defined(ZOO_WITH_CUDA)
   ZOO_SKIP("built without CUDA");
@@ -187,9 +187,13 @@ TEST_CASE(
   if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
   // qwen3 (per-head q/k norm), llama (untied head), gemma2 (sandwich norms, soft-caps, a window;
   // its kv head replicated), qwen2 (biases: one rank adds the row-parallel ones; 4 ranks replicate
-  // its kv heads).
-  const Split cuda_splits[] = {
-      {"qwen3-tiny-hd64", {2}}, {"llama-tiny-hd128", {2}}, {"gemma2-tiny", {2}}, {"qwen2-tiny", {2, 4}}};
+  // its kv heads), olmo2 (a q/k norm over the whole projection: its sums of squares gathered from
+  // the ranks on the device).
+  const Split cuda_splits[] = {{"qwen3-tiny-hd64", {2}},
+                               {"llama-tiny-hd128", {2}},
+                               {"gemma2-tiny", {2}},
+                               {"qwen2-tiny", {2, 4}},
+                               {"olmo2-tiny", {2}}};
   for (const auto& [name, rank_counts] : cuda_splits) {
     const fs::path dir = fixture_dir(name);
     const auto one = cuda_test::load_cuda_fixture(dir);
@@ -230,8 +234,6 @@ TEST_CASE(
                        kCudaTieMargin);
     }
   }
-  CHECK_THROWS_WITH(cuda_test::load_cuda_fixture(fixture_dir("olmo2-tiny"), 1024, 2),
-                    Catch::Contains("does not split a q/k norm over the whole projection yet"));
 #endif
 }
 

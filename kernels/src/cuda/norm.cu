@@ -179,6 +179,33 @@ void launch_rms_norm(const Bf16* x, Bf16* h, const Bf16* w, Bf16* y, std::int64_
   ZOO_CUDA_CHECK_LAUNCH();
 }
 
+// ---- RMSNorm over a row split across ranks ---------------------------------------------------
+__global__ void row_sum_squares_kernel(const bf16* x, float* sums, int dim, std::int64_t x_stride) {
+  __shared__ float scratch[32];
+  const bf16* row = x + static_cast<std::int64_t>(blockIdx.x) * x_stride;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = to_f32(row[i]);
+    ss += v * v;
+  }
+  ss = block_reduce(ss, scratch, SumOp{});
+  if (threadIdx.x == 0) sums[blockIdx.x] = ss;
+}
+
+template <bool ONE_PLUS>
+__global__ void rms_norm_split_kernel(const bf16* x, const bf16* __restrict__ w, bf16* y, int dim,
+                                      std::int64_t x_stride, std::int64_t y_stride, const float* pieces,
+                                      int parts, std::int64_t rows, float divide_by, float whole_dim,
+                                      float eps) {
+  float ss = 0.0f;
+  for (int p = 0; p < parts; ++p) ss += pieces[p * rows + blockIdx.x];
+  const float inv = rsqrtf(ss / divide_by / whole_dim + eps);
+  const bf16* src = x + static_cast<std::int64_t>(blockIdx.x) * x_stride;
+  bf16* dst = y + static_cast<std::int64_t>(blockIdx.x) * y_stride;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    dst[i] = to_bf16(weighted_norm<ONE_PLUS>(to_f32(src[i]), inv, to_f32(w[i])));
+}
+
 // ---- q/k norm + RoPE ---------------------------------------------------------------------------
 struct QkParams {
   const bf16* q;
@@ -313,6 +340,36 @@ void scatter_rows_f32(const std::int32_t* positions, const float* rows, std::int
   if (count == 0) return;
   scatter_rows_kernel<<<static_cast<unsigned>(count), row_threads(hidden), 0, stream>>>(positions, rows,
                                                                                        static_cast<int>(hidden), dev(out));
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+void row_sum_squares(const Bf16* x, float* sums, std::int64_t rows, std::int64_t dim, std::int64_t x_stride,
+                     cudaStream_t stream) {
+  if (rows < 0 || dim <= 0 || dim > (std::int64_t{1} << 30) || x_stride < dim)
+    throw std::invalid_argument("row_sum_squares: bad shape");
+  if (rows == 0) return;
+  row_sum_squares_kernel<<<static_cast<unsigned>(rows), row_threads(dim), 0, stream>>>(
+      dev(x), sums, static_cast<int>(dim), x_stride);
+  ZOO_CUDA_CHECK_LAUNCH();
+}
+
+void rms_norm_split(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim,
+                    std::int64_t x_stride, std::int64_t y_stride, const float* pieces, int parts,
+                    float divide_by, float whole_dim, float eps, cudaStream_t stream, NormWeight kind) {
+  if (rows < 0 || dim <= 0 || dim > (std::int64_t{1} << 30) || x_stride < dim || y_stride < dim ||
+      parts < 1 || !(divide_by > 0.0f) || !(whole_dim > 0.0f) || !w || !pieces)
+    throw std::invalid_argument("rms_norm_split: bad shape or arguments");
+  if (rows == 0) return;
+  const auto blocks = static_cast<unsigned>(rows);
+  const int threads = row_threads(dim);
+  if (kind == NormWeight::one_plus)
+    rms_norm_split_kernel<true><<<blocks, threads, 0, stream>>>(dev(x), dev(w), dev(y), static_cast<int>(dim),
+                                                                x_stride, y_stride, pieces, parts, rows,
+                                                                divide_by, whole_dim, eps);
+  else
+    rms_norm_split_kernel<false>
+        <<<blocks, threads, 0, stream>>>(dev(x), dev(w), dev(y), static_cast<int>(dim), x_stride, y_stride,
+                                         pieces, parts, rows, divide_by, whole_dim, eps);
   ZOO_CUDA_CHECK_LAUNCH();
 }
 

@@ -132,6 +132,11 @@ void CudaRows::ensure_activations(std::int64_t tokens) {
   a_.act = bf16(T * I);
   a_.q_normed = bf16(T * qd);
   a_.k_normed = bf16(T * kvd);
+  if (c_.qk_norm == QkNorm::whole && rank_.collectives) {
+    a_.norm_sums = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(float));
+    a_.norm_pieces =
+        cu::DeviceBuffer(static_cast<std::size_t>(T * rank_.collectives->size()) * sizeof(float));
+  }
   if (c_.moe_layers() > 0) {
     const std::int64_t E = c_.moe.experts, k = c_.moe.top_k, Ie = c_.moe.intermediate_size, A = T * k;
     a_.router_logits = cu::DeviceBuffer(static_cast<std::size_t>(T * E) * sizeof(float));

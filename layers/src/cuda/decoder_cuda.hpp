@@ -75,6 +75,9 @@ class CudaRows : protected DecoderOps {
     // Mixture-of-experts layers: the router's logits (float32 [T, E]), top-k ids (int32 [T, k]) and
     // weights (float32), the experts' activations [T * k, I]; for the grouped path the per-expert
     // counts and offsets, each assignment's sorted row, each row's token, and the sorted rows.
+    // A q/k norm over a projection split across ranks: this rank's sums of squares [T], every rank's [ranks,
+    // T].
+    cu::DeviceBuffer norm_sums, norm_pieces;
     cu::DeviceBuffer router_logits, topk_ids, topk_weights, expert_act, expert_counts, expert_offsets, row_of,
         token_of, sorted_x, sorted_gate_up, sorted_y;
     cu::PinnedBuffer counts_host;

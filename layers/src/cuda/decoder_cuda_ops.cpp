@@ -53,7 +53,21 @@ cu::QkNormRopeArgs CudaRows::rope_args(std::int64_t l, bool keep_normed) {
   const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkv_cols = qd + 2 * kvd;
   auto* qkv = a_.qkv.as<Bf16>();
   const bool whole = c_.qk_norm == QkNorm::whole;
-  if (whole) {  // over each token's whole q and k projections, in place; the fused kernel only rotates
+  if (whole && rank_.collectives) {
+    // The projection is split over the ranks, so is its mean of squares: each rank's sums, gathered
+    // and added in rank order; a kv head held by several ranks (kv_replicas) counts once.
+    const auto eps = static_cast<float>(c_.rms_norm_eps);
+    const int ranks = rank_.collectives->size();
+    const auto split_norm = [&](Bf16* x, const Bf16* w, std::int64_t cols, int replicas) {
+      cu::row_sum_squares(x, a_.norm_sums.as<float>(), T_, cols, qkv_cols, *b_.stream_);
+      rank_.collectives->all_gather(a_.norm_sums.as<float>(), T_, a_.norm_pieces.as<float>(), *b_.stream_);
+      cu::rms_norm_split(x, w, x, T_, cols, qkv_cols, qkv_cols, a_.norm_pieces.as<float>(), ranks,
+                         static_cast<float>(replicas), static_cast<float>(cols * ranks / replicas), eps,
+                         *b_.stream_, norm_kind());
+    };
+    split_norm(qkv, L.q_norm, qd, 1);
+    split_norm(qkv + qd, L.k_norm, kvd, rank_.shard->kv_replicas);
+  } else if (whole) {  // over each token's whole q and k projections, in place; the fused kernel only rotates
     const auto eps = static_cast<float>(c_.rms_norm_eps);
     cu::rms_norm(qkv, L.q_norm, qkv, T_, qd, eps, *b_.stream_, norm_kind(), qkv_cols, qkv_cols);
     cu::rms_norm(qkv + qd, L.k_norm, qkv + qd, T_, kvd, eps, *b_.stream_, norm_kind(), qkv_cols, qkv_cols);

@@ -19,12 +19,6 @@ class CudaTensorParallelBackend : public DecoderBackend {
  public:
   CudaTensorParallelBackend(const DecoderSpec& spec, const ModelArgs& args) : max_context_(args.max_context) {
     const int ranks = args.tensor_parallel;
-    // Where the layer graph's CUDA ops would need a collective they do not make yet: refused by name.
-    if (spec.qk_norm == QkNorm::whole)
-      throw InputError(fmt::format("{}: tensor parallelism on CUDA does not split a q/k norm over the whole "
-                                   "projection yet (its mean of squares needs a sum over the ranks; the CPU "
-                                   "backend does it: --device cpu)",
-                                   spec.family));
     for (int r = 0; r < ranks; ++r) shards_.push_back(shard_decoder(spec, r, ranks));
     int devices = 0;
     ZOO_CUDA_CHECK(cudaGetDeviceCount(&devices));

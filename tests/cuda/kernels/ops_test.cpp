@@ -115,6 +115,57 @@ TEST_CASE("rms_norm and add_rms_norm follow transformers' bf16 rounding", "[cuda
   }
 }
 
+TEST_CASE(
+    "rms_norm_split over a row's slices and their gathered sums of squares equals rms_norm of the whole row",
+    "[cuda]") {
+  ZOO_REQUIRE_CUDA_DEVICE();
+  std::mt19937 rng(1017);
+  Stream stream;
+  const float eps = 1e-6f;
+  const std::int64_t rows = 5, dim = 512, parts = 4, slice = dim / parts;
+  for (const NormWeight kind : {NormWeight::times_w, NormWeight::one_plus}) {
+    const auto x = random_bf16_values(rng, rows * dim, -3.0f, 3.0f),
+               w = random_bf16_values(rng, dim, 0.5f, 1.5f);
+    DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), whole(rows * dim * sizeof(Bf16)),
+                 split = upload_bf16(x), pieces(parts * rows * sizeof(float));
+    rms_norm(dx.as<Bf16>(), dw.as<Bf16>(), whole.as<Bf16>(), rows, dim, eps, stream, kind);
+    // Each "rank" p holds columns [p * slice, (p + 1) * slice) of every row (a row stride of dim).
+    for (std::int64_t p = 0; p < parts; ++p)
+      row_sum_squares(split.as<Bf16>() + p * slice, pieces.as<float>() + p * rows, rows, slice, dim, stream);
+    // In place, each slice with its slice of the weight; one part counted twice (a replicated share)
+    // is undone by divide_by.
+    for (std::int64_t p = 0; p < parts; ++p)
+      rms_norm_split(split.as<Bf16>() + p * slice, dw.as<Bf16>() + p * slice, split.as<Bf16>() + p * slice,
+                     rows, slice, dim, dim, pieces.as<float>(), static_cast<int>(parts), 1.0f,
+                     static_cast<float>(dim), eps, stream, kind);
+    stream.synchronize();
+    const auto want = download_bf16(whole, rows * dim), got = download_bf16(split, rows * dim);
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      off += std::abs(got[i] - want[i]) > 2 * kBf16Eps * std::abs(want[i]) + 1e-6;  // sums in another order
+    CHECK(off == 0);
+  }
+  // A replicated share: the same slice's sum gathered twice, divided by 2, over a whole of one slice.
+  const auto x = random_bf16_values(rng, rows * slice, -3.0f, 3.0f),
+             w = random_bf16_values(rng, slice, 0.5f, 1.5f);
+  DeviceBuffer dx = upload_bf16(x), dw = upload_bf16(w), whole(rows * slice * sizeof(Bf16)),
+               split(rows * slice * sizeof(Bf16)), pieces(2 * rows * sizeof(float));
+  rms_norm(dx.as<Bf16>(), dw.as<Bf16>(), whole.as<Bf16>(), rows, slice, eps, stream);
+  row_sum_squares(dx.as<Bf16>(), pieces.as<float>(), rows, slice, slice, stream);
+  row_sum_squares(dx.as<Bf16>(), pieces.as<float>() + rows, rows, slice, slice, stream);
+  rms_norm_split(dx.as<Bf16>(), dw.as<Bf16>(), split.as<Bf16>(), rows, slice, slice, slice,
+                 pieces.as<float>(), 2, 2.0f, static_cast<float>(slice), eps, stream);
+  stream.synchronize();
+  const auto want = download_bf16(whole, rows * slice), got = download_bf16(split, rows * slice);
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    off += std::abs(got[i] - want[i]) > 2 * kBf16Eps * std::abs(want[i]) + 1e-6;
+  CHECK(off == 0);
+  CHECK_THROWS_AS(rms_norm_split(dx.as<Bf16>(), dw.as<Bf16>(), split.as<Bf16>(), rows, slice, slice, slice,
+                                 pieces.as<float>(), 0, 1.0f, 1.0f, eps, stream),
+                  std::invalid_argument);
+}
+
 TEST_CASE("norm_add_rms_norm equals rms_norm then add_rms_norm, bitwise", "[cuda]") {
   ZOO_REQUIRE_CUDA_DEVICE();
   std::mt19937 rng(1003);

@@ -37,6 +37,16 @@ enum class NormWeight { times_w, one_plus };
 void rms_norm(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
               cudaStream_t stream, NormWeight kind = NormWeight::times_w, std::int64_t x_stride = 0,
               std::int64_t y_stride = 0);
+// An RMSNorm whose row is split over ranks (tensor parallelism: a norm over a whole projection
+// each rank holds a slice of). row_sum_squares: sums[r] = the float32 sum of x's row r squared.
+// rms_norm_split: the mean of squares of row r is (sum over p < parts of pieces[p * rows + r], in
+// that order) / divide_by / whole_dim, then y as rms_norm with this rank's slice of the weight.
+void row_sum_squares(const Bf16* x, float* sums, std::int64_t rows, std::int64_t dim, std::int64_t x_stride,
+                     cudaStream_t stream);
+void rms_norm_split(const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim,
+                    std::int64_t x_stride, std::int64_t y_stride, const float* pieces, int parts,
+                    float divide_by, float whole_dim, float eps, cudaStream_t stream,
+                    NormWeight kind = NormWeight::times_w);
 // Residual add fused with the next norm: h = bf16(h + x); y = rms_norm(h). The residual stream
 // stays bf16 like transformers' (each add rounds). Without a weight (w null) y = h.
 void add_rms_norm(Bf16* h, const Bf16* x, const Bf16* w, Bf16* y, std::int64_t rows, std::int64_t dim, float eps,
