@@ -63,6 +63,7 @@ const EnvSwitch kEnvSwitches[] = {
     {"ZOO_TTS_HOST_SAMPLING", EnvSwitch::Flag},
     {"ZOO_GEMV", EnvSwitch::Int, 0, 8},
     {"ZOO_GEMV_SILU", EnvSwitch::Flag},
+    {"ZOO_GEMM_ANCHOR_ROWS", EnvSwitch::Int, 1, 65536},
     {"ZOO_DECODE_ATTN", EnvSwitch::Int, 0, 64},
     {"ZOO_PDL", EnvSwitch::Flag},
     {"ZOO_CUDA_PRE_HOPPER", EnvSwitch::Flag},

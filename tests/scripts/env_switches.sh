@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-env-switches "$@"
 # name, a value it accepts
 switches=(
   "ZOO_NUM_THREADS 2" "ZOO_CPU_ISA generic" "ZOO_CUDA_PROFILE 1" "ZOO_CODEC_PROFILE 0" "ZOO_TTS_HOST_SAMPLING 1"
-  "ZOO_GEMV 8" "ZOO_GEMV_SILU 0" "ZOO_DECODE_ATTN 64" "ZOO_PDL 0" "ZOO_CUDA_PRE_HOPPER 1" "ZOO_PREFILL_ROWS 128"
+  "ZOO_GEMV 8" "ZOO_GEMV_SILU 0" "ZOO_GEMM_ANCHOR_ROWS 16" "ZOO_DECODE_ATTN 64" "ZOO_PDL 0" "ZOO_CUDA_PRE_HOPPER 1" "ZOO_PREFILL_ROWS 128"
   "ZOO_CUDNN 0" "ZOO_CUDNN_MIN_TOKENS 1" "ZOO_CUDNN_LOG 1"
 )
 for entry in "${switches[@]}"; do

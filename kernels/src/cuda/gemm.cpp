@@ -113,6 +113,9 @@ struct Gemm::Impl {
   std::size_t gemv_calls = 0;
   std::unique_ptr<Grouped> grouped;
   bool invariant = false;
+  // ZOO_GEMM_ANCHOR_ROWS (1..65536, read at construction): the rows the batch-invariant algorithm is
+  // chosen for (benchmarks of its cost at small and large m).
+  std::int64_t anchor_rows = env_int("ZOO_GEMM_ANCHOR_ROWS", 1, 65536).value_or(Gemm::kInvariantAnchorRows);
   // Batch-invariant mode: the algorithm of each shape but m (the key with m = 0).
   std::unordered_map<PlanKey, cublasLtMatmulAlgo_t, PlanKeyHash> anchors;
 
@@ -173,7 +176,7 @@ struct Gemm::Impl {
     any.m = 0;
     if (auto it = anchors.find(any); it != anchors.end()) return it->second;
     PlanKey at = key, one = key;
-    at.m = Gemm::kInvariantAnchorRows;
+    at.m = anchor_rows;
     one.m = 1;
     const Plan p = describe(at), p1 = describe(one);
     std::vector<cublasLtMatmulAlgo_t> algos;
