@@ -71,6 +71,10 @@ inline void check_same_ids(const AloneRun& alone, const std::vector<std::int64_t
 // that measured one, 0.08, so a wrong page or row (differences of O(1)) still fails.
 inline constexpr float kCudaTieMargin = 0.08f;
 
+// The CUDA batch tests' prompt lengths: around page boundaries (16 tokens), a one-token prompt, and
+// one longer than their prefill chunks.
+inline constexpr std::int64_t kCudaBatchLengths[] = {15, 16, 17, 31, 32, 33, 1, 5, 47, 130};
+
 inline engine::GenerationRequest greedy_request(std::vector<std::int64_t> prompt, int new_tokens) {
   engine::GenerationRequest request;
   request.prompt = std::move(prompt);

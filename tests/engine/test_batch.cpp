@@ -609,7 +609,7 @@ TEST_CASE("CUDA runner: every sequence of a batch equals its run alone on every 
   ZOO_SKIP("built without CUDA");
 #else
   if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
-  const std::int64_t lengths[] = {15, 16, 17, 31, 32, 33, 1, 5, 47, 130};
+  const auto& lengths = kCudaBatchLengths;
   for (const char* name : {"qwen3-tiny-hd64", "llama-tiny-hd128", "qwen2-tiny", "mistral-sw-tiny", "gemma-tiny",
                            "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "olmo2-tiny", "qwen3-moe-tiny"}) {
     INFO("fixture " << name);

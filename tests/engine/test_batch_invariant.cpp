@@ -59,8 +59,7 @@ TEST_CASE(
   ZOO_SKIP("built without CUDA");
 #else
   if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
-  // Lengths around page boundaries, a one-token prompt, and one longer than a chunk.
-  const std::int64_t lengths[] = {15, 16, 17, 31, 32, 33, 1, 5, 47, 130};
+  const auto& lengths = kCudaBatchLengths;
   int fixtures_preempted = 0;
   for (const char* name : {"qwen3-tiny-hd64", "llama-tiny-hd128", "qwen2-tiny", "mistral-sw-tiny",
                            "gemma-tiny", "gemma2-tiny", "gemma3-tiny", "phi3-tiny", "olmo2-tiny"}) {
