@@ -20,6 +20,7 @@ namespace {
 struct IsaOps {
   CpuIsa isa;
   decltype(&generic::linear) linear;
+  decltype(&generic::linear_rows_invariant) linear_rows_invariant;
   decltype(&generic::rms_norm) rms_norm;
   decltype(&generic::rope_half_split) rope_half_split;
   decltype(&generic::attention_causal_gqa) attention_causal_gqa;
@@ -29,12 +30,27 @@ struct IsaOps {
   decltype(&generic::snake) snake;
 };
 
-constexpr IsaOps kGenericOps{CpuIsa::generic,       &generic::linear,   &generic::rms_norm,
-                             &generic::rope_half_split, &generic::attention_causal_gqa, &generic::attention_paged_gqa, &generic::silu_mul,
-                             &generic::add_inplace,     &generic::snake};
+constexpr IsaOps kGenericOps{CpuIsa::generic,
+                             &generic::linear,
+                             &generic::linear_rows_invariant,
+                             &generic::rms_norm,
+                             &generic::rope_half_split,
+                             &generic::attention_causal_gqa,
+                             &generic::attention_paged_gqa,
+                             &generic::silu_mul,
+                             &generic::add_inplace,
+                             &generic::snake};
 #ifdef ZOO_KERNELS_HAVE_AVX2
-constexpr IsaOps kAvx2Ops{CpuIsa::avx2,       &avx2::linear,   &avx2::rms_norm, &avx2::rope_half_split,
-                          &avx2::attention_causal_gqa, &avx2::attention_paged_gqa, &avx2::silu_mul, &avx2::add_inplace, &avx2::snake};
+constexpr IsaOps kAvx2Ops{CpuIsa::avx2,
+                          &avx2::linear,
+                          &avx2::linear_rows_invariant,
+                          &avx2::rms_norm,
+                          &avx2::rope_half_split,
+                          &avx2::attention_causal_gqa,
+                          &avx2::attention_paged_gqa,
+                          &avx2::silu_mul,
+                          &avx2::add_inplace,
+                          &avx2::snake};
 #endif
 
 const IsaOps& ops_for(CpuIsa isa) {
@@ -94,6 +110,11 @@ void set_cpu_isa(CpuIsa isa) {
 void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
             bool accumulate) {
   ops().linear(x, w, y, m, n, k, accumulate);
+}
+
+void linear_rows_invariant(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n,
+                           std::int64_t k) {
+  ops().linear_rows_invariant(x, w, y, m, n, k);
 }
 
 void rms_norm(const float* x, const float* w, float* y, std::int64_t rows, std::int64_t dim, float eps) {

@@ -352,6 +352,13 @@ void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64
   gemm(x, w, y, m, n, k, accumulate);
 }
 
+void linear_rows_invariant(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n,
+                           std::int64_t k) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return std::fill(y, y + m * n, 0.0f);
+  gemm(x, w, y, m, n, k, false);
+}
+
 #else  // portable
 
 namespace {
@@ -359,6 +366,12 @@ namespace {
 // of x is dotted with it, so w streams from memory once whatever m is.
 constexpr std::int64_t kBlock = 4;
 }  // namespace
+
+// Every element is one dot product whatever m is: already row-invariant.
+void linear_rows_invariant(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n,
+                           std::int64_t k) {
+  linear(x, w, y, m, n, k, false);
+}
 
 void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
             bool accumulate) {

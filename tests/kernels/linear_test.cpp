@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <string>
@@ -89,4 +90,30 @@ TEST_CASE("linear with k = 0 writes zeros or leaves y alone", "[kernels][linear]
   for (float v : y) CHECK(v == 3.0f);
   zoo::kernels::cpu::linear(&dummy, &dummy, y.data(), 2, 3, 0, false);
   for (float v : y) CHECK(v == 0.0f);
+}
+
+TEST_CASE("linear_rows_invariant gives every row bitwise the same at any m and offset, on every ISA",
+          "[kernels][linear]") {
+  namespace cpu = zoo::kernels::cpu;
+  using zoo::kernels::cpu::CpuIsa;
+  const CpuIsa before = cpu::cpu_isa();
+  std::mt19937 rng(4242);
+  const std::int64_t total = 200, n = 72, k = 600;  // k over two 256-wide blocks and a remainder
+  const auto x = random_vector(rng, total * k), w = random_vector(rng, n * k);
+  for (const CpuIsa isa : {CpuIsa::generic, CpuIsa::avx2}) {
+    if (!cpu::cpu_isa_supported(isa)) continue;
+    INFO("isa " << cpu::cpu_isa_name(isa));
+    cpu::set_cpu_isa(isa);
+    std::vector<float> all(total * n);
+    cpu::linear_rows_invariant(x.data(), w.data(), all.data(), total, n, k);
+    for (const std::int64_t m : {1, 2, 3, 4, 5, 7, 12, 13, 64, 130}) {
+      for (const std::int64_t offset : {std::int64_t{0}, std::int64_t{41}}) {
+        INFO("m=" << m << " rows from " << offset);
+        std::vector<float> some(m * n);
+        cpu::linear_rows_invariant(x.data() + offset * k, w.data(), some.data(), m, n, k);
+        CHECK(std::memcmp(some.data(), all.data() + offset * n, some.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  cpu::set_cpu_isa(before);
 }

@@ -30,6 +30,11 @@ void set_cpu_isa(CpuIsa isa);
 // cache-blocked. When `accumulate` is set, adds into y instead of overwriting it.
 void linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n, std::int64_t k,
             bool accumulate = false);
+// linear() with every row of y bitwise the same whatever m is and wherever the row sits (batch
+// invariance): one reduction order for every m (the blocked GEMM's: k in blocks of 256 from 0, each
+// block's partial added in order), where linear() picks its kernel by m. Slower for few rows.
+void linear_rows_invariant(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n,
+                           std::int64_t k);
 
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w. Normalizes in float32 (accumulating in
 // float64 is not what transformers does; we follow it: float32 sum of squares).
