@@ -55,7 +55,7 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
       ->check(integer_in(1, kMaxTensorParallel));
   command.add_flag("--batch-invariant", options.batch_invariant,
                    "Each sequence's results bitwise those of its run alone, whatever shares its batches; "
-                   "slower (CUDA; docs/architecture.md)");
+                   "slower (docs/architecture.md)");
   command.add_option("-t,--threads", options.threads, "CPU worker threads, 1..4096 (default: ZOO_NUM_THREADS, else every core)")
       ->default_str("")
       ->check(integer_in(1, 4096));

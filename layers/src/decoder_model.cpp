@@ -121,14 +121,10 @@ class DecoderModel : public Model, public RowTables, public TensorParallel, publ
       throw InputError(fmt::format("{}: tensor_parallel {} is not a rank count", spec_.family, ranks_));
     if (invariant_) {
       // What the mode cannot promise is refused, not run approximately (docs/architecture.md).
-      if (args.device.is_cpu())
-        throw SettingError(spec_.family +
-                           ": batch_invariant is a CUDA mode (the CPU backend's linear kernels pick "
-                           "their reduction order by row count)");
       if (ranks_ > 1)
         throw SettingError(
-            fmt::format("{}: batch_invariant with tensor_parallel {} (the all-reduce's order depends "
-                        "on the step's size)",
+            fmt::format("{}: batch_invariant with tensor_parallel {} (NCCL's all-reduce order depends on "
+                        "the message size; not made invariant yet)",
                         spec_.family, ranks_));
       if (spec_.moe_layers() > 0)
         throw SettingError(spec_.family +

@@ -74,13 +74,14 @@ class CpuRunner : public KvRunner, private DecoderOps {
   // `owner` keeps `spec` and `weights` alive for as long as this runner lives.
   CpuRunner(std::shared_ptr<const void> owner, const DecoderSpec& spec, const CpuWeights& weights,
             const RunnerOptions& options, std::int64_t model_max_context, const char* what = "runner",
-            CpuRank rank = {})
+            CpuRank rank = {}, bool batch_invariant = false)
       : KvRunner(spec, options, model_max_context, page_bytes_for(spec, spec.num_layers),
                  host_budget(spec, options)),
         owner_(std::move(owner)),
         c_(spec),
         w_(weights),
         rank_(rank),
+        invariant_(batch_invariant),
         k_(spec.num_layers),
         v_(spec.num_layers),
         stored_(kv_.groups().size(), 0),
@@ -88,8 +89,11 @@ class CpuRunner : public KvRunner, private DecoderOps {
 
   // ---- Runner ----
   nlohmann::json stats() const override {
-    return {{"rows", T_}, {"linear_calls", linear_calls_}, {"linear_rows_min", linear_rows_min_},
-            {"linear_rows_max", linear_rows_max_}};
+    return {{"rows", T_},
+            {"linear_calls", linear_calls_},
+            {"linear_rows_min", linear_rows_min_},
+            {"linear_rows_max", linear_rows_max_},
+            {"batch_invariant", invariant_}};
   }
 
   void check(const ForwardBatch& batch) const override { kv_.check(batch, w_.table_rows); }
@@ -425,7 +429,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
     logits_ = HostTensor(DType::F32, {rows, V});
     const float* in = every_row ? x_.data() : output_rows();
     if (!rank_.comm) {
-      ops::linear(in, w_.head().as<float>(), logits_.as<float>(), rows, V, H);
+      rows_linear(in, w_.head().as<float>(), logits_.as<float>(), rows, V, H);
       if (c_.final_softcap > 0)
         ops::softcap_inplace(logits_.as<float>(), rows * V, static_cast<float>(c_.final_softcap));
       return;
@@ -464,7 +468,8 @@ class CpuRunner : public KvRunner, private DecoderOps {
     const auto& [name, rows_table] = w_.tables[static_cast<std::size_t>(table)];
     const auto rows = static_cast<std::int64_t>(out_rows_.size());
     head_ = HostTensor(DType::F32, {rows, rows_table.shape()[0]});
-    ops::linear(output_rows(), rows_table.as<float>(), head_.as<float>(), rows, rows_table.shape()[0], c_.hidden_size);
+    rows_linear(output_rows(), rows_table.as<float>(), head_.as<float>(), rows, rows_table.shape()[0],
+                c_.hidden_size);
   }
   void sample_head(int) override {}  // the caller samples the head output (OutputRequest)
   void tap(DiagnosticHook& hook, const std::string& name, Value value, std::int64_t) override {
@@ -526,6 +531,15 @@ class CpuRunner : public KvRunner, private DecoderOps {
   }
 
   float eps() const { return static_cast<float>(c_.rms_norm_eps); }
+  // y[m, n] = x @ w^T by the kernel linear() picks for m, or in batch-invariant mode by the one that
+  // sums every row alike whatever m is.
+  void rows_linear(const float* x, const float* w, float* y, std::int64_t m, std::int64_t n,
+                   std::int64_t k) const {
+    if (invariant_)
+      ops::linear_rows_invariant(x, w, y, m, n, k);
+    else
+      ops::linear(x, w, y, m, n, k);
+  }
   // x = rms_norm(h) with `weight`; x = h where the placement has no norm (weight null).
   void norm(const float* weight) {
     if (weight) ops::rms_norm(h_.data(), weight, x_.data(), T_, c_.hidden_size, eps());
@@ -533,7 +547,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
   }
   // y = in @ W^T (+ bias) over every row of the step: one call per weight, whatever the batch.
   void linear(const float* in, const float* weight, const float* bias, float* out, std::int64_t n, std::int64_t k) {
-    ops::linear(in, weight, out, T_, n, k);
+    rows_linear(in, weight, out, T_, n, k);
     add_bias(out, bias, T_, n);
     linear_rows_min_ = linear_calls_ == 0 ? T_ : std::min(linear_rows_min_, T_);
     linear_rows_max_ = std::max(linear_rows_max_, T_);
@@ -552,6 +566,7 @@ class CpuRunner : public KvRunner, private DecoderOps {
   const DecoderSpec& c_;
   const CpuWeights& w_;
   CpuRank rank_;
+  bool invariant_;  // ModelArgs::batch_invariant: every linear through ops::linear_rows_invariant
   std::vector<float> piece_, pieces_, gathered_, sums_;  // tensor parallelism: gathers and norm sums
   std::vector<std::vector<float>> k_, v_;  // per layer: [pages][kKvPageTokens][kv_heads][head_dim]
   std::vector<std::int64_t> stored_;       // per group: pages k_ and v_ hold
@@ -577,7 +592,7 @@ class CpuBackend : public DecoderBackend {
  public:
   // `shard`: this backend is one rank of a tensor-parallel group (`spec` is the rank's share).
   CpuBackend(const DecoderSpec& spec, const ModelArgs& args, const DecoderShard* shard = nullptr)
-      : c_(spec), max_context_(args.max_context), shard_(shard) {}
+      : c_(spec), max_context_(args.max_context), invariant_(args.batch_invariant), shard_(shard) {}
   const DecoderSpec& spec() const { return c_; }
   const CpuWeights& weights() const { return w_; }
 
@@ -632,11 +647,13 @@ class CpuBackend : public DecoderBackend {
   }
 
   std::unique_ptr<Session> new_session() override {
-    return std::make_unique<RunnerSession>(std::make_unique<CpuRunner>(
-        shared_from_this(), c_, w_, session_options(max_context_), max_context_, "session"));
+    return std::make_unique<RunnerSession>(
+        std::make_unique<CpuRunner>(shared_from_this(), c_, w_, session_options(max_context_), max_context_,
+                                    "session", CpuRank{}, invariant_));
   }
   std::unique_ptr<Runner> new_runner(const RunnerOptions& options) override {
-    return std::make_unique<CpuRunner>(shared_from_this(), c_, w_, options, max_context_);
+    return std::make_unique<CpuRunner>(shared_from_this(), c_, w_, options, max_context_, "runner", CpuRank{},
+                                       invariant_);
   }
 
   // What one decode step reads (for `zoo bench`'s weight GB/s): every float32 weight once, except
@@ -665,6 +682,7 @@ class CpuBackend : public DecoderBackend {
  private:
   DecoderSpec c_;
   std::int64_t max_context_;
+  bool invariant_;
   const DecoderShard* shard_;
   CpuWeights w_;
 };
