@@ -66,6 +66,7 @@ const EnvSwitch kEnvSwitches[] = {
     {"ZOO_GEMM_ANCHOR_ROWS", EnvSwitch::Int, 1, 65536},
     {"ZOO_DECODE_ATTN", EnvSwitch::Int, 0, 64},
     {"ZOO_PDL", EnvSwitch::Flag},
+    {"ZOO_MOE_CUBLAS", EnvSwitch::Flag},
     {"ZOO_CUDA_PRE_HOPPER", EnvSwitch::Flag},
     {"ZOO_PREFILL_ROWS", EnvSwitch::Int, 64, 128},
     {"ZOO_CUDNN", EnvSwitch::Flag},

@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 
+#include "scoped_env.hpp"
 #include "test_skip.hpp"
 #include "zoo/compare.hpp"
 #include "zoo/model_spec.hpp"
@@ -296,6 +297,53 @@ TEST_CASE("qwen3-moe-tiny on CUDA picks the experts transformers picks, prefill 
   }
   CHECK(layers == 2);  // layers 0 and 2; layer 1 is dense
   CHECK(flips <= 2);   // of 32 rows
+#endif
+}
+
+// The many-row expert path two ways: Zoo's grouped GEMM, which reads the group sizes on the device,
+// and cuBLAS's grouped GEMM with the counts read back (ZOO_MOE_CUBLAS=1, kept for A/B runs). Both
+// sum each product in float32 and round once, so a prefill's logits agree to bf16 rounding and
+// pick the same tokens; five decode steps follow on each.
+TEST_CASE("qwen3-moe-tiny on CUDA: Zoo's grouped GEMM and cuBLAS's give the same steps", "[families][cuda]") {
+#if !defined(ZOO_WITH_CUDA)
+  ZOO_SKIP("built without CUDA");
+#else
+  if (!kernels::cuda::cuda_available()) ZOO_SKIP("no CUDA device");
+  const fs::path dir = fixture_dir("qwen3-moe-tiny");
+  const auto run = [&](const char* cublas) {
+    const test::ScopedEnv env("ZOO_MOE_CUBLAS", cublas);
+    auto model = registry().create_model("qwen3_moe", cuda_test::cuda_bf16_args(dir));
+    model->load();
+    const Prompt prompt = model->prepare(load_request(dir / "request.json"));
+    auto session = model->new_session();
+    std::vector<std::vector<float>> logits;
+    std::vector<std::int64_t> next;
+    for (int step = 0; step < 6; ++step) {
+      const ForwardStep in = step == 0 ? prompt.step() : ForwardStep{next, {}, {}, {}, {}};
+      const ForwardResult r = session->forward(in, nullptr);
+      const auto l = r.logits.span<float>();
+      logits.emplace_back(l.end() - r.logits.shape().back(), l.end());
+      const auto& last = logits.back();
+      next = {static_cast<std::int64_t>(std::max_element(last.begin(), last.end()) - last.begin())};
+    }
+    return logits;
+  };
+  const auto zoo = run("0"), cublas = run("1");
+  REQUIRE(zoo.size() == cublas.size());
+  for (std::size_t step = 0; step < zoo.size(); ++step) {
+    INFO("step " << step);
+    const auto& a = zoo[step];
+    const auto& b = cublas[step];
+    REQUIRE(a.size() == b.size());
+    double max_diff = 0, max_abs = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      max_diff = std::max(max_diff, static_cast<double>(std::abs(a[i] - b[i])));
+      max_abs = std::max(max_abs, static_cast<double>(std::abs(b[i])));
+    }
+    CHECK(max_diff <= 0.02 * max_abs);
+    CHECK(std::max_element(a.begin(), a.end()) - a.begin() ==
+          std::max_element(b.begin(), b.end()) - b.begin());
+  }
 #endif
 }
 

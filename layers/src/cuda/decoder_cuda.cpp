@@ -151,7 +151,7 @@ void CudaRows::ensure_activations(std::int64_t tokens) {
       a_.sorted_x = bf16(A * H);
       a_.sorted_gate_up = bf16(A * 2 * Ie);
       a_.sorted_y = bf16(A * H);
-      a_.counts_host = cu::PinnedBuffer(static_cast<std::size_t>(E) * sizeof(std::int32_t));
+      if (moe_cublas_) a_.counts_host = cu::PinnedBuffer(static_cast<std::size_t>(E) * sizeof(std::int32_t));
     }
   }
   ids_dev_ = cu::DeviceBuffer(static_cast<std::size_t>(T) * sizeof(std::int32_t));

@@ -141,6 +141,9 @@ class CudaRows : protected DecoderOps {
   CudaRank rank_;
   cu::DeviceBuffer head_piece_, head_pieces_;  // a rank's vocabulary rows of the logits, and every rank's
   cu::EventProfiler profile_{kernels::env_flag("ZOO_CUDA_PROFILE", false)};
+  // ZOO_MOE_CUBLAS=1: a MoE step of many rows takes cuBLAS's grouped GEMM with the counts read back
+  // to the host (no CUDA graph for such steps), the path before grouped_gemm.hpp, for A/B runs.
+  bool moe_cublas_ = kernels::env_flag("ZOO_MOE_CUBLAS", false);
 };
 
 // Bytes for a KV pool on the current device when the options give no size: 90% of the memory free

@@ -10,6 +10,7 @@
 #include "../parallel/rank_shares.hpp"
 
 #include "zoo/dtype.hpp"
+#include "zoo/kernels/cuda/grouped_gemm.hpp"
 #include "zoo/kernels/cuda/moe.hpp"
 
 namespace zoo::layers::inline ZOO_LAYERS_ABI::cuda_backend {
@@ -184,9 +185,10 @@ void CudaRows::router(std::int64_t l) {
   profile_.mark("moe router");
 }
 
-// Few rows: kernels that stream only each row's chosen experts (decode; graph-capturable). Many
-// rows: grouped by expert into one grouped GEMM per projection, whose sizes come from the counts
-// read back to the host.
+// Few rows: kernels that stream only each row's chosen experts (decode). Many rows: grouped by
+// expert on the device into one grouped GEMM per projection that reads the group sizes there
+// (grouped_gemm.hpp). Both are graph-capturable. ZOO_MOE_CUBLAS=1: cuBLAS's grouped GEMM instead,
+// whose sizes come from the counts read back to the host (one synchronization per layer).
 void CudaRows::experts(std::int64_t l) {
   const LayerPtrs& L = b_.w_.layers[l];
   const auto E = static_cast<int>(c_.moe.experts), k = static_cast<int>(c_.moe.top_k);
@@ -205,6 +207,18 @@ void CudaRows::experts(std::int64_t l) {
   cu::moe_group(ids, T_, k, E, a_.expert_counts.as<std::int32_t>(), a_.expert_offsets.as<std::int32_t>(),
                 a_.row_of.as<std::int32_t>(), a_.token_of.as<std::int32_t>(), s);
   cu::gather_rows(a_.x.as<Bf16>(), a_.token_of.as<std::int32_t>(), A, H, a_.sorted_x.as<Bf16>(), s);
+  if (!moe_cublas_) {
+    const auto* offsets = a_.expert_offsets.as<std::int32_t>();
+    cu::grouped_gemm(a_.sorted_x.as<Bf16>(), L.experts_gate_up, 2 * Ie * H, offsets, E, A, 2 * Ie, H,
+                     a_.sorted_gate_up.as<Bf16>(), s);
+    cu::act_and_mul(gated_activation(), a_.sorted_gate_up.as<Bf16>(), a_.expert_act.as<Bf16>(), A, Ie, s);
+    cu::grouped_gemm(a_.expert_act.as<Bf16>(), L.experts_down, H * Ie, offsets, E, A, H, Ie,
+                     a_.sorted_y.as<Bf16>(), s);
+    cu::moe_combine(a_.sorted_y.as<Bf16>(), a_.row_of.as<std::int32_t>(), ids, weights, T_, k, H,
+                    a_.tmp.as<Bf16>(), s);
+    profile_.mark("moe experts (grouped)");
+    return;
+  }
   auto* counts = a_.counts_host.as<std::int32_t>();
   ZOO_CUDA_CHECK(cudaMemcpyAsync(counts, a_.expert_counts.data(), static_cast<std::size_t>(E) * sizeof(std::int32_t),
                                  cudaMemcpyDeviceToHost, s));

@@ -304,8 +304,10 @@ class CudaRunner : public KvRunner, private CudaRows {
     plan_row_tables();
     // A decode step whose slices all ask alike replays a CUDA graph captured for its batch bucket.
     graph_batch_ = 0;
-    // Mixture-of-experts layers of more rows than kMoeStreamRows read counts back mid-step: eager.
-    const bool moe_graphable = c_.moe_layers() == 0 || batch_bucket(decodes_) <= kMoeStreamRows;
+    // Mixture-of-experts layers of more rows than kMoeStreamRows read counts back mid-step under
+    // ZOO_MOE_CUBLAS=1: eager.
+    const bool moe_graphable =
+        c_.moe_layers() == 0 || !moe_cublas_ || batch_bucket(decodes_) <= kMoeStreamRows;
     if (graphs_enabled_ && moe_graphable && !taps && !profile_.enabled() && alike_decodes())
       graph_batch_ = batch_bucket(decodes_);
     mode_begin_[0] = 0;
