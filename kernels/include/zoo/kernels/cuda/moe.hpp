@@ -19,11 +19,13 @@
 //   - decode (few tokens): moe_route, moe_gate_up_act, moe_down_sum: three kernels that stream only
 //     the selected experts' weights, like the GEMV of gemv.cu;
 //   - prefill (many tokens): moe_route, moe_group (assignments sorted by expert), gather_rows,
-//     Gemm::grouped_linear (gate|up), act_and_mul, Gemm::grouped_linear (down), moe_combine.
+//     grouped_gemm (gate|up, grouped_gemm.hpp, sizes from moe_group's offsets), act_and_mul,
+//     grouped_gemm (down), moe_combine; or Gemm::grouped_linear in place of grouped_gemm, with the
+//     counts read back to the host first (the earlier path, kept for A/B runs).
 //
 // Every pointer is device memory; every function here is stream-ordered, allocation-free, never
-// synchronizes with the host and may be captured in a CUDA graph (Gemm::grouped_linear, which the
-// prefill path also needs, may not: gemm.hpp). Expert ids are not checked against E on the device
+// synchronizes with the host and may be captured in a CUDA graph, as grouped_gemm may
+// (Gemm::grouped_linear may not: gemm.hpp). Expert ids are not checked against E on the device
 // (moe_route makes them): an id outside [0, E) reads outside the weights.
 //
 // Programmatic dependent launch (launch.cuh, sm_90+): moe_route, moe_gate_up_act and moe_down_sum
