@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -136,6 +137,23 @@ inline kernels::cuda::PrefillAttentionArgs prefill_args(const DeviceBuffer& q, c
   a.kv_heads = kv_heads;
   a.head_dim = head_dim;
   return a;
+}
+
+// Median time in ms of `iters` runs after three warm-ups, each bracketed by events on `stream`
+// (the benches' timer).
+inline double median_ms(const std::function<void()>& run, cudaStream_t stream, int iters = 20) {
+  for (int i = 0; i < 3; ++i) run();
+  std::vector<double> times;
+  kernels::cuda::Event start, end;
+  for (int i = 0; i < iters; ++i) {
+    start.record(stream);
+    run();
+    end.record(stream);
+    end.synchronize();
+    times.push_back(kernels::cuda::Event::elapsed_ms(start, end));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 }  // namespace zoo::cuda_test

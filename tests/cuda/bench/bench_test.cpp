@@ -19,22 +19,6 @@ using namespace zoo::cuda_test;
 
 namespace {
 
-// Median time of `iters` runs after warm-up, each bracketed by events.
-double median_ms(const std::function<void()>& run, cudaStream_t stream, int iters = 20) {
-  for (int i = 0; i < 3; ++i) run();
-  std::vector<double> times;
-  Event start, end;
-  for (int i = 0; i < iters; ++i) {
-    start.record(stream);
-    run();
-    end.record(stream);
-    end.synchronize();
-    times.push_back(Event::elapsed_ms(start, end));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 DeviceBuffer random_bf16_buffer(std::mt19937& rng, std::size_t n) { return upload_bf16(random_bf16_values(rng, n)); }
 
 // A decode attention call's settings for the benches: one query token per sequence, lengths on the

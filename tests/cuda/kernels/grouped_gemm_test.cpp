@@ -167,21 +167,6 @@ DeviceBuffer random_device_bf16(std::mt19937& rng, std::size_t count) {
   return buf;
 }
 
-double median_ms(const std::function<void()>& run, cudaStream_t stream, int iters = 20) {
-  for (int i = 0; i < 3; ++i) run();
-  std::vector<double> times;
-  Event start, end;
-  for (int i = 0; i < iters; ++i) {
-    start.record(stream);
-    run();
-    end.record(stream);
-    end.synchronize();
-    times.push_back(Event::elapsed_ms(start, end));
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 }  // namespace zoo::grouped_gemm_test
 
 namespace ggt = zoo::grouped_gemm_test;
@@ -405,11 +390,11 @@ TEST_CASE("bench: grouped_gemm vs cuBLAS grouped and dense GEMMs", "[.bench][gro
       double t_mma = 0.0;
       {
         zoo::test::ScopedEnv env("ZOO_CUDA_PRE_HOPPER", "1");
-        t_mma = ggt::median_ms(ours, stream);
+        t_mma = median_ms(ours, stream);
         stream.synchronize();
       }
-      const double t_ours = ggt::median_ms(ours, stream);
-      const double t_cublas = ggt::median_ms(cublas, stream);
+      const double t_ours = median_ms(ours, stream);
+      const double t_cublas = median_ms(cublas, stream);
       // The results of the last runs of both grouped GEMMs agree (a check at full size).
       ours();
       cublas();
@@ -418,7 +403,7 @@ TEST_CASE("bench: grouped_gemm vs cuBLAS grouped and dense GEMMs", "[.bench][gro
       const auto cmp = compare(a, b, 1e-4 * std::sqrt(double(s.k)), 2.5 * kBf16Eps);
       INFO(s.name << " tokens " << tokens << ": ours vs cuBLAS: " << cmp.str());
       CHECK(cmp.ok());
-      const double t_dense = ggt::median_ms(dense, stream);
+      const double t_dense = median_ms(dense, stream);
       const auto cell = [&](double ms) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "%7.1f us %5.0f TF", ms * 1e3, flop / (ms * 1e-3) / 1e12);
