@@ -54,10 +54,10 @@ cu::QkNormRopeArgs CudaRows::rope_args(std::int64_t l, bool keep_normed) {
   const std::int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), qkv_cols = qd + 2 * kvd;
   auto* qkv = a_.qkv.as<Bf16>();
   const bool whole = c_.qk_norm == QkNorm::whole;
+  const auto eps = static_cast<float>(c_.rms_norm_eps);
   if (whole && rank_.collectives) {
     // The projection is split over the ranks, so is its mean of squares: each rank's sums, gathered
     // and added in rank order; a kv head held by several ranks (kv_replicas) counts once.
-    const auto eps = static_cast<float>(c_.rms_norm_eps);
     const int ranks = rank_.collectives->size();
     const auto split_norm = [&](Bf16* x, const Bf16* w, std::int64_t cols, int replicas) {
       cu::row_sum_squares(x, a_.norm_sums.as<float>(), T_, cols, qkv_cols, *b_.stream_);
@@ -69,7 +69,6 @@ cu::QkNormRopeArgs CudaRows::rope_args(std::int64_t l, bool keep_normed) {
     split_norm(qkv, L.q_norm, qd, 1);
     split_norm(qkv + qd, L.k_norm, kvd, rank_.shard->kv_replicas);
   } else if (whole) {  // over each token's whole q and k projections, in place; the fused kernel only rotates
-    const auto eps = static_cast<float>(c_.rms_norm_eps);
     cu::rms_norm(qkv, L.q_norm, qkv, T_, qd, eps, *b_.stream_, norm_kind(), qkv_cols, qkv_cols);
     cu::rms_norm(qkv + qd, L.k_norm, qkv + qd, T_, kvd, eps, *b_.stream_, norm_kind(), qkv_cols, qkv_cols);
   }
@@ -92,7 +91,7 @@ cu::QkNormRopeArgs CudaRows::rope_args(std::int64_t l, bool keep_normed) {
   rope.q_heads = static_cast<int>(c_.num_heads);
   rope.kv_heads = static_cast<int>(c_.num_kv_heads);
   rope.head_dim = static_cast<int>(c_.head_dim);
-  rope.eps = static_cast<float>(c_.rms_norm_eps);
+  rope.eps = eps;
   rope.inv_freq = b_.w_.inv_freq[static_cast<std::size_t>(c_.layer(l).rope)];
   rope.attention_scaling = c_.rope_of(l).attention_scaling;
   return rope;
@@ -207,27 +206,25 @@ void CudaRows::experts(std::int64_t l) {
   cu::moe_group(ids, T_, k, E, a_.expert_counts.as<std::int32_t>(), a_.expert_offsets.as<std::int32_t>(),
                 a_.row_of.as<std::int32_t>(), a_.token_of.as<std::int32_t>(), s);
   cu::gather_rows(a_.x.as<Bf16>(), a_.token_of.as<std::int32_t>(), A, H, a_.sorted_x.as<Bf16>(), s);
-  if (!moe_cublas_) {
-    const auto* offsets = a_.expert_offsets.as<std::int32_t>();
-    cu::grouped_gemm(a_.sorted_x.as<Bf16>(), L.experts_gate_up, 2 * Ie * H, offsets, E, A, 2 * Ie, H,
-                     a_.sorted_gate_up.as<Bf16>(), s);
-    cu::act_and_mul(gated_activation(), a_.sorted_gate_up.as<Bf16>(), a_.expert_act.as<Bf16>(), A, Ie, s);
-    cu::grouped_gemm(a_.expert_act.as<Bf16>(), L.experts_down, H * Ie, offsets, E, A, H, Ie,
-                     a_.sorted_y.as<Bf16>(), s);
-    cu::moe_combine(a_.sorted_y.as<Bf16>(), a_.row_of.as<std::int32_t>(), ids, weights, T_, k, H,
-                    a_.tmp.as<Bf16>(), s);
-    profile_.mark("moe experts (grouped)");
-    return;
+  // One grouped projection y = x @ W_e^T over every expert's rows.
+  const std::int32_t* counts = nullptr;
+  if (moe_cublas_) {
+    ZOO_CUDA_CHECK(cudaMemcpyAsync(a_.counts_host.data(), a_.expert_counts.data(),
+                                   static_cast<std::size_t>(E) * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
+                                   s));
+    b_.stream_->synchronize();
+    counts = a_.counts_host.as<std::int32_t>();
   }
-  auto* counts = a_.counts_host.as<std::int32_t>();
-  ZOO_CUDA_CHECK(cudaMemcpyAsync(counts, a_.expert_counts.data(), static_cast<std::size_t>(E) * sizeof(std::int32_t),
-                                 cudaMemcpyDeviceToHost, s));
-  b_.stream_->synchronize();
-  b_.gemm_->grouped_linear(a_.sorted_x.as<Bf16>(), L.experts_gate_up, 2 * Ie * H, counts, E,
-                           a_.sorted_gate_up.as<Bf16>(), 2 * Ie, H, s);
+  const auto project = [&](const Bf16* x, const Bf16* w, std::int64_t w_stride, Bf16* y, std::int64_t n,
+                           std::int64_t kk) {
+    if (counts)
+      b_.gemm_->grouped_linear(x, w, w_stride, counts, E, y, n, kk, s);
+    else
+      cu::grouped_gemm(x, w, w_stride, a_.expert_offsets.as<std::int32_t>(), E, A, n, kk, y, s);
+  };
+  project(a_.sorted_x.as<Bf16>(), L.experts_gate_up, 2 * Ie * H, a_.sorted_gate_up.as<Bf16>(), 2 * Ie, H);
   cu::act_and_mul(gated_activation(), a_.sorted_gate_up.as<Bf16>(), a_.expert_act.as<Bf16>(), A, Ie, s);
-  b_.gemm_->grouped_linear(a_.expert_act.as<Bf16>(), L.experts_down, H * Ie, counts, E, a_.sorted_y.as<Bf16>(), H, Ie,
-                           s);
+  project(a_.expert_act.as<Bf16>(), L.experts_down, H * Ie, a_.sorted_y.as<Bf16>(), H, Ie);
   cu::moe_combine(a_.sorted_y.as<Bf16>(), a_.row_of.as<std::int32_t>(), ids, weights, T_, k, H, a_.tmp.as<Bf16>(), s);
   profile_.mark("moe experts (grouped)");
 }
