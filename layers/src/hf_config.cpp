@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
 #include "zoo/checked.hpp"
@@ -84,8 +85,9 @@ using RunsFn = bool (*)(const json& value, const json& config);
 using WhatFn = std::string (*)(const json& value);
 
 bool is_one(const json& v, const json&) { return v.is_number() && v.get<double>() == 1.0; }
-bool is_false(const json& v, const json&) { return v.is_boolean() && !v.get<bool>(); }
-bool is_silu(const json& v, const json&) { return v.is_string() && v.get<std::string>() == "silu"; }
+bool is_false(const json& v, const json&) {
+  return v.is_boolean() && !v.get<bool>();
+}
 bool is_head_dim(const json& v, const json& config) {
   const auto d = stated_head_dim(config);
   return d && v.is_number() && v.get<double>() == static_cast<double>(*d);
@@ -125,43 +127,58 @@ const std::vector<Rule>& rules() {
       {{"vocab_size", kImplemented, "required, 1..2^24"}},
       {{"hidden_size", kImplemented, "required, 1..2^18"}},
       {{"intermediate_size", kImplemented, "required, 1..2^20"}},
-      {{"num_hidden_layers", kImplemented, "required, 1..4096; fewer than the checkpoint's layers is a warning"}},
+      {{"num_hidden_layers", kImplemented,
+        "required, 1..4096; fewer than the checkpoint's layers is a warning"}},
       {{"num_attention_heads", kImplemented, "required, 1..4096"}},
-      {{"num_key_value_heads", kImplemented, "grouped-query attention; default num_attention_heads"}},
-      {{"head_dim", kImplemented, "any even value (heads x head_dim may differ from hidden_size); "
-                                  "default hidden_size / num_attention_heads"}},
-      {{"rms_norm_eps", kImplemented, "in (0, 1)"}},
+      {{"num_key_value_heads", kImplemented,
+        "grouped-query attention; absent: the class default, else refused"}},
+      {{"head_dim", kImplemented,
+        "any even value (heads x head_dim may differ from hidden_size); absent: the class default, else "
+        "hidden_size / num_attention_heads"}},
+      {{"rms_norm_eps", kImplemented, "in (0, 1); absent: the class default, else refused"}},
       {{"rope_theta", kImplemented, "in (1, 1e18)"}},
       {{"rope_scaling", kImplemented, "rope_type default, linear, llama3, yarn"}},
-      {{"rope_parameters", kImplemented, "rope_type default, linear, llama3, yarn; partial_rotary_factor 1 only"}},
-      {{"max_position_embeddings", kImplemented, "yarn's original_max_position_embeddings when that is not given"}},
-      {{"hidden_act", kImplemented, "silu, gelu (erf), gelu_pytorch_tanh: act(gate) * up"}},
+      {{"rope_parameters", kImplemented,
+        "rope_type default, linear, llama3, yarn; partial_rotary_factor 1 only"}},
+      {{"max_position_embeddings", kImplemented,
+        "yarn's original_max_position_embeddings when that is not given"}},
+      {{"hidden_act", kImplemented,
+        "silu, gelu (erf), gelu_pytorch_tanh and the ACT2FN names of the same functions: act(gate) * up"}},
       {{"attention_bias", kImplemented, "biases on q/k/v and o"}},
       {{"mlp_bias", kImplemented, "biases on gate/up/down"}},
       {{"tie_word_embeddings", kImplemented, "the head is the embedding table"}},
 
-      {{"partial_rotary_factor", kRefused, "rotary embedding on part of each head; the decoder rotates all of head_dim (1.0)"},
+      {{"partial_rotary_factor", kRefused,
+        "rotary embedding on part of each head; the decoder rotates all of head_dim (1.0)"},
        is_one},
-      {{"rotary_pct", kRefused, "rotary embedding on part of each head; the decoder rotates all of head_dim (1.0)"},
+      {{"rotary_pct", kRefused,
+        "rotary embedding on part of each head; the decoder rotates all of head_dim (1.0)"},
        is_one},
       {{"rotary_dim", kRefused, "rotary embedding on part of each head; the decoder rotates all of head_dim"},
        is_head_dim},
-      {{"use_sliding_window", kRefused, "sliding-window attention; the decoder attends to the whole context (false)"},
+      {{"use_sliding_window", kRefused,
+        "sliding-window attention; the decoder attends to the whole context (false)"},
        is_false},
       {{"sliding_window", kRefused,
-        "sliding-window attention, on unless use_sliding_window is false; the decoder attends to the whole context"},
+        "sliding-window attention, on unless use_sliding_window is false; the decoder attends to the whole "
+        "context"},
        window_off},
-      {{"layer_types", kRefused, "the decoder runs full_attention layers only"}, all_full_attention,
+      {{"layer_types", kRefused, "the decoder runs full_attention layers only"},
+       all_full_attention,
        first_other_layer_type},
       {{"attn_logit_softcapping", kRefused, "tanh capping of attention scores (null)"}},
       {{"final_logit_softcapping", kRefused, "tanh capping of the logits (null)"}},
       {{"query_pre_attn_scalar", kRefused, "attention scale other than 1/sqrt(head_dim)"}, is_head_dim},
-      {{"hidden_activation", kRefused, "an MLP activation other than silu"}, is_silu},
+      {{"hidden_activation", kIgnored,
+        "read only where the family's transformers MLP reads it (Gemma 2 and 3, in place of hidden_act); "
+        "elsewhere transformers never reads it, and a warning names one naming another function"}},
       {{"original_max_position_embeddings", kRefused,
-        "a base length for RoPE scaling at the top level (LongRoPE); read where the family's scaling does not use it"}},
+        "a base length for RoPE scaling at the top level (LongRoPE); read where the family's scaling does "
+        "not use it"}},
       {{"rope_local_base_freq", kRefused, "a RoPE base of its own for sliding-window layers"}},
       {{"sliding_window_pattern", kRefused, "which layers slide (every Nth is global)"}},
-      {{"_sliding_window_pattern", kRefused, "which layers slide (every Nth is global), as transformers 5 saves it"}},
+      {{"_sliding_window_pattern", kRefused,
+        "which layers slide (every Nth is global), as transformers 5 saves it"}},
       {{"use_bidirectional_attention", kRefused, "attention that is not causal (false)"}, is_false},
       {{"embedding_multiplier", kRefused, "scaled embeddings (1.0)"}, is_one},
       {{"scale_emb", kRefused, "scaled embeddings (1)"}, is_one},
@@ -179,10 +196,13 @@ const std::vector<Rule>& rules() {
       {{"num_experts_per_tok", kRefused, "mixture-of-experts routing (in the families that read it)"}},
       {{"moe_intermediate_size", kRefused, "mixture-of-experts MLPs (in the families that read them)"}},
       {{"norm_topk_prob", kRefused, "mixture-of-experts routing (in the families that read it)"}},
-      {{"decoder_sparse_step", kRefused, "which layers are mixtures of experts (in the families that read it)"}},
+      {{"decoder_sparse_step", kRefused,
+        "which layers are mixtures of experts (in the families that read it)"}},
       {{"mlp_only_layers", kRefused, "which layers are mixtures of experts (in the families that read it)"}},
-      {{"shared_expert_intermediate_size", kRefused, "a shared expert beside the routed ones (in the families that read it)"}},
-      {{"qkv_bias", kRefused, "biases on q/k/v, stated in config.json (in the families that read it)"}, is_false},
+      {{"shared_expert_intermediate_size", kRefused,
+        "a shared expert beside the routed ones (in the families that read it)"}},
+      {{"qkv_bias", kRefused, "biases on q/k/v, stated in config.json (in the families that read it)"},
+       is_false},
       {{"n_shared_experts", kRefused, "shared experts beside the routed ones"}},
 
       {{"architectures", kIgnored, "picks the plugin"}},
@@ -234,7 +254,73 @@ void check_fields(const json& config, const std::string& label, const HfFamilyRu
                                    unknown.size() == 1 ? "" : "s", fmt::join(unknown, ", ")));
 }
 
+const char* class_of(const HfFamilyRules& family) {
+  return family.config_class.empty() ? "the family's transformers config class" : family.config_class.c_str();
+}
+
+// config.json with the family's class defaults filled in where it lacks a field (as from_dict
+// does), checked: a default for a field the reader would not read is a plugin bug.
+json with_class_defaults(const json& config, const HfFamilyRules& family) {
+  if (!family.defaults.is_object()) throw std::logic_error("HfFamilyRules::defaults must be a JSON object");
+  json out = config;
+  for (const auto& [key, value] : family.defaults.items()) {
+    const Rule* rule = find_rule(key);
+    if (!(rule && rule->field.use == kImplemented) && !family.reads.count(key) &&
+        key != family.activation_field)
+      throw std::logic_error(
+          fmt::format("HfFamilyRules::defaults names '{}', which the reader does not read for {}", key,
+                      class_of(family)));
+    // The RoPE bases apply inside the RoPE parameters (read_ropes), not as a flat field.
+    if (key == "rope_theta" || key == "rope_local_base_freq") continue;
+    if (!out.contains(key)) out[key] = value;
+  }
+  return out;
+}
+
+// A field Zoo reads a value of, that config.json and the class defaults both lack.
+void require(const json& config, const std::string& key, const HfFamilyRules& family,
+             const std::string& label) {
+  if (!config.contains(key))
+    throw InputError(
+        fmt::format("{}: missing field '{}' (no default of {} to take)", label, key, class_of(family)));
+}
+
+// A RoPE base the RoPE parameters do not state: the class default, else the mixin's default_theta.
+double default_base(const HfFamilyRules& family, const char* key, const std::string& label) {
+  if (!family.defaults.contains(key) || family.defaults.at(key).is_null()) return 10000.0;
+  return number_in(family.defaults.at(key), key, kMinRopeTheta, kMaxRopeTheta, label);
+}
+
 }  // namespace
+
+const std::vector<HfFallback>& hf_shared_fallbacks() {
+  static const std::vector<HfFallback> table = {
+      {"hidden_act", "\"silu\"", "the default of every config class Zoo reads but Gemma's"},
+      {"head_dim", "hidden_size / num_attention_heads",
+       "the modeling code's getattr(config, \"head_dim\", hidden_size // num_attention_heads)"},
+      {"rope_theta", "10000.0", "RotaryEmbeddingConfigMixin.default_theta"},
+      {"tie_word_embeddings", "false", "the default of every config class Zoo reads but Gemma's"},
+      {"attention_bias", "false",
+       "the default of every class that has the field (the others have no such biases)"},
+      {"mlp_bias", "false", "LlamaConfig's default (the other classes' MLPs have no biases)"},
+      {"norm_topk_prob", "false", "Qwen3MoeConfig's and Qwen2MoeConfig's default"},
+      {"decoder_sparse_step", "1", "Qwen3MoeConfig's and Qwen2MoeConfig's default"},
+      {"mlp_only_layers", "[]", "Qwen3MoeConfig's and Qwen2MoeConfig's default (None, made [])"},
+  };
+  return table;
+}
+
+const std::vector<std::string>& hf_refused_when_absent() {
+  static const std::vector<std::string> fields = {"num_key_value_heads",
+                                                  "rms_norm_eps",
+                                                  "sliding_window",
+                                                  "query_pre_attn_scalar",
+                                                  "attn_logit_softcapping",
+                                                  "final_logit_softcapping",
+                                                  "num_experts",
+                                                  "shared_expert_intermediate_size"};
+  return fields;
+}
 
 const std::vector<HfField>& hf_config_fields() {
   static const std::vector<HfField> fields = [] {
@@ -272,7 +358,9 @@ bool keyed_by_layer_type(const json& rope) {
   return rope.is_object() && (rope.contains("full_attention") || rope.contains("sliding_attention"));
 }
 
-RopeParameters read_rope(const nlohmann::json& config, const std::string& label, bool partial_rotary) {
+// `default_theta`: the base when neither rope_theta nor the RoPE parameters state one.
+RopeParameters read_rope(const nlohmann::json& config, const std::string& label, bool partial_rotary,
+                         double default_theta) {
   // Newer configs nest everything under rope_parameters; older ones have a flat rope_theta and
   // the scaling under rope_scaling. A null flat value means "see the nested one".
   const nlohmann::json* rope = nullptr;
@@ -302,10 +390,18 @@ RopeParameters read_rope(const nlohmann::json& config, const std::string& label,
                                    find_rule("partial_rotary_factor")->field.note));
     p.partial_rotary_factor = number_in(rope->at("partial_rotary_factor"), where + ".partial_rotary_factor", 0.0, 1.0 + 1e-9, label);
   }
-  if (present(config, "rope_theta")) {
+  // transformers 5 keeps a nested rope_theta over the flat one (setdefault), 4.x read the flat one:
+  // two values are a config whose base depends on the version.
+  p.theta = default_theta;
+  if (present(config, "rope_theta"))
     p.theta = number_in(config.at("rope_theta"), "rope_theta", kMinRopeTheta, kMaxRopeTheta, label);
-  } else if (rope && present(*rope, "rope_theta")) {
-    p.theta = number_in(rope->at("rope_theta"), where + ".rope_theta", kMinRopeTheta, kMaxRopeTheta, label);
+  if (rope && present(*rope, "rope_theta")) {
+    const double nested =
+        number_in(rope->at("rope_theta"), where + ".rope_theta", kMinRopeTheta, kMaxRopeTheta, label);
+    if (present(config, "rope_theta") && nested != p.theta)
+      throw InputError(fmt::format("{}: rope_theta {} and {}.rope_theta {} disagree; keep one of them", label,
+                                   config.at("rope_theta").dump(), where, rope->at("rope_theta").dump()));
+    p.theta = nested;
   }
   if (p.type == "default") return p;
   if (p.type != "linear" && p.type != "llama3" && p.type != "yarn")
@@ -342,15 +438,52 @@ RopeParameters read_rope(const nlohmann::json& config, const std::string& label,
   return p;
 }
 
-// The activation `field` names: silu, gelu (erf) or gelu_pytorch_tanh; InputError otherwise.
-Activation read_activation(const json& config, const HfFamilyRules& family, const std::string& label) {
+// The function an ACT2FN name computes, where Zoo computes that function (transformers 5.25,
+// activations.py): swish is nn.SiLU; gelu_python is the erf formula of gelu; gelu_new,
+// gelu_python_tanh and gelu_accurate are the tanh formula of gelu_pytorch_tanh with the same
+// constants, gelu_fast the same with sqrt(2/pi) rounded to 0.7978845608 (closer than a float32 ulp).
+// gelu_10 (clipped), quick_gelu (sigmoid) and the rest are other functions.
+std::optional<Activation> act2fn(const json& v, bool gelu_means_tanh) {
+  if (!v.is_string()) return std::nullopt;
+  const std::string name = v.get<std::string>();
+  if (name == "silu" || name == "swish") return Activation::silu;
+  if (name == "gelu") return gelu_means_tanh ? Activation::gelu_tanh : Activation::gelu;
+  if (name == "gelu_python") return Activation::gelu;
+  for (const char* tanh : {"gelu_pytorch_tanh", "gelu_new", "gelu_python_tanh", "gelu_fast", "gelu_accurate"})
+    if (name == tanh) return Activation::gelu_tanh;
+  return std::nullopt;
+}
+
+const char* activation_name(Activation a) {
+  return a == Activation::silu ? "silu" : a == Activation::gelu ? "gelu (erf)" : "gelu_pytorch_tanh";
+}
+
+// The activation as the family's transformers MLP picks it: the one field it reads
+// (`activation_field`, absent: the class default), never the other spelling, which transformers
+// keeps as an unread attribute; that one gets a warning when it names another function.
+Activation read_activation(const json& config, const json& original, const HfFamilyRules& family,
+                           const std::string& label, std::vector<std::string>& warnings) {
   const std::string& field = family.activation_field;
-  if (!present(config, field.c_str())) return Activation::silu;
-  const json& v = config.at(field);
-  if (v == "silu") return Activation::silu;
-  if (v == "gelu_pytorch_tanh") return Activation::gelu_tanh;
-  if (v == "gelu") return family.gelu_means_tanh ? Activation::gelu_tanh : Activation::gelu;
-  throw InputError(fmt::format("{}: unsupported {} {} (supported: silu, gelu, gelu_pytorch_tanh)", label, field, v.dump()));
+  Activation act = Activation::silu;  // hf_shared_fallbacks: every non-Gemma class's default
+  if (config.contains(field)) {
+    const json& v = config.at(field);
+    if (v.is_null())
+      throw InputError(fmt::format("{}: field '{}' is null: transformers refuses it (the activation's name)",
+                                   label, field));
+    const auto named = act2fn(v, family.gelu_means_tanh);
+    if (!named)
+      throw InputError(
+          fmt::format("{}: {} {} is not supported: the MLP computes silu (swish), gelu (gelu_python), "
+                      "gelu_pytorch_tanh (gelu_new, gelu_python_tanh, gelu_fast, gelu_accurate)",
+                      label, field, v.dump()));
+    act = *named;
+  }
+  const char* other = field == "hidden_act" ? "hidden_activation" : "hidden_act";
+  if (present(original, other) && act2fn(original.at(other), false) != act)
+    warnings.push_back(fmt::format(
+        "{}: {} {} is not read: {}'s MLP runs {} as {} says", label, other, original.at(other).dump(),
+        family.config_class.empty() ? "the family" : family.config_class, activation_name(act), field));
+  return act;
 }
 
 // Which layers slide, and through how many tokens: config.json's layer_types when it has them,
@@ -359,6 +492,7 @@ Activation read_activation(const json& config, const HfFamilyRules& family, cons
 void read_layer_types(const json& config, const HfFamilyRules& family, DecoderSpec& c, const std::string& label) {
   if (!family.sliding_layer) return;  // the table refuses windows for this family
   if (present(config, "use_sliding_window") && !hf_bool(config, "use_sliding_window", false, label)) return;
+  require(config, "sliding_window", family, label);
   std::vector<bool> sliding(static_cast<std::size_t>(c.num_layers));
   if (present(config, "layer_types")) {
     const json& types = config.at("layer_types");
@@ -387,16 +521,30 @@ void read_layer_types(const json& config, const HfFamilyRules& family, DecoderSp
 // multiple of decoder_sparse_step.
 void read_moe(const json& config, const HfFamilyRules& family, DecoderSpec& c, const std::string& label) {
   if (!family.reads.count("num_experts")) return;
-  const char* experts_key = present(config, "num_experts") ? "num_experts" : "num_local_experts";
-  if (!present(config, experts_key)) return;  // a dense model of the family
+  // The stated count under either name (Qwen3MoeConfig maps num_experts to num_local_experts).
+  const char* experts_key = present(config, "num_local_experts") && !present(config, "num_experts")
+                                ? "num_local_experts"
+                            : config.contains("num_experts") ? "num_experts"
+                                                             : "num_local_experts";
+  // Absent, the classes take one released model's count (Qwen3MoeConfig 128, Qwen2MoeConfig 60);
+  // null they refuse. Neither is a dense model: 0 is.
+  if (!config.contains(experts_key))
+    throw InputError(
+        fmt::format("{}: missing field 'num_experts' (or num_local_experts); no default of {} to take", label,
+                    class_of(family)));
   const json& experts = config.at(experts_key);
+  if (experts.is_null())
+    throw InputError(fmt::format("{}: field '{}' is null: transformers refuses it (0 is a dense model)",
+                                 label, experts_key));
   if (experts.is_number_integer() && experts.get<std::int64_t>() == 0) return;
   constexpr std::int64_t kMaxExperts = 4096;
   c.moe.experts = bounded_int(experts, experts_key, kMaxExperts, label);
   c.moe.top_k = positive_int(config, "num_experts_per_tok", c.moe.experts, label);
   c.moe.intermediate_size = positive_int(config, "moe_intermediate_size", kMaxIntermediate, label);
   c.moe.normalize_top_k = hf_bool(config, "norm_topk_prob", false, label);
-  if (family.reads.count("shared_expert_intermediate_size") && present(config, "shared_expert_intermediate_size")) {
+  if (family.reads.count("shared_expert_intermediate_size")) {
+    // Absent, Qwen2MoeConfig takes 5632 (Qwen1.5-MoE-A2.7B's); 0 is no shared expert.
+    require(config, "shared_expert_intermediate_size", family, label);
     const json& shared = config.at("shared_expert_intermediate_size");
     if (!(shared.is_number_integer() && shared.get<std::int64_t>() == 0))
       c.moe.shared_intermediate_size =
@@ -433,15 +581,21 @@ void read_ropes(const json& config, const HfFamilyRules& family, DecoderSpec& c,
                                     {"sliding_attention", &slide}}) {
       json part = json::object();
       if (config.at("rope_parameters").contains(type)) part["rope_parameters"] = config.at("rope_parameters").at(type);
-      *out = read_rope(part, label + " (rope_parameters." + type + ")", partial);
+      // As the class's convert_rope_params_to_dict: a part without a base takes the flat
+      // rope_theta (full) or rope_local_base_freq (sliding), else the class's default base.
+      const char* flat = std::string_view(type) == "full_attention" ? "rope_theta" : "rope_local_base_freq";
+      const double base = present(config, flat)
+                              ? number_in(config.at(flat), flat, kMinRopeTheta, kMaxRopeTheta, label)
+                              : default_base(family, flat, label);
+      *out = read_rope(part, label + " (rope_parameters." + type + ")", partial, base);
     }
   } else {
-    full = read_rope(config, label, partial);
+    full = read_rope(config, label, partial, default_base(family, "rope_theta", label));
     if (local) {
       slide.theta = present(config, "rope_local_base_freq")
                         ? number_in(config.at("rope_local_base_freq"), "rope_local_base_freq", kMinRopeTheta,
                                     kMaxRopeTheta, label)
-                        : 10000.0;  // transformers' default local base
+                        : default_base(family, "rope_local_base_freq", label);
     }
   }
   double factor = full.partial_rotary_factor;
@@ -466,14 +620,16 @@ void read_ropes(const json& config, const HfFamilyRules& family, DecoderSpec& c,
 }  // namespace
 
 RopeParameters read_hf_rope_parameters(const nlohmann::json& config, const std::string& label) {
-  return read_rope(config, label, false);
+  return read_rope(config, label, false, 10000.0);
 }
 
-DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::string& family, const std::string& label,
-                                   const HfFamilyRules& rules) {
-  if (!config.is_object()) throw InputError(fmt::format("{}: config is not a JSON object", label));
+DecoderSpec read_hf_decoder_config(const nlohmann::json& original, const std::string& family,
+                                   const std::string& label, const HfFamilyRules& rules) {
+  if (!original.is_object()) throw InputError(fmt::format("{}: config is not a JSON object", label));
   DecoderSpec c;
-  check_fields(config, label, rules, c.config_warnings);
+  check_fields(original, label, rules, c.config_warnings);
+  // From here on config.json as transformers' class sees it: the fields it lacks at their defaults.
+  const json config = with_class_defaults(original, rules);
   c.family = family;
   c.model_type = hf_model_type(config, "");
   c.vocab_size = positive_int(config, "vocab_size", kMaxVocab, label);
@@ -481,6 +637,9 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
   c.intermediate_size = positive_int(config, "intermediate_size", kMaxIntermediate, label);
   c.num_layers = positive_int(config, "num_hidden_layers", kMaxLayers, label);
   c.num_heads = positive_int(config, "num_attention_heads", kMaxHeads, label);
+  // Absent, the classes disagree (LlamaConfig: None, i.e. num_attention_heads; Qwen2Config 32;
+  // Qwen3MoeConfig 4); null is None wherever transformers accepts it.
+  require(config, "num_key_value_heads", rules, label);
   c.num_kv_heads = present(config, "num_key_value_heads") ? positive_int(config, "num_key_value_heads", kMaxHeads, label)
                                                           : c.num_heads;
   // Newer configs state head_dim (it may differ from hidden / heads); older ones derive it.
@@ -492,16 +651,26 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& config, const std::stri
                                    label, c.hidden_size, c.num_heads));
     c.head_dim = c.hidden_size / c.num_heads;
   }
-  // rms_norm_eps is added to a mean of squares: meaningful only small and positive.
-  if (config.contains("rms_norm_eps")) c.rms_norm_eps = number_in(config.at("rms_norm_eps"), "rms_norm_eps", 0.0, 1.0, label);
+  // rms_norm_eps is added to a mean of squares: meaningful only small and positive. Absent, the
+  // classes disagree (1e-6 most, 1e-5 Phi3Config and Olmo2Config).
+  require(config, "rms_norm_eps", rules, label);
+  c.rms_norm_eps = number_in(config.at("rms_norm_eps"), "rms_norm_eps", 0.0, 1.0, label);
 
-  c.activation = read_activation(config, rules, label);
-  auto scalar = [&](const char* key) {
-    return rules.reads.count(key) && present(config, key) ? number_in(config.at(key), key, 0.0, 1e9, label) : 0.0;
+  c.activation = read_activation(config, original, rules, label, c.config_warnings);
+  // Families reading these have them as class defaults; null is "none" for the caps (the classes
+  // type them float | None) and refused for the query scale (an int in both Gemma classes).
+  auto scalar = [&](const char* key, bool nullable) {
+    if (!rules.reads.count(key)) return 0.0;
+    require(config, key, rules, label);
+    if (config.at(key).is_null()) {
+      if (nullable) return 0.0;
+      throw InputError(fmt::format("{}: field '{}' is null: transformers refuses it", label, key));
+    }
+    return number_in(config.at(key), key, 0.0, 1e9, label);
   };
-  c.attn_softcap = scalar("attn_logit_softcapping");
-  c.final_softcap = scalar("final_logit_softcapping");
-  if (const double s = scalar("query_pre_attn_scalar"); s > 0) c.query_scale = 1.0 / std::sqrt(s);
+  c.attn_softcap = scalar("attn_logit_softcapping", true);
+  c.final_softcap = scalar("final_logit_softcapping", true);
+  if (const double s = scalar("query_pre_attn_scalar", false); s > 0) c.query_scale = 1.0 / std::sqrt(s);
   c.qkv_bias = c.o_bias = hf_bool(config, "attention_bias", false, label);
   c.mlp_bias = hf_bool(config, "mlp_bias", false, label);
   if (config.contains("tie_word_embeddings")) {

@@ -13,8 +13,9 @@ using nlohmann::json;
 using zoo::layers::DecoderSpec;
 
 DecoderSpec small(const json& extra = json::object()) {
-  json config{{"vocab_size", 32}, {"hidden_size", 16}, {"intermediate_size", 24}, {"num_hidden_layers", 2},
-              {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}};
+  json config{{"vocab_size", 32},       {"hidden_size", 16},        {"intermediate_size", 24},
+              {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+              {"head_dim", 8},          {"rms_norm_eps", 1e-6}};
   config.update(extra);
   return zoo::layers::read_hf_decoder_config(config, "test", "test/config.json");
 }
@@ -78,10 +79,17 @@ TEST_CASE("decoder spec: inconsistent sizes are InputErrors naming the field", "
 
 namespace {
 DecoderSpec small_moe(const json& extra = json::object()) {
-  json config{{"vocab_size", 32},       {"hidden_size", 16},         {"intermediate_size", 24},
-              {"num_hidden_layers", 4}, {"num_attention_heads", 4},  {"num_key_value_heads", 2},
-              {"head_dim", 8},          {"num_experts", 6},          {"num_experts_per_tok", 2},
-              {"moe_intermediate_size", 8}};
+  json config{{"vocab_size", 32},
+              {"hidden_size", 16},
+              {"intermediate_size", 24},
+              {"num_hidden_layers", 4},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"head_dim", 8},
+              {"num_experts", 6},
+              {"num_experts_per_tok", 2},
+              {"moe_intermediate_size", 8},
+              {"rms_norm_eps", 1e-6}};
   config.update(extra);
   zoo::layers::HfFamilyRules rules;
   rules.reads = {"num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",

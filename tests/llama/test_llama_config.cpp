@@ -76,7 +76,7 @@ TEST_CASE("llama plugin: what it does not run is an InputError naming the field"
   qwen2["use_sliding_window"] = true;
   CHECK_THAT(error_for(qwen2), Contains("use_sliding_window"));
   json act = config_json_of("llama");
-  act["hidden_act"] = "gelu_new";
+  act["hidden_act"] = "quick_gelu";  // gelu_new is gelu_pytorch_tanh's formula and runs
   CHECK_THAT(error_for(act), Contains("hidden_act"));
   json missing = config_json_of("llama");
   missing.erase("intermediate_size");

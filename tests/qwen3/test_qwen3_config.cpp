@@ -161,12 +161,14 @@ TEST_CASE("qwen3 config: head_dim * heads may differ from hidden_size", "[qwen3]
   CHECK(model->info().num_layers == 2);
   CHECK(model->info().vocab_size == 96);
 
-  // Without head_dim it is hidden_size / heads.
+  // Without head_dim it is Qwen3Config's default, 128 (not hidden_size / heads); null is None,
+  // which the modeling code's getattr turns into hidden_size / heads.
   config.erase("head_dim");
-  auto derived = create(config);
-  CHECK(requirement(*derived, "model.layers.0.self_attn.q_proj.weight")->shape == Shape{64, 64});
-  CHECK(requirement(*derived, "model.layers.0.self_attn.k_norm.weight")->shape == Shape{16});
+  auto defaulted = create(config);
+  CHECK(requirement(*defaulted, "model.layers.0.self_attn.q_proj.weight")->shape == Shape{512, 64});
+  CHECK(requirement(*defaulted, "model.layers.0.self_attn.k_norm.weight")->shape == Shape{128});
   config["head_dim"] = nullptr;
+  CHECK(requirement(*create(config), "model.layers.0.self_attn.q_proj.weight")->shape == Shape{64, 64});
   CHECK(requirement(*create(config), "model.layers.0.self_attn.k_norm.weight")->shape == Shape{16});
 }
 
@@ -234,7 +236,7 @@ TEST_CASE("qwen3 config: inconsistent or missing sizes are InputErrors naming th
   }
   {
     json config = small_config();
-    config.erase("head_dim");
+    config["head_dim"] = nullptr;
     config["num_attention_heads"] = 6;  // 64 % 6 != 0
     config["num_key_value_heads"] = 3;
     CHECK_THAT(error_for(config), Contains("head_dim"));

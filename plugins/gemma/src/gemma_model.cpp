@@ -21,23 +21,52 @@ const ZooPluginDescriptor* descriptor() {
   return &d;
 }
 
-// What each Gemma's transformers config reads, and which layers it slides when config.json has no
-// layer_types: Gemma 2 every other layer from the first, Gemma 3 all but every Nth.
+// What each Gemma's transformers config reads, its defaults (transformers 5.25's GemmaConfig,
+// Gemma2Config, Gemma3TextConfig; docs/validation.md lists them), and which layers it slides when
+// config.json has no layer_types: Gemma 2 every other layer from the first, Gemma 3 all but every Nth.
 layers::HfFamilyRules rules_for(const std::string& type, const nlohmann::json& config, const std::string& label) {
   layers::HfFamilyRules rules;
+  // Shared by the three classes.
+  rules.defaults = {{"head_dim", 256},
+                    {"rms_norm_eps", 1e-6},
+                    {"tie_word_embeddings", true},
+                    {"attention_bias", false},
+                    {"rope_theta", 10000.0}};
   if (type == "gemma") {
+    // GemmaMLP reads hidden_act, whose legacy "gelu" GemmaConfig.__post_init__ turns into
+    // gelu_pytorch_tanh; hidden_activation (transformers 4.40-4.47's field) is not read.
+    rules.config_class = "GemmaConfig";
     rules.gelu_means_tanh = true;
+    rules.defaults.update({{"hidden_act", "gelu_pytorch_tanh"},
+                           {"num_key_value_heads", 16},
+                           {"max_position_embeddings", 8192}});
     return rules;
   }
+  // Gemma2MLP and Gemma3MLP read hidden_activation (no conversion of "gelu"); hidden_act is not read.
   rules.activation_field = "hidden_activation";
   rules.reads = {"query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "sliding_window",
                  "layer_types"};
+  rules.defaults.update({{"hidden_activation", "gelu_pytorch_tanh"},
+                         {"num_key_value_heads", 4},
+                         {"query_pre_attn_scalar", 256},
+                         {"sliding_window", 4096}});
   if (type == "gemma2") {
+    rules.config_class = "Gemma2Config";
+    rules.defaults.update({{"attn_logit_softcapping", 50.0},
+                           {"final_logit_softcapping", 30.0},
+                           {"max_position_embeddings", 8192}});
     rules.sliding_layer = [](std::int64_t l, const nlohmann::json&) { return (l + 1) % 2 != 0; };
   } else {
+    rules.config_class = "Gemma3TextConfig";
+    // default_theta {"global": 1e6, "local": 1e4}.
+    rules.defaults.update({{"attn_logit_softcapping", nullptr},
+                           {"final_logit_softcapping", nullptr},
+                           {"max_position_embeddings", 131072},
+                           {"rope_theta", 1000000.0},
+                           {"rope_local_base_freq", 10000.0}});
     // Older configs say sliding_window_pattern; transformers 5 saves it as _sliding_window_pattern.
     rules.reads.insert({"rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern"});
-    std::int64_t pattern = 6;  // transformers' default
+    std::int64_t pattern = 6;  // Gemma3TextConfig: kwargs.get("sliding_window_pattern", 6)
     for (const char* key : {"_sliding_window_pattern", "sliding_window_pattern"}) {
       if (!config.contains(key) || config.at(key).is_null()) continue;
       const auto& v = config.at(key);

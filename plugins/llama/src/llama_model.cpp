@@ -22,10 +22,30 @@ const ZooPluginDescriptor* descriptor() {
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
   const std::string type = layers::hf_model_type(args.config, "llama");
   const std::string label = type + " config";
+  // Each class's defaults (transformers 5.25; docs/validation.md lists them). null: None, which
+  // the classes' __post_init__ (or the modeling code's getattr) turns into hidden_size /
+  // num_attention_heads and num_attention_heads.
   layers::HfFamilyRules rules;
-  if (type == "mistral") {
+  if (type == "llama") {
+    rules.config_class = "LlamaConfig";
+    rules.defaults = {{"num_key_value_heads", nullptr},
+                      {"head_dim", nullptr},
+                      {"rms_norm_eps", 1e-6},
+                      {"max_position_embeddings", 2048}};
+  } else if (type == "mistral") {
+    rules.config_class = "MistralConfig";
+    // A window of 4096 over every layer unless config.json says null.
     rules.reads = {"sliding_window"};
     rules.sliding_layer = [](std::int64_t, const nlohmann::json&) { return true; };
+    rules.defaults = {{"num_key_value_heads", 8},
+                      {"head_dim", nullptr},
+                      {"rms_norm_eps", 1e-6},
+                      {"sliding_window", 4096},
+                      {"max_position_embeddings", 4096 * 32}};
+  } else if (type == "qwen2") {
+    rules.config_class = "Qwen2Config";
+    rules.defaults = {
+        {"num_key_value_heads", 32}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 32768}};
   }
   layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "llama", label, rules);
   spec.model_type = type;

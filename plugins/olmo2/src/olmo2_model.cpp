@@ -15,7 +15,12 @@ const ZooPluginDescriptor* descriptor() {
 }
 
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
-  layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "olmo2", "olmo2 config");
+  // Olmo2Config's defaults (transformers 5.25): eps 1e-5, not the 1e-6 of most classes.
+  layers::HfFamilyRules rules;
+  rules.config_class = "Olmo2Config";
+  rules.defaults = {
+      {"num_key_value_heads", nullptr}, {"rms_norm_eps", 1e-5}, {"max_position_embeddings", 2048}};
+  layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "olmo2", "olmo2 config", rules);
   spec.norm_placement = layers::NormPlacement::post;
   spec.qk_norm = layers::QkNorm::whole;
   spec.names.post_attn_out_norm = "post_attention_layernorm";

@@ -15,7 +15,15 @@ const ZooPluginDescriptor* descriptor() {
 }
 
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
-  layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "qwen3", "qwen3 config");
+  // Qwen3Config's defaults (transformers 5.25; docs/validation.md lists them): head_dim 128, not
+  // hidden_size / num_attention_heads.
+  layers::HfFamilyRules rules;
+  rules.config_class = "Qwen3Config";
+  rules.defaults = {{"num_key_value_heads", 32},
+                    {"head_dim", 128},
+                    {"rms_norm_eps", 1e-6},
+                    {"max_position_embeddings", 32768}};
+  layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "qwen3", "qwen3 config", rules);
   spec.qk_norm = layers::QkNorm::per_head;
   return layers::make_decoder_model(std::move(spec), args, host);
 }

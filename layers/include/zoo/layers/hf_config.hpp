@@ -42,7 +42,6 @@ const char* hf_field_use_name(HfFieldUse use);
 //     dimensions rotate;
 //   attn_logit_softcapping, final_logit_softcapping: tanh capping of scores and logits;
 //   query_pre_attn_scalar: scores scaled by its inverse square root;
-//   hidden_activation: the activation, when `activation_field` names it;
 //   sliding_window, use_sliding_window, layer_types (and max_window_layers,
 //     sliding_window_pattern where `sliding_layer` reads them): which layers attend through a
 //     window, from layer_types when config.json has it, else from `sliding_layer`;
@@ -51,9 +50,23 @@ const char* hf_field_use_name(HfFieldUse use);
 //   num_experts (with num_local_experts, num_experts_per_tok, moe_intermediate_size,
 //     norm_topk_prob, decoder_sparse_step, mlp_only_layers): mixture-of-experts MLPs, on the layers
 //     decoder_sparse_step and mlp_only_layers make sparse.
+//
+// A field config.json lacks takes the family's transformers default, never one of Zoo's own: from
+// `defaults` (a copy of the class's), else from the few fallbacks every class Zoo reads shares
+// (hf_shared_fallbacks); a field in neither (hf_refused_when_absent) is an InputError naming it.
 struct HfFamilyRules {
   std::set<std::string> reads;
-  // The field naming the MLP activation: "hidden_act", or "hidden_activation" where a family keeps it there.
+  // The transformers config class (`LlamaConfig`): named in messages and docs/validation.md.
+  std::string config_class;
+  // That class's defaults for the fields config.json may leave out, as from_dict fills them (null:
+  // the class default is None, and the reader's meaning of None applies: head_dim hidden_size /
+  // num_attention_heads, num_key_value_heads num_attention_heads, no window, no capping). Every
+  // key must be a field the reader implements or the family reads (std::logic_error otherwise).
+  // rope_theta and rope_local_base_freq here are the bases of RoPE parameters that state none.
+  nlohmann::json defaults = nlohmann::json::object();
+  // The field naming the MLP activation, as the family's transformers MLP reads it: "hidden_act",
+  // or "hidden_activation" (Gemma 2 and 3). The other spelling is never read (transformers does not
+  // read it either); a warning names it when it names another function.
   std::string activation_field = "hidden_act";
   // Whether "gelu" means the tanh form (a family whose transformers config converts it on load).
   bool gelu_means_tanh = false;
@@ -61,6 +74,19 @@ struct HfFamilyRules {
   // its transformers config computes layer_types). Needed for sliding_window to be read.
   std::function<bool(std::int64_t layer, const nlohmann::json& config)> sliding_layer;
 };
+
+// A field whose absent value, when the family's `defaults` do not state it, is the one every
+// transformers class Zoo reads shares.
+struct HfFallback {
+  const char* field;
+  const char* value;   // as config.json would write it
+  const char* source;  // where transformers fixes it
+};
+const std::vector<HfFallback>& hf_shared_fallbacks();
+// The fields refused when config.json and the family's `defaults` both lack them: their
+// transformers defaults differ between classes or are one released model's sizes. Some apply only
+// to the families that read them (sliding_window, query_pre_attn_scalar, the soft-caps, experts).
+const std::vector<std::string>& hf_refused_when_absent();
 
 // `family` goes into the spec; `label` names the source in messages ("ckpt/config.json").
 // Sets qkv_bias and o_bias from attention_bias and mlp_bias from mlp_bias; a plugin adjusts the
