@@ -115,6 +115,8 @@ class DecoderModel : public Model, public RowTables, public TensorParallel, publ
         invariant_(args.batch_invariant) {
     spec_.check(spec_.family + " config");
     if (!weights_) throw InputError(spec_.family + ": no weight source given");
+    // Before anything lists the tensors it reads: the experts' names depend on their layout.
+    detect_expert_layouts(spec_, *weights_);
     // Bounds max_context and checks the KV-cache size fits before a backend multiplies it out.
     spec_.kv_cache_elements(args.max_context, spec_.family);
     if (ranks_ < 1)

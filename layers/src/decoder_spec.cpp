@@ -1,7 +1,9 @@
 // DecoderSpec: checks, derived sizes, and the names and shapes of the tensors a spec reads.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
+#include <set>
 
 #include "zoo/checked.hpp"
 #include "zoo/error.hpp"
@@ -119,11 +121,19 @@ std::string DecoderSpec::summary() const {
       if (s.attention == AttentionKind::sliding) ++sliding, window = s.window;
     extras += fmt::format(", sliding window {} on {}/{} layers", window, sliding, num_layers);
   }
-  if (const std::int64_t sparse = moe_layers(); sparse > 0)
+  if (const std::int64_t sparse = moe_layers(); sparse > 0) {
     extras += fmt::format(", {} experts top-{}{} (ffn {}{}) on {}/{} layers", moe.experts, moe.top_k,
                           moe.normalize_top_k ? " normalized" : "", moe.intermediate_size,
                           moe.shared_intermediate_size > 0 ? fmt::format(", shared {}", moe.shared_intermediate_size) : "",
                           sparse, num_layers);
+    std::int64_t fused = 0;
+    for (const auto& s : layers) fused += s.mlp == MlpKind::moe && s.experts == ExpertLayout::fused ? 1 : 0;
+    // Which layout the checkpoint's experts came in (`zoo plan` prints this line above the table).
+    extras += fused == 0 ? ", experts stored per expert"
+              : fused == sparse
+                  ? fmt::format(", experts stored fused ({}, {})", names.experts_gate_up, names.experts_down)
+                  : fmt::format(", experts stored fused on {} of {} layers", fused, sparse);
+  }
   if (rotary_dim > 0 && rotary_dim != head_dim) extras += fmt::format(", rotary {}/{}", rotary_dim, head_dim);
   if (attn_softcap > 0) extras += fmt::format(", attn softcap {}", attn_softcap);
   if (final_softcap > 0) extras += fmt::format(", logit softcap {}", final_softcap);
@@ -144,6 +154,13 @@ std::string DecoderSpec::layer_tensor(std::int64_t layer, const std::string& mod
   std::string prefix = names.layer_prefix;
   if (const auto at = prefix.find("{}"); at != std::string::npos) prefix.replace(at, 2, std::to_string(layer));
   return prefix + module + "." + kind;
+}
+
+std::string DecoderSpec::layer_parameter(std::int64_t layer, const std::string& parameter) const {
+  std::string prefix = names.layer_prefix;
+  if (const auto at = prefix.find("{}"); at != std::string::npos)
+    prefix.replace(at, 2, std::to_string(layer));
+  return prefix + parameter;
 }
 
 std::string DecoderSpec::expert_tensor(std::int64_t layer, std::int64_t expert, const std::string& module) const {
@@ -182,10 +199,22 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& c, std::int64_t l) {
     // The router, then each expert's gate, up and down (named by the expert table, not an enum each).
     const std::int64_t E = c.moe.experts, Ie = c.moe.intermediate_size;
     add(P::router, n.router, {E, H});
-    for (std::int64_t e = 0; e < E; ++e) {
-      out.push_back({P::expert_gate, c.expert_tensor(l, e, n.expert_gate), {Ie, H}, e});
-      out.push_back({P::expert_up, c.expert_tensor(l, e, n.expert_up), {Ie, H}, e});
-      out.push_back({P::expert_down, c.expert_tensor(l, e, n.expert_down), {H, Ie}, e});
+    if (c.layer(l).experts == ExpertLayout::fused) {
+      // Each expert a slice of the two stacked tensors: its gate rows, then its up rows, of
+      // gate_up [E, 2Ie, H]; its [H, Ie] of down [E, H, Ie].
+      const std::string gate_up = c.layer_parameter(l, n.experts_gate_up),
+                        down = c.layer_parameter(l, n.experts_down);
+      for (std::int64_t e = 0; e < E; ++e) {
+        out.push_back({P::expert_gate, gate_up, {Ie, H}, e, {E, 2 * Ie, H}, e * 2 * Ie * H});
+        out.push_back({P::expert_up, gate_up, {Ie, H}, e, {E, 2 * Ie, H}, (e * 2 + 1) * Ie * H});
+        out.push_back({P::expert_down, down, {H, Ie}, e, {E, H, Ie}, e * H * Ie});
+      }
+    } else {
+      for (std::int64_t e = 0; e < E; ++e) {
+        out.push_back({P::expert_gate, c.expert_tensor(l, e, n.expert_gate), {Ie, H}, e});
+        out.push_back({P::expert_up, c.expert_tensor(l, e, n.expert_up), {Ie, H}, e});
+        out.push_back({P::expert_down, c.expert_tensor(l, e, n.expert_down), {H, Ie}, e});
+      }
     }
     if (const std::int64_t Is = c.moe.shared_intermediate_size; Is > 0) {
       add(P::shared_gate, n.shared_expert + n.expert_gate, {Is, H});
@@ -210,12 +239,60 @@ std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& c) {
   std::vector<TensorRequirement> reqs;
   auto add = [&](std::string name, Shape shape) { reqs.push_back({std::move(name), std::move(shape), floats, false}); };
   add(c.embed_weight(), {c.vocab_size, c.hidden_size});
-  for (std::int64_t l = 0; l < c.num_layers; ++l)
-    for (auto& t : layer_tensors(c, l)) add(std::move(t.name), std::move(t.shape));
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    std::set<std::string> sliced;  // a fused tensor is required once, whole, however many slices it feeds
+    for (auto& t : layer_tensors(c, l)) {
+      if (t.stored_shape.empty())
+        add(std::move(t.name), std::move(t.shape));
+      else if (sliced.insert(t.name).second)
+        add(std::move(t.name), std::move(t.stored_shape));
+    }
+  }
   add(c.final_norm_weight(), {c.hidden_size});
   // With tied embeddings the head is embed_tokens, even when the file also holds an lm_head.
   if (!c.tie_word_embeddings) add(c.lm_head_weight(), {c.vocab_size, c.hidden_size});
   return reqs;
+}
+
+TensorView layer_tensor_view(const WeightSource& source, const LayerTensor& t) {
+  TensorView view = source.view(t.name);
+  if (t.stored_shape.empty()) return view;
+  if (view.shape != t.stored_shape)
+    throw InputError(
+        fmt::format("{}: shape {}, expected {}", t.name, shape_str(view.shape), shape_str(t.stored_shape)));
+  view.data =
+      static_cast<const std::byte*>(view.data) + static_cast<std::size_t>(t.offset) * dtype_size(view.dtype);
+  view.shape = t.shape;
+  return view;
+}
+
+void detect_expert_layouts(DecoderSpec& c, const WeightSource& weights) {
+  const auto& n = c.names;
+  for (std::int64_t l = 0; l < c.num_layers; ++l) {
+    if (!c.is_moe(l)) continue;
+    std::vector<std::string> fused, per_expert;
+    for (const auto& name : {c.layer_parameter(l, n.experts_gate_up), c.layer_parameter(l, n.experts_down)})
+      if (weights.contains(name)) fused.push_back(name);
+    for (std::int64_t e = 0; e < c.moe.experts && per_expert.empty(); ++e)
+      for (const auto* module : {&n.expert_gate, &n.expert_up, &n.expert_down})
+        if (const auto name = c.expert_tensor(l, e, *module); weights.contains(name)) {
+          per_expert.push_back(name);
+          break;
+        }
+    if (!fused.empty() && !per_expert.empty())
+      throw InputError(
+          fmt::format("{}: layer {} stores its experts in two layouts, fused ({}) and one module per "
+                      "expert ({}); a checkpoint holds one of them",
+                      c.family, l, fmt::join(fused, ", "), per_expert.front()));
+    if (fused.empty() && per_expert.empty())
+      throw InputError(fmt::format(
+          "{}: layer {} has no expert weights: neither {} and {} (fused) nor {} .. {} (one "
+          "module per expert)",
+          c.family, l, c.layer_parameter(l, n.experts_gate_up), c.layer_parameter(l, n.experts_down),
+          c.expert_tensor(l, 0, n.expert_gate), c.expert_tensor(l, c.moe.experts - 1, n.expert_down)));
+    c.layers[static_cast<std::size_t>(l)].experts =
+        fused.empty() ? ExpertLayout::per_expert : ExpertLayout::fused;
+  }
 }
 
 }  // namespace zoo::layers

@@ -628,10 +628,12 @@ class CpuBackend : public DecoderBackend {
           w_.layers[l][t.param] = is_norm(t.param) ? fetch_norm(t.name) : fetch(t.name);
           continue;
         }
-        // Experts stacked per parameter: [experts, rows, cols], expert e at e * rows * cols.
+        // Experts stacked per parameter: [experts, rows, cols], expert e at e * rows * cols. Each
+        // is read through a view: its own tensor, or its slice of a fused one (either layout
+        // widens to the same floats).
         HostTensor& stacked = w_.layers[l][t.param];
         if (stacked.empty()) stacked = HostTensor(DType::F32, {c_.moe.experts, t.shape[0], t.shape[1]});
-        const HostTensor one = fetch(t.name);
+        const HostTensor one = widen(layer_tensor_view(source, t));
         std::copy_n(one.as<float>(), one.numel(), stacked.as<float>() + t.expert * one.numel());
       }
     w_.final_norm = fetch_norm(c_.final_norm_weight());

@@ -21,7 +21,8 @@ constexpr std::size_t align_up(std::size_t n) { return (n + kAlign - 1) / kAlign
 struct Placement {
   std::string name;
   std::size_t offset;
-  std::optional<TensorView> view;  // a row table's rows; else `name` in the WeightSource
+  // A row table's rows, or an expert's slice of a fused tensor; else `name` in the WeightSource.
+  std::optional<TensorView> view;
 };
 
 // Uploads tensors through a ring of pinned staging buffers: worker threads copy (and, for F32/F16
@@ -128,7 +129,8 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
         case P::post_attn_out_norm: at = o.post_attn_out_norm = reserve(H); break;
         case P::post_mlp_norm: at = o.post_mlp_norm = reserve(H); break;
         case P::router: at = o.router = reserve(static_cast<std::size_t>(E * H)); break;
-        // Experts stacked like the dense projections: expert e's gate|up at e * 2Ie * H.
+        // Experts stacked like the dense projections: expert e's gate|up at e * 2Ie * H (the fused
+        // checkpoint layout's own order, uploaded slice by slice as the per-expert one).
         case P::expert_gate:
           if (t.expert == 0) o.experts_gate_up = reserve(static_cast<std::size_t>(E * 2 * Ie * H));
           at = o.experts_gate_up + static_cast<std::size_t>(t.expert * 2 * Ie * H) * b;
@@ -142,7 +144,8 @@ DeviceWeights upload_decoder_weights(const DecoderSpec& spec, const WeightSource
         case P::shared_gate: case P::shared_up: case P::shared_down: case P::shared_expert_gate:
           throw std::logic_error("CUDA backend: no shared experts");
       }
-      plan.push_back({t.name, at});
+      plan.push_back(
+          {t.name, at, t.stored_shape.empty() ? std::nullopt : std::optional(layer_tensor_view(source, t))});
     }
   }
   const std::size_t norm_off = reserve(H);

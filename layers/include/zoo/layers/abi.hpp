@@ -9,5 +9,5 @@
 // to load (an undefined symbol naming the version it was built for), and `zoo plugins` lists it
 // as a problem saying which version it wants. Bump it on any change to a layers header's types or
 // function signatures (docs/plugins.md).
-#define ZOO_LAYERS_ABI_VERSION 3
-#define ZOO_LAYERS_ABI abi_v3
+#define ZOO_LAYERS_ABI_VERSION 4
+#define ZOO_LAYERS_ABI abi_v4

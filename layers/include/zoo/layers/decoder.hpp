@@ -51,6 +51,11 @@ struct DecoderTensorNames {
   std::string expert_gate = "gate_proj";
   std::string expert_up = "up_proj";
   std::string expert_down = "down_proj";
+  // The fused expert layout (ExpertLayout::fused): all of a layer's experts in two parameters,
+  // relative to the layer and stored without a ".weight": gate|up [experts, 2 x intermediate,
+  // hidden] (expert e's gate rows, then its up rows) and down [experts, hidden, intermediate].
+  std::string experts_gate_up = "mlp.experts.gate_up_proj";
+  std::string experts_down = "mlp.experts.down_proj";
   // A shared expert beside the routed ones (MoeSpec::shared_intermediate_size > 0): its gated MLP
   // under `shared_expert` (with the expert_* module names) and its sigmoid gate.
   std::string shared_expert = "mlp.shared_expert.";
@@ -79,6 +84,11 @@ enum class Activation { silu, gelu_tanh, gelu };
 enum class AttentionKind { full, sliding };
 // A layer's MLP: dense (gate|up, activation, down) or a mixture of experts (DecoderSpec::moe).
 enum class MlpKind { dense, moe };
+// How a checkpoint stores a mixture-of-experts layer's experts: one gate, up and down module per
+// expert (the names transformers 4 wrote, and 5's save_pretrained by default), or fused into two
+// stacked parameters (transformers 5 in memory, save_pretrained(save_original_format=False), and
+// checkpoints released since). make_decoder_model finds it per layer from the tensors present.
+enum class ExpertLayout { per_expert, fused };
 
 // What differs between the layers of one model.
 struct LayerSpec {
@@ -86,6 +96,7 @@ struct LayerSpec {
   std::int64_t window = 0;  // sliding: a query at position p sees keys p - window + 1 .. p
   int rope = 0;             // which of DecoderSpec::ropes this layer rotates with
   MlpKind mlp = MlpKind::dense;
+  ExpertLayout experts = ExpertLayout::per_expert;  // MlpKind::moe: where its experts are stored
 };
 
 // The mixture-of-experts MLP of the MlpKind::moe layers. Per token: router logits = x @ router^T,
@@ -174,6 +185,8 @@ struct DecoderSpec {
   std::string layer_tensor(std::int64_t layer, const std::string& module, const char* kind = "weight") const;
   // An expert's module of layer `layer`: "<layer prefix><expert prefix><module>.weight".
   std::string expert_tensor(std::int64_t layer, std::int64_t expert, const std::string& module) const;
+  // A parameter of layer `layer` stored under its own name: "<layer prefix><parameter>".
+  std::string layer_parameter(std::int64_t layer, const std::string& parameter) const;
   std::string embed_weight() const { return names.embed + ".weight"; }
   std::string final_norm_weight() const { return names.final_norm + ".weight"; }
   std::string lm_head_weight() const { return names.lm_head + ".weight"; }
@@ -195,12 +208,22 @@ constexpr bool is_norm(LayerParam p) {
 }
 struct LayerTensor {
   LayerParam param;
-  std::string name;
+  std::string name;  // the stored tensor it is read from
   Shape shape;
   std::int64_t expert = -1;  // the expert_* parameters: which expert
+  // A slice of a larger stored tensor (an expert of the fused layout): that tensor's shape, and
+  // where the slice starts in it, in elements. Empty: the stored tensor is this one.
+  Shape stored_shape;
+  std::int64_t offset = 0;
 };
 // The parameters of layer `layer` that this spec has, with their checkpoint names and shapes.
 std::vector<LayerTensor> layer_tensors(const DecoderSpec& spec, std::int64_t layer);
+// A tensor of layer_tensors() as a view into `source`'s mapped bytes: the stored tensor, or the
+// slice of it (no copy). The load plan has checked the stored shape; InputError if it differs.
+TensorView layer_tensor_view(const WeightSource& source, const LayerTensor& tensor);
+// Sets each mixture-of-experts layer's ExpertLayout from the tensors `weights` holds. InputError
+// naming the tensors when a layer holds both layouts or neither.
+void detect_expert_layouts(DecoderSpec& spec, const WeightSource& weights);
 // Every tensor the model reads (embedding, layers, final norm, head unless tied), float dtypes.
 std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& spec);
 
