@@ -267,6 +267,9 @@ TensorView layer_tensor_view(const WeightSource& source, const LayerTensor& t) {
 }
 
 void detect_expert_layouts(DecoderSpec& c, const WeightSource& weights) {
+  // A source with no tensors declares a checkpoint yet to be written (`zoo synth` lists the
+  // requirements through one): the layers keep the layout the spec gives them.
+  if (weights.names().empty()) return;
   const auto& n = c.names;
   for (std::int64_t l = 0; l < c.num_layers; ++l) {
     if (!c.is_moe(l)) continue;

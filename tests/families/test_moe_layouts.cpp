@@ -20,6 +20,7 @@
 #include "zoo/gates.hpp"
 #include "zoo/model_spec.hpp"
 #include "zoo/request.hpp"
+#include "zoo/synth_checkpoint.hpp"
 #include "zoo/trace.hpp"
 #if defined(ZOO_WITH_CUDA)
 #include "qwen3/cuda_golden_checks.hpp"
@@ -259,6 +260,23 @@ TEST_CASE(
     CHECK_THROWS_WITH(model->load(), Catch::Matchers::Contains("model.layers.1.mlp.experts.down_proj") &&
                                          Catch::Matchers::Contains("[4, 32, 64], expected [4, 64, 32]"));
   }
+}
+
+// `zoo synth` lists a model's requirements over a source with no tensors yet: the experts keep the
+// spec's layout (one module per expert) instead of being refused as absent.
+TEST_CASE("MoE layouts: an empty weight source (zoo synth) lists one module per expert", "[families][moe]") {
+  ModelArgs args;
+  args.config = load_hf_config(fixture_dir("qwen3-moe-fused"));
+  args.weights = empty_weight_source();
+  auto model = registry().create_model("qwen3_moe", args);
+  int per_expert = 0, fused = 0;
+  for (const auto& t : required_tensors(*model, 0.02f)) {
+    per_expert += t.stored.ends_with(".mlp.experts.3.down_proj.weight") ? 1 : 0;
+    fused += t.stored.ends_with("gate_up_proj") ? 1 : 0;
+  }
+  CHECK(per_expert == 2);
+  CHECK(fused == 0);
+  CHECK_THAT(model->info().summary, Catch::Matchers::Contains("experts stored per expert"));
 }
 
 // CUDA (bf16): the device layout stacks each expert's gate|up rows as the fused tensor does, so the

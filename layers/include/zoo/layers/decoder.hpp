@@ -222,7 +222,7 @@ std::vector<LayerTensor> layer_tensors(const DecoderSpec& spec, std::int64_t lay
 // slice of it (no copy). The load plan has checked the stored shape; InputError if it differs.
 TensorView layer_tensor_view(const WeightSource& source, const LayerTensor& tensor);
 // Sets each mixture-of-experts layer's ExpertLayout from the tensors `weights` holds. InputError
-// naming the tensors when a layer holds both layouts or neither.
+// naming the tensors when a layer holds both layouts or neither; an empty source changes nothing.
 void detect_expert_layouts(DecoderSpec& spec, const WeightSource& weights);
 // Every tensor the model reads (embedding, layers, final norm, head unless tied), float dtypes.
 std::vector<TensorRequirement> decoder_requirements(const DecoderSpec& spec);
