@@ -1,5 +1,6 @@
 #include "zoo/alias_weight_source.hpp"
 #include "zoo/checkpoint.hpp"
+#include "zoo/multimodal_text.hpp"
 #include "zoo/runtime.hpp"
 
 #include <fmt/format.h>
@@ -12,6 +13,22 @@
 #include "zoo/error.hpp"
 
 namespace zoo {
+
+namespace {
+
+// Whether a plugin takes the checkpoint's own config.json (its model_type or architectures), so
+// that nothing is unwrapped: the one named in the YAML, else the one config.json picks.
+bool wrapper_served(const ModelSpec& spec, const nlohmann::json& config, const PluginRegistry& registry) {
+  try {
+    if (!spec.plugin) return (void)registry.resolve_config(config, "config.json"), true;
+    const PluginInfo& named = registry.resolve(*spec.plugin);
+    return &registry.resolve_config(config, "config.json") == &named;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverrides& overrides) {
   if (overrides.device) {
@@ -49,14 +66,22 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
 
   ModelArgs args;
   args.config = opened.config;
+  const std::string label = (spec.checkpoint / "config.json").string();
+  // A multimodal checkpoint that no plugin serves as a whole: its text model, if a plugin runs that.
+  if (auto text = wrapper_served(spec, opened.config, registry)
+                      ? std::nullopt
+                      : multimodal_text_model(opened.config, *weights, label)) {
+    args.config = std::move(text->config);
+    weights = std::make_shared<AliasWeightSource>(weights, std::move(text->aliases));
+    fmt::print(stderr, "zoo: note: {}\n", text->notice);
+  }
   args.weights = weights;
   args.device = spec.device;
   args.dtype = spec.dtype;
   args.max_context = spec.max_context;
   args.tensor_parallel = spec.tensor_parallel;
   args.batch_invariant = spec.batch_invariant;
-  const std::string label = (spec.checkpoint / "config.json").string();
-  const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(opened.config, label).name;
+  const std::string plugin = spec.plugin ? *spec.plugin : registry.resolve_config(args.config, label).name;
   try {
     opened.model = registry.create_model(plugin, args);
   } catch (const SettingError& e) {
