@@ -66,13 +66,15 @@ OpenedModel open_model(ModelSpec spec, PluginRegistry& registry, const SpecOverr
 
   ModelArgs args;
   args.config = opened.config;
-  const std::string label = (spec.checkpoint / "config.json").string();
+  std::string label = (spec.checkpoint / "config.json").string();
   // A multimodal checkpoint that no plugin serves as a whole: its text model, if a plugin runs that.
+  // Errors about the config the plugin reads then name text_config.
   if (auto text = wrapper_served(spec, opened.config, registry)
                       ? std::nullopt
                       : multimodal_text_model(opened.config, *weights, label)) {
     args.config = std::move(text->config);
     weights = std::make_shared<AliasWeightSource>(weights, std::move(text->aliases));
+    label += " text_config";
     fmt::print(stderr, "zoo: note: {}\n", text->notice);
   }
   args.weights = weights;

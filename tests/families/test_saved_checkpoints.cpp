@@ -211,6 +211,16 @@ TEST_CASE("multimodal checkpoints: the head is tied as transformers ties it, or 
   });
   CHECK_THAT(input_error_of([&] { (void)open_unchecked(absent.path()); }),
              Catch::Matchers::Contains("has no field 'tie_word_embeddings'"));
+  // What the text model's plugin refuses, or a text model no plugin serves, is named as text_config's.
+  EditedFixture bad_eps("gemma3-mm-bf16-untied",
+                        [](nlohmann::json& c) { c["text_config"]["rms_norm_eps"] = 5; });
+  CHECK_THAT(
+      input_error_of([&] { (void)open_unchecked(bad_eps.path()); }),
+      Catch::Matchers::Contains("config.json text_config: ") && Catch::Matchers::Contains("rms_norm_eps"));
+  EditedFixture unserved("gemma3-mm-bf16-untied",
+                         [](nlohmann::json& c) { c["text_config"]["model_type"] = "nope"; });
+  CHECK_THAT(input_error_of([&] { (void)open_unchecked(unserved.path()); }),
+             Catch::Matchers::Contains("config.json text_config: no plugin serves model_type 'nope'"));
   // A text_config without model_type names the field.
   EditedFixture untyped("gemma3-mm-bf16-untied",
                         [](nlohmann::json& c) { c["text_config"].erase("model_type"); });
