@@ -123,11 +123,16 @@ TEST_CASE("a checkpoint without codec tensors says so", "[higgs][codec]") {
              Contains("holds no codec decoder") && Contains("tied.embedding.modality_embeddings.0.model."));
 }
 
-// The fixture's tensors with edits: `replace` swaps tensors (or adds them), `drop` removes names.
+// The fixture's tensors with edits: `replace` swaps tensors (or adds them), `drop` removes names;
+// its codec_config.json goes along, edited by `edit_config` when given.
 fs::path edited_fixture(const TempDir& dir, const std::map<std::string, HostTensor>& replace,
-                        const std::vector<std::string>& drop = {}) {
+                        const std::vector<std::string>& drop = {},
+                        const std::function<void(nlohmann::json&)>& edit_config = {}) {
   const fs::path src = fixture_dir("higgs-tiny-codec");
   fs::copy_file(src / "config.json", dir / "config.json");
+  nlohmann::json codec_config = load_json_object(src / "codec_config.json");
+  if (edit_config) edit_config(codec_config);
+  dir.write("codec_config.json", codec_config.dump());
   auto file = SafetensorsFile::open(src / "model.safetensors");
   std::vector<std::pair<std::string, TensorView>> tensors;
   for (const auto& e : file->entries()) {
@@ -168,10 +173,14 @@ TEST_CASE("codec shapes that do not fit together are named", "[higgs][codec]") {
   }
   {
     TempDir dir;  // 5 quantizers against the LM's 4 codebooks
-    const auto path = edited_fixture(
-        dir, {{p + "quantizer.quantizers.4.codebook.embed", HostTensor(DType::F32, {16, 4})},
-              {p + "quantizer.quantizers.4.project_out.weight", HostTensor(DType::F32, {32, 4})},
-              {p + "quantizer.quantizers.4.project_out.bias", HostTensor(DType::F32, {32})}});
+    const auto path =
+        edited_fixture(dir,
+                       {{p + "quantizer.quantizers.4.codebook.embed", HostTensor(DType::F32, {16, 4})},
+                        {p + "quantizer.quantizers.4.project_out.weight", HostTensor(DType::F32, {32, 4})},
+                        {p + "quantizer.quantizers.4.project_out.bias", HostTensor(DType::F32, {32})}},
+                       {}, [](nlohmann::json& c) {
+                         c["target_bandwidths"] = {0.5, 5 * 800 * 4 / 1000.0 + 1e-6};
+                       });  // 5 quantizers at 800 frames/s
     CHECK_THAT(codec_error(path), Contains("5 quantizers stored, but the LM config has 4 codebooks"));
   }
 }

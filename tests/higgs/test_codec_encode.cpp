@@ -108,8 +108,9 @@ TEST_CASE("codec encode refuses empty, non-finite, too long and too short input"
   CHECK_THROWS_WITH(higgs::check_encode_input(g, x.data(), 4800, "voice.wav"), Contains("sample 17"));
   x[17] = INFINITY;
   CHECK_THROWS_WITH(higgs::check_encode_input(g, x.data(), 4800, "voice.wav"), Contains("finite"));
-  std::vector<float> long_input(static_cast<std::size_t>(higgs::kMaxEncodeSamples + 1), 0.0f);
-  CHECK_THROWS_WITH(higgs::check_encode_input(g, long_input.data(), higgs::kMaxEncodeSamples + 1, "voice.wav"),
+  const std::int64_t too_long = higgs::max_encode_samples(g) + 1;
+  std::vector<float> long_input(static_cast<std::size_t>(too_long), 0.0f);
+  CHECK_THROWS_WITH(higgs::check_encode_input(g, long_input.data(), too_long, "voice.wav"),
                     Contains("at most 100 s"));
   std::vector<float> tiny(10, 0.1f);
   CHECK_THROWS_WITH(encoder->encode(tiny.data(), 10), Contains("too short"));
@@ -173,7 +174,8 @@ TEST_CASE("codec encode CPU time per stage (needs ZOO_CODEC_ENC_REAL_FIXTURE)", 
   const auto r = encoder->encode(input.data(), static_cast<std::int64_t>(input.size()), &clock);
   const double total = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::printf("codec_encode_profile cpu (ms, time up to each tap):%s | total %.0f ms for %.1f s of input\n",
-              clock.report(start).c_str(), total, static_cast<double>(input.size()) / higgs::kCodecSampleRate);
+              clock.report(start).c_str(), total,
+              static_cast<double>(input.size()) / static_cast<double>(encoder->geometry().sample_rate));
   CHECK(r.frames > 0);
 }
 

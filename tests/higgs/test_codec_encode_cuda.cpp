@@ -76,7 +76,7 @@ TEST_CASE("codec encode speed on CUDA and CPU at the real shapes (needs ZOO_CODE
   const TraceFile golden(fs::path(dir) / "golden-encode.safetensors");
   const std::vector<float> input = to_f32(golden.get("a.input").view());
   const std::int64_t n = static_cast<std::int64_t>(input.size());
-  const double audio_ms = 1000.0 * static_cast<double>(n) / higgs::kCodecSampleRate;
+  const double audio_ms = 1000.0 * static_cast<double>(n) / static_cast<double>(cpu->geometry().sample_rate);
   higgs::EncodeResult r;
   for (int i = 0; i < 2; ++i) r = gpu->encode(input.data(), n, nullptr);
   std::vector<double> ms;

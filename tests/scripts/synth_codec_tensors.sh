@@ -21,6 +21,7 @@ for name in acoustic_decoder.block.2.conv_t1.weight quantizer.quantizers.3.codeb
   grep -q "tied.embedding.modality_embeddings.0.model.$name" "$TMP/inspect" || fail "no $name in the synthesized checkpoint"
 done
 grep -q "body.layers.0.mlp.up_proj.weight" "$TMP/inspect" || fail "the plugin's own tensors are missing"
+cp "$FIX/codec_config.json" "$TMP/ck/"  # the sample rate is in no tensor shape
 printf 'model:\n  plugin: higgs_audio\n  checkpoint: %s\n  device: cpu\n' "$TMP/ck" >"$TMP/model.yaml"
 "$ZOO" tts "$TMP/model.yaml" --codes "$FIX/codes.json" --out "$TMP/x.wav" -q || fail "tts on the synthesized codec: rc $?"
 [[ $(stat -c %s "$TMP/x.wav" 2>/dev/null) -eq 464 ]] || fail "x.wav is not 7 x 30 samples"

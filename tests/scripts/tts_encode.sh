@@ -4,6 +4,8 @@
 # cloning in one command gives the same codes and bytes as encoding first and passing --ref-codes;
 # other rates are resampled (and said), channels downmixed; bad audio (empty, NaN, too long,
 # unreadable) is a one-line input error naming the file, exit 2. `zoo bench --encode` times it.
+# A HuBERT of 2 heads of 16 encodes transformers' codes with its codec_config.json and is refused
+# naming the head count without one.
 # Usage: tts_encode.sh SOURCE_DIR BUILD_DIR
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" zoo-tts-encode "$@"
@@ -97,6 +99,28 @@ has err "excludes"
 run "no encoder" tts "$SRC/configs/higgs-tiny.yaml" --encode "$F/voice.wav" --codes-out "$TMP/x.json"
 rc 2
 has err "no waveform-to-codes encoder"
+
+# HuBERT's head count is in no tensor shape: the codec of 2 heads of 16 (higgs-tiny-codec-heads)
+# encodes transformers' codes with its codec_config.json, and without one it is refused naming
+# the value (exit 2, one line).
+H=$FIX/higgs-tiny-codec-heads
+printf 'model:\n  plugin: higgs_audio\n  checkpoint: %s\n  device: cpu\n' "$H" >"$TMP/heads.yaml"
+run "heads: encode" tts "$TMP/heads.yaml" --encode "$H/voice.wav" --codes-out "$TMP/heads.json"
+rc 0
+python3 - "$TMP/heads.json" "$H/codes.json" <<'PY' || fail "2 x 16 heads: encoded codes differ from transformers'"
+import json, sys
+a, b = (json.load(open(p))["codes"] for p in sys.argv[1:])
+assert a == b, (a, b)
+PY
+mkdir -p "$TMP/noconfig"
+cp "$H/config.json" "$H/model.safetensors" "$H/tokenizer.json" "$TMP/noconfig/"
+printf 'model:\n  plugin: higgs_audio\n  checkpoint: %s\n  device: cpu\n' "$TMP/noconfig" >"$TMP/noconfig.yaml"
+run "heads: no codec_config.json" tts "$TMP/noconfig.yaml" --encode "$H/voice.wav" --codes-out "$TMP/nc.json"
+rc 2
+has err "num_attention_heads is in no tensor shape"
+has err "place codec_config.json"
+(($(wc -l <"$TMP/err") == 1)) || fail "more than one line: $(cat "$TMP/err")"
+[[ -e $TMP/nc.json ]] && fail "codes written without a codec config"
 
 # `zoo bench --encode`: the same encoder timed; its frames and codebooks are the encode's, the
 # repeats agreed, the input is described; the LM's phases are refused beside it; bad audio as above.

@@ -96,6 +96,8 @@ PY
 "$ZOO" synth --config "$TMP/tc-config.json" --extra-tensors "$SRC/tests/fixtures/higgs-tiny-codec/codec-tensors.json" \
   --out "$TMP/tc" -q || fail "synth of the text+codec checkpoint"
 cp "$SRC/tests/fixtures/higgs-tiny/tokenizer.json" "$TMP/tc/"
+# The codec's sample rate is in no tensor shape: its config goes beside the checkpoint.
+cp "$SRC/tests/fixtures/higgs-tiny-codec/codec_config.json" "$TMP/tc/"
 "$ZOO" tts "$TMP/tc" --text "Hello there" --temperature 0 --max-frames 13 --out "$TMP/t.wav" 2>"$TMP/t.err" ||
   fail "text to sound: $(cat "$TMP/t.err")"
 grep -q "text to sound in .* real time; loading not included" "$TMP/t.err" || fail "no end-to-end line: $(cat "$TMP/t.err")"

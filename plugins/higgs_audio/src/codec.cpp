@@ -131,7 +131,8 @@ void check_decode_memory(const CodecGeometry& g, std::int64_t frames, std::uint6
                          const std::string& where) {
   const double need = static_cast<double>(frames) * static_cast<double>(g.working_bytes_per_frame());
   if (need <= static_cast<double>(available_bytes)) return;
-  const double minutes = static_cast<double>(frames * g.samples_per_frame()) / kCodecSampleRate / 60.0;
+  const double minutes =
+      static_cast<double>(frames * g.samples_per_frame()) / static_cast<double>(g.sample_rate) / 60.0;
   throw InputError(fmt::format("{}: {} frames ({:.1f} min of audio) need about {:.1f} GB of working memory to decode at "
                                "once, more than the {:.1f} GB available; decode the codes in shorter pieces",
                                where, frames, minutes, need / 1e9, static_cast<double>(available_bytes) / 1e9));
@@ -143,12 +144,39 @@ std::string CodecGeometry::summary() const {
     strides += fmt::format("{}{}", strides.empty() ? "" : "x", b.stride);
     widths += fmt::format("->{}", b.out_channels);
   }
-  return fmt::format("{} quantizers of {} x {}, latent {}, fc2 -> {}, strides {} ({} samples per frame), widths {}",
-                     num_quantizers, codebook_size, codebook_dim, latent, decoder_input,
-                     strides.empty() ? "none" : strides, samples_per_frame(), widths);
+  return fmt::format(
+      "{} quantizers of {} x {}, latent {}, fc2 -> {}, strides {} ({} samples per frame), widths {}, "
+      "{} Hz; config: {}",
+      num_quantizers, codebook_size, codebook_dim, latent, decoder_input, strides.empty() ? "none" : strides,
+      samples_per_frame(), widths, sample_rate, config_source);
 }
 
-Codec::Codec(std::shared_ptr<const WeightSource> weights, std::string prefix)
+namespace {
+
+// The first field of `c` that disagrees with the decoder's tensor-derived geometry `g` (empty when
+// none).
+std::string decoder_disagreement(const CodecConfig& c, const CodecGeometry& g) {
+  ConfigCheck k;
+  k.equal("codebook_size", c.codebook_size, g.codebook_size, "quantizer codebook rows");
+  k.equal("codebook_dim", c.codebook_dim, g.codebook_dim, "quantizer codebook width");
+  k.equal("target_bandwidths", c.num_quantizers(), g.num_quantizers,
+          "quantizers: the config's count is 1000 x the last bandwidth // (frame rate x codebook bits)");
+  k.equal("acoustic_model_config.hidden_size", c.acoustic.hidden_size, g.decoder_input, "fc2's output width");
+  k.equal("semantic_model_config.hidden_size", c.semantic.hidden_size, g.latent - g.decoder_input,
+          "project_out's width minus the acoustic hidden size");
+  k.equal("acoustic_model_config.decoder_hidden_size", c.acoustic.decoder_hidden_size, g.conv1_channels,
+          "acoustic_decoder.conv1's width");
+  std::vector<std::int64_t> strides;
+  for (const auto& b : g.blocks) strides.push_back(b.stride);
+  k.equal("acoustic_model_config.upsampling_ratios", c.acoustic.upsampling_ratios, strides,
+          "acoustic_decoder.block.{i}.conv_t1 kernels of 2 x the ratio");
+  return k.first;
+}
+
+}  // namespace
+
+Codec::Codec(std::shared_ptr<const WeightSource> weights, std::string prefix,
+             std::optional<CodecConfig> config)
     : weights_(std::move(weights)), prefix_(std::move(prefix)) {
   const WeightSource& src = *weights_;
   const std::string where = fmt::format("codec in {} (tensors under '{}')", src.describe(), prefix_);
@@ -287,6 +315,22 @@ Codec::Codec(std::shared_ptr<const WeightSource> weights, std::string prefix)
                            dec, shape_str(conv2), channels, channels));
   g.out_kernel = conv2[2];
   expect(dec + "conv2.bias", {1}, "one output channel");
+
+  if (!config) config = read_codec_config(src, prefix_ + "quantizer.quantizers.0.codebook.embed");
+  if (config) {
+    if (const std::string problem = decoder_disagreement(*config, g); !problem.empty())
+      throw fail(fmt::format("{}: {}", config->source, problem));
+  } else {
+    const CodecConfig& release = release_codec_config();
+    if (const std::string problem = decoder_disagreement(release, g); !problem.empty())
+      throw fail(fmt::format(
+          "the sample_rate is in no tensor shape, and the tensors are not {}'s (its {}); place {} "
+          "(HiggsAudioV2TokenizerConfig.to_dict()) beside the checkpoint",
+          release.source, problem, kCodecConfigFile));
+    config = release;
+  }
+  g.sample_rate = config->sample_rate;
+  g.config_source = config->source;
 }
 
 std::vector<TensorRequirement> Codec::requirements() const { return requirements_; }
@@ -449,7 +493,7 @@ class HiggsCodeDecoder : public CodeDecoder {
   std::int64_t num_codebooks() const override { return codec_->geometry().num_quantizers; }
   std::int64_t codebook_size() const override { return codec_->geometry().codebook_size; }
   std::int64_t samples_per_frame() const override { return codec_->geometry().samples_per_frame(); }
-  int sample_rate() const override { return kCodecSampleRate; }
+  int sample_rate() const override { return static_cast<int>(codec_->geometry().sample_rate); }
   std::int64_t context_frames() const override { return codec_->geometry().context_frames(); }
   std::string summary() const override {
     return fmt::format("{}; float32 on {}", codec_->geometry().summary(), device_.str());
@@ -488,14 +532,16 @@ class HiggsCodeDecoder : public CodeDecoder {
       // fail to allocate, so it is refused first. (On CUDA a cudaMalloc failure is the error.)
       check_decode_memory(codec_->geometry(), std::min(frames, piece + 2 * context), available_host_memory(),
                           "codec on cpu");
-      return {decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return codec_->decode(c, n, hook); },
-                               values.data(), frames, K, samples_per_frame(), piece, context),
-              kCodecSampleRate};
+      return {
+          decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return codec_->decode(c, n, hook); },
+                           values.data(), frames, K, samples_per_frame(), piece, context),
+          sample_rate()};
     }
     // The runner takes concurrent calls (one lane each).
-    return {decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return runner_->decode(c, n, hook); },
-                             values.data(), frames, K, samples_per_frame(), piece, context),
-            kCodecSampleRate};
+    return {
+        decode_in_pieces([&](const std::int64_t* c, std::int64_t n) { return runner_->decode(c, n, hook); },
+                         values.data(), frames, K, samples_per_frame(), piece, context),
+        sample_rate()};
   }
 
  private:

@@ -2,14 +2,18 @@
 // The Higgs Audio v3 codec decoder (transformers' HiggsAudioV2TokenizerModel.decode): RVQ lookups
 // with project_out summed over quantizers, fc2, then a DAC decoder (conv1, upsampling blocks of
 // Snake + ConvTranspose1d + three dilated residual units, Snake, conv2; no final tanh). Its weights
-// sit in the TTS checkpoint under kCodecPrefix. No codec config ships there, so the geometry is
-// derived from the stored tensor shapes.
+// sit in the TTS checkpoint under kCodecPrefix. The geometry is derived from the stored tensor
+// shapes; the sample rate, which no shape records, from codec_config.json beside the checkpoint
+// (checked against the shapes, field by field), else from the published release when the tensors
+// are exactly its (codec_config.hpp), else the codec is refused.
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "codec_config.hpp"
 #include "zoo/code_decoder.hpp"
 #include "zoo/weight_source.hpp"
 
@@ -29,6 +33,8 @@ struct CodecGeometry {
   std::int64_t conv1_channels = 0, conv1_kernel = 0;
   std::vector<Block> blocks;
   std::int64_t out_kernel = 0;       // conv2: last block's channels -> 1
+  std::int64_t sample_rate = 0;      // the config's (no shape records it)
+  std::string config_source;
 
   std::int64_t samples_per_frame() const;  // product of the strides
   // An upper bound of the float32 working memory one decode holds per frame (activations,
@@ -74,9 +80,13 @@ struct CodecWeights {
 
 class Codec {
  public:
-  // Derives the geometry from the tensor headers under `prefix` (nothing is read yet). Throws
-  // InputError naming the source and saying what does not fit.
-  Codec(std::shared_ptr<const WeightSource> weights, std::string prefix);
+  // Derives the geometry from the tensor headers under `prefix` (nothing is read yet) and the
+  // config: `config` when given, else codec_config.json beside the checkpoint, else the release's
+  // values when the tensors are exactly its. Throws InputError naming the source and saying what
+  // does not fit (a config field that disagrees with the tensors, or the sample rate when there is
+  // no config).
+  Codec(std::shared_ptr<const WeightSource> weights, std::string prefix,
+        std::optional<CodecConfig> config = std::nullopt);
 
   const CodecGeometry& geometry() const { return geometry_; }
   std::vector<TensorRequirement> requirements() const;
@@ -148,10 +158,6 @@ class CodecRunner {
 std::unique_ptr<CodecRunner> make_cuda_codec_runner(const CodecGeometry& geometry, const CodecWeights& weights,
                                                     int device);
 #endif
-
-// The sample rate of the Higgs codec: 24 kHz per the bundled higgs_audio_v2_tokenizer config
-// (the v3 checkpoint carries no codec config, and a rate cannot be derived from shapes).
-inline constexpr int kCodecSampleRate = 24000;
 
 // The CodeDecoder a Higgs model hands out: the codec, checked against the LM's codebook count,
 // decoding on `device` (the model's): the CPU reference, or CUDA when built with it.

@@ -25,10 +25,9 @@ namespace {
 namespace ops = zoo::kernels::cpu;
 using Conv = EncoderWeights::Conv;
 
-constexpr std::int64_t kUnitDilations[] = {1, 3, 9};  // DacEncoderBlock's residual units
-constexpr int kSemanticRate = 16000;                  // HuBERT's input rate
+constexpr std::int64_t kUnitDilations[] = {1, 3, 9};  // DacEncoderBlock's residual units (in code)
 constexpr std::int64_t kSemanticPad = 160;            // _extract_semantic_features: F.pad(x, (160, 160))
-constexpr float kNormEps = 1e-5f;                     // HuBERT's layer_norm_eps and GroupNorm's eps
+constexpr float kFeatureNormEps = 1e-5f;  // the feature convs' GroupNorm / LayerNorm: torch's default
 
 // An activation buffer: each is written whole by the op that makes it, so it is not zero-filled
 // first (a serial pass over up to 61 MB at the real shapes, while the ops run on every core), and
@@ -54,16 +53,6 @@ template <class Buffer>
 void tap(DiagnosticHook* hook, const std::string& name, const Buffer& data, std::int64_t rows, std::int64_t cols) {
   if (!hook || !hook->wants(name)) return;
   hook->record(name, TensorView{data.data(), DType::F32, {rows, cols}, Device{}});
-}
-
-// HuBERT's conv strides are not stored; its feature extractor pairs them with the kernels so.
-std::int64_t feature_stride(std::int64_t kernel) {
-  switch (kernel) {
-    case 10: return 5;
-    case 3: return 2;
-    case 2: return 2;
-    default: return 0;
-  }
 }
 
 // torch's conv1d_output_length as transformers computes it (int() of a float division).
@@ -116,8 +105,7 @@ std::int64_t EncoderGeometry::semantic_stride() const {
 }
 
 std::int64_t EncoderGeometry::downsample() const {
-  // int(hop / (24000 / 16000) / downsample_factor), in exact integers.
-  return (hop() * kSemanticRate) / (static_cast<std::int64_t>(kCodecSampleRate) * semantic_stride());
+  return std::max<std::int64_t>(1, semantic_downsample);
 }
 
 std::int64_t EncoderGeometry::hubert_frames(std::int64_t samples16k) const {
@@ -135,13 +123,81 @@ std::int64_t EncoderGeometry::acoustic_frames(std::int64_t samples) const {
 std::string EncoderGeometry::summary() const {
   std::string strides;
   for (const auto& b : acoustic_blocks) strides += fmt::format("{}{}", strides.empty() ? "" : "x", b.stride);
-  return fmt::format("DAC {} -> {} (strides {}, hop {}), HuBERT {} x {} ({} heads, {} convs, stride {}), "
-                     "semantic frames every {}, fc {} -> {} quantizers of {} x {}",
-                     acoustic_conv1_channels, acoustic, strides, hop(), layers, semantic, heads, features.size(),
-                     semantic_stride(), downsample(), hidden, num_quantizers, codebook_size, codebook_dim);
+  return fmt::format(
+      "DAC {} -> {} (strides {}, hop {}), HuBERT {} x {} ({} heads, {} convs, stride {}), "
+      "semantic frames every {}, fc {} -> {} quantizers of {} x {}; {} Hz; config: {}",
+      acoustic_conv1_channels, acoustic, strides, hop(), layers, semantic, heads, features.size(),
+      semantic_stride(), downsample(), hidden, num_quantizers, codebook_size, codebook_dim, sample_rate,
+      config_source);
 }
 
-CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::string prefix)
+namespace {
+
+// The first field of `c` that disagrees with the tensor-derived geometry `g` (empty when none).
+std::string encoder_disagreement(const CodecConfig& c, const EncoderGeometry& g) {
+  ConfigCheck k;
+  std::vector<std::int64_t> v;
+  k.equal("acoustic_model_config.encoder_hidden_size", c.acoustic.encoder_hidden_size,
+          g.acoustic_conv1_channels, "acoustic_encoder.conv1's width");
+  for (const auto& b : g.acoustic_blocks) v.push_back(b.stride);
+  k.equal("acoustic_model_config.downsampling_ratios", c.acoustic.downsampling_ratios, v,
+          "acoustic_encoder.block.{i}.conv1 kernels of 2 x the ratio");
+  k.equal("acoustic_model_config.hidden_size", c.acoustic.hidden_size, g.acoustic,
+          "acoustic_encoder.conv2's width");
+  const auto& s = c.semantic;
+  k.equal("semantic_model_config.num_feat_extract_layers", s.num_feat_extract_layers,
+          static_cast<std::int64_t>(g.features.size()), "feature_extractor.conv_layers");
+  v.clear();
+  for (const auto& f : g.features) v.push_back(f.out_channels);
+  k.equal("semantic_model_config.conv_dim", s.conv_dim, v, "the feature convs' widths");
+  v.clear();
+  for (const auto& f : g.features) v.push_back(f.kernel);
+  k.equal("semantic_model_config.conv_kernel", s.conv_kernel, v, "the feature convs' kernels");
+  k.equal("semantic_model_config.conv_stride", static_cast<std::int64_t>(s.conv_stride.size()),
+          static_cast<std::int64_t>(g.features.size()), "entries: one stride per feature conv");
+  for (const auto& f : g.features)
+    k.equal("semantic_model_config.conv_bias", s.conv_bias, f.bias, "whether the feature convs have a bias");
+  k.equal("semantic_model_config.feat_extract_norm", s.feat_extract_norm,
+          std::string(g.feature_layer_norm ? "layer" : "group"), "the feature convs' norms");
+  k.equal("semantic_model_config.hidden_size", s.hidden_size, g.semantic,
+          "feature_projection.projection's width");
+  k.equal("semantic_model_config.num_hidden_layers", s.num_hidden_layers, g.layers, "encoder.layers");
+  k.equal("semantic_model_config.intermediate_size", s.intermediate_size, g.intermediate,
+          "the feed-forward width");
+  k.equal("semantic_model_config.num_conv_pos_embeddings", s.num_conv_pos_embeddings, g.pos_kernel,
+          "pos_conv_embed's kernel");
+  k.equal("semantic_model_config.num_conv_pos_embedding_groups", s.num_conv_pos_embedding_groups,
+          g.pos_groups, "pos_conv_embed's groups (hidden / its input width)");
+  k.equal("kernel_size", c.kernel_size, g.semantic_conv_kernel, "encoder_semantic.conv's kernel");
+  v.clear();
+  for (const auto& b : g.semantic_blocks) v.push_back(b.stride);
+  k.equal("strides", c.strides, v,
+          "encoder_semantic.conv_blocks.{i}.conv kernels: 3 for stride 1, else 2 x stride");
+  v.clear();
+  std::vector<std::int64_t> widths;
+  for (std::size_t b = 0; b < c.channel_ratios.size(); ++b)
+    v.push_back(static_cast<std::int64_t>(static_cast<double>(s.hidden_size) * c.channel_ratios[b]));
+  for (const auto& b : g.semantic_blocks) widths.push_back(b.out_channels);
+  k.equal("channel_ratios", v, widths, "encoder_semantic's block widths, int(hidden_size x ratio)");
+  for (const auto& b : g.semantic_blocks) {
+    k.equal("block_dilations", static_cast<std::int64_t>(c.block_dilations.size()), b.units,
+            "entries: one residual unit per dilation in every encoder_semantic block");
+    if (b.units > 0)
+      k.equal("unit_kernel_size", c.unit_kernel_size, b.unit_kernel, "encoder_semantic's unit kernel");
+  }
+  k.equal("codebook_size", c.codebook_size, g.codebook_size, "quantizer codebook rows");
+  k.equal("codebook_dim", c.codebook_dim, g.codebook_dim, "quantizer codebook width");
+  k.equal("target_bandwidths", c.num_quantizers(), g.num_quantizers,
+          "quantizers: the config's count is 1000 x the last bandwidth // (frame rate x codebook bits)");
+  k.equal("target_bandwidths", c.encode_quantizers(), g.num_quantizers,
+          "quantizers that encode() uses at the last bandwidth");
+  return k.first;
+}
+
+}  // namespace
+
+CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::string prefix,
+                           std::optional<CodecConfig> config)
     : weights_(std::move(weights)), prefix_(std::move(prefix)) {
   const WeightSource& src = *weights_;
   const std::string where = fmt::format("codec encoder in {} (tensors under '{}')", src.describe(), prefix_);
@@ -245,11 +301,7 @@ CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::str
     EncoderGeometry::FeatureConv f;
     f.in_channels = channels;
     f.out_channels = w[0];
-    f.kernel = w[2];
-    f.stride = feature_stride(w[2]);
-    if (f.stride == 0)
-      throw fail(fmt::format("'{}conv.weight' has kernel {}; HuBERT's feature convs have kernels 10, 3 or 2 (strides 5, 2, 2)",
-                             base, w[2]));
+    f.kernel = w[2];  // the stride is the config's (no shape records it)
     f.bias = info(base + "conv.bias").has_value();
     if (f.bias) expect(base + "conv.bias", {w[0]}, "the conv's width");
     f.norm = i == 0 || g.feature_layer_norm;
@@ -299,9 +351,6 @@ CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::str
     ++g.layers;
   }
   if (g.layers == 0) throw fail(fmt::format("no '{}layers.0': HuBERT has no transformer layers", enc));
-  const std::int64_t head_dim = H % kSemanticHeadDim == 0 ? kSemanticHeadDim : kSmallSemanticHeadDim;
-  if (H % head_dim != 0) throw fail(fmt::format("HuBERT width {} is no multiple of the head width {}", H, head_dim));
-  g.heads = H / head_dim;
 
   // encoder_semantic
   const std::string es = "encoder_semantic.";
@@ -322,6 +371,8 @@ CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::str
       const Shape k2 = conv_weight(unit + "conv2");
       if (k2 != Shape{channels, channels, 1})
         throw fail(fmt::format("'{}conv2.weight' has shape {}, expected [{}, {}, 1]", unit, shape_str(k2), channels, channels));
+      if (u > 0 && k1[2] != block.unit_kernel)
+        throw fail(fmt::format("'{}conv1.weight': residual units of one block differ in kernel", unit));
       block.unit_kernel = k1[2];
       ++block.units;
     }
@@ -360,9 +411,35 @@ CodecEncoder::CodecEncoder(std::shared_ptr<const WeightSource> weights, std::str
     ++g.num_quantizers;
   }
   if (g.num_quantizers == 0) throw fail("no 'quantizer.quantizers.0.codebook.embed'");
-  if (g.downsample() < 1)
-    throw fail(fmt::format("the acoustic hop {} is shorter than HuBERT's stride {} at 16 kHz: semantic and acoustic frames cannot align",
-                           g.hop(), g.semantic_stride()));
+
+  // What no shape records comes from the config; without one, from the published release only when
+  // these tensors are exactly its (a rule that guessed HuBERT's heads from its width ran a 2 x 16
+  // codec as 4 x 8, silently).
+  if (!config) config = read_codec_config(src, prefix_ + "quantizer.quantizers.0.codebook.embed");
+  if (config) {
+    if (const std::string problem = encoder_disagreement(*config, g); !problem.empty())
+      throw fail(fmt::format("{}: {}", config->source, problem));
+  } else {
+    const CodecConfig& release = release_codec_config();
+    if (const std::string problem = encoder_disagreement(release, g); !problem.empty())
+      throw fail(
+          fmt::format("HuBERT's num_attention_heads is in no tensor shape (nor its conv_stride, "
+                      "layer_norm_eps and hidden_act, "
+                      "encoder_semantic's block_dilations, the sample rates and downsample_factor), and the "
+                      "tensors are not {}'s "
+                      "(its {}); place {} (HiggsAudioV2TokenizerConfig.to_dict()) beside the checkpoint",
+                      release.source, problem, kCodecConfigFile));
+    config = release;
+  }
+  const CodecConfig& c = *config;
+  for (std::size_t i = 0; i < g.features.size(); ++i) g.features[i].stride = c.semantic.conv_stride[i];
+  g.heads = c.semantic.num_attention_heads;
+  g.layer_norm_eps = static_cast<float>(c.semantic.layer_norm_eps);
+  for (auto& b : g.semantic_blocks) b.unit_dilations = c.block_dilations;
+  g.sample_rate = c.sample_rate;
+  g.semantic_rate = c.semantic_sample_rate;
+  g.semantic_downsample = c.semantic_downsample_factor();
+  g.config_source = c.source;
 }
 
 void CodecEncoder::load() {
@@ -490,7 +567,8 @@ void CodecEncoder::load() {
     for (std::int64_t u = 0; u < geo.units; ++u) {
       const std::string unit = fmt::format("{}res_units.{}.", base, u);
       EncoderWeights::SemanticUnit su;
-      su.conv1 = load_conv(unit + "conv1", 1, 1, (geo.unit_kernel - 1) / 2, false);  // block_dilations: 1
+      const std::int64_t d = geo.unit_dilations[static_cast<std::size_t>(u)];
+      su.conv1 = load_conv(unit + "conv1", 1, d, (geo.unit_kernel - 1) / 2 * d, false);
       su.conv2 = load_conv(unit + "conv2", 1, 1, 0, false);
       block.units.push_back(std::move(su));
     }
@@ -521,13 +599,14 @@ void CodecEncoder::load() {
 
 void check_encode_input(const EncoderGeometry& g, const float* samples, std::int64_t n, const std::string& what) {
   if (n < 1) throw InputError(fmt::format("{}: no audio samples", what));
-  if (n > kMaxEncodeSamples)
+  if (n > max_encode_samples(g))
     throw InputError(fmt::format("{}: {:.1f} s of audio; the encoder takes at most {} s", what,
-                                 static_cast<double>(n) / kCodecSampleRate, kMaxEncodeSamples / kCodecSampleRate));
+                                 static_cast<double>(n) / static_cast<double>(g.sample_rate),
+                                 kMaxEncodeSeconds));
   for (std::int64_t i = 0; i < n; ++i)
     if (!std::isfinite(samples[i]))
       throw InputError(fmt::format("{}: sample {} is {} (the audio must be finite)", what, i, samples[i]));
-  const kernels::cpu::SincResampler resampler(kCodecSampleRate, kSemanticRate);
+  const kernels::cpu::SincResampler resampler(g.sample_rate, g.semantic_rate);
   if (g.hubert_frames(resampler.output_length(n)) < 1 || g.acoustic_frames(n) < 1)
     throw InputError(fmt::format("{}: {} samples are too short to encode", what, n));
 }
@@ -538,8 +617,8 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
   check_encode_input(g, samples, n, "codec encoder input");
   const std::int64_t H = g.semantic;
 
-  // --- semantic branch: 16 kHz, padded by 160 both sides
-  const kernels::cpu::SincResampler resampler(kCodecSampleRate, kSemanticRate);
+  // --- semantic branch: at HuBERT's rate, padded by 160 both sides
+  const kernels::cpu::SincResampler resampler(g.sample_rate, g.semantic_rate);
   const std::vector<float> resampled = resampler.run(samples, n);
   tap(hook, "resampled", resampled, static_cast<std::int64_t>(resampled.size()), 1);
   Activation x(resampled.size() + 2 * kSemanticPad, 0.0f);
@@ -549,16 +628,17 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
     const auto& f = g.features[i];
     x = run_conv(x, steps, w_.features[i], &steps);
     if (f.norm && g.feature_layer_norm) {
-      ops::layer_norm(x.data(), w_.feature_norm_w[i].data(), w_.feature_norm_b[i].data(), x.data(), steps, f.out_channels, kNormEps);
+      ops::layer_norm(x.data(), w_.feature_norm_w[i].data(), w_.feature_norm_b[i].data(), x.data(), steps,
+                      f.out_channels, kFeatureNormEps);
     } else if (f.norm) {
-      ops::per_channel_norm(x.data(), w_.feature_norm_w[i].data(), w_.feature_norm_b[i].data(), x.data(), steps, f.out_channels,
-                            kNormEps);
+      ops::per_channel_norm(x.data(), w_.feature_norm_w[i].data(), w_.feature_norm_b[i].data(), x.data(),
+                            steps, f.out_channels, kFeatureNormEps);
     }
     ops::gelu_erf(x.data(), x.data(), static_cast<std::int64_t>(x.size()));
   }
   const std::int64_t T = steps, C = g.features.back().out_channels;
   tap(hook, "hubert.features", x, T, C);
-  ops::layer_norm(x.data(), w_.proj_ln_w.data(), w_.proj_ln_b.data(), x.data(), T, C, kNormEps);
+  ops::layer_norm(x.data(), w_.proj_ln_w.data(), w_.proj_ln_b.data(), x.data(), T, C, g.layer_norm_eps);
   Activation h = linear(x, T, w_.proj_w, w_.proj_b, H, C);
   {
     // positional conv embedding: grouped conv, padding kernel / 2, the last step dropped for an
@@ -569,7 +649,7 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
     ops::gelu_erf(p.data(), p.data(), T * H);  // only the first T steps are used
     ops::add_inplace(h.data(), p.data(), T * H);
   }
-  ops::layer_norm(h.data(), w_.enc_ln_w.data(), w_.enc_ln_b.data(), h.data(), T, H, kNormEps);
+  ops::layer_norm(h.data(), w_.enc_ln_w.data(), w_.enc_ln_b.data(), h.data(), T, H, g.layer_norm_eps);
   Activation mean = h;  // the sum of the hidden states, then their mean
   tap(hook, "hubert.hidden.0", h, T, H);
   const std::int64_t head_dim = H / g.heads;
@@ -586,12 +666,12 @@ EncodeResult CodecEncoder::encode(const float* samples, std::int64_t n, Diagnost
     ops::attention_bidirectional(q.data(), k.data(), v.data(), attn.data(), T, g.heads, head_dim, scale);
     Activation o = linear(attn, T, L.out_w, L.out_b, H, H);
     ops::add_inplace(h.data(), o.data(), T * H);
-    ops::layer_norm(h.data(), L.ln1_w.data(), L.ln1_b.data(), h.data(), T, H, kNormEps);
+    ops::layer_norm(h.data(), L.ln1_w.data(), L.ln1_b.data(), h.data(), T, H, g.layer_norm_eps);
     Activation ff = linear(h, T, L.ff1_w, L.ff1_b, g.intermediate, H);
     ops::gelu_erf(ff.data(), ff.data(), static_cast<std::int64_t>(ff.size()));
     const Activation ff2 = linear(ff, T, L.ff2_w, L.ff2_b, H, g.intermediate);
     ops::add_inplace(h.data(), ff2.data(), T * H);
-    ops::layer_norm(h.data(), L.ln2_w.data(), L.ln2_b.data(), h.data(), T, H, kNormEps);
+    ops::layer_norm(h.data(), L.ln2_w.data(), L.ln2_b.data(), h.data(), T, H, g.layer_norm_eps);
     tap(hook, fmt::format("hubert.hidden.{}", l + 1), h, T, H);
     ops::add_inplace(mean.data(), h.data(), T * H);
   }
@@ -708,8 +788,8 @@ class HiggsCodeEncoder : public CodeEncoder {
 
   std::int64_t num_codebooks() const override { return encoder_->geometry().num_quantizers; }
   std::int64_t codebook_size() const override { return encoder_->geometry().codebook_size; }
-  int sample_rate() const override { return kCodecSampleRate; }
-  std::int64_t max_samples() const override { return kMaxEncodeSamples; }
+  int sample_rate() const override { return static_cast<int>(encoder_->geometry().sample_rate); }
+  std::int64_t max_samples() const override { return max_encode_samples(encoder_->geometry()); }
   std::string summary() const override { return fmt::format("{}; float32 on {}", encoder_->geometry().summary(), device_.str()); }
   std::vector<TensorRequirement> requirements() const override { return encoder_->requirements(); }
   void load() override {

@@ -12,19 +12,23 @@
 //             largest -(|x|^2 - 2 x.e + |e|^2) (float32, ties to the lower code), and
 //             project_out(embed[code]) subtracted from the residual.
 //
-// Geometry comes from the stored tensor shapes like the decoder's (codec.hpp). What no shape
-// records is fixed here as the architecture has it: the DAC unit dilations 1, 3, 9; HuBERT's conv
-// strides by kernel (10 -> 5, 3 -> 2, 2 -> 2), layer-norm eps 1e-5, head width 64 (see
-// kSemanticHeadDim); encoder_semantic's dilations 1; the 24 / 16 kHz rates.
+// Geometry comes from the stored tensor shapes like the decoder's (codec.hpp); what no shape
+// records (HuBERT's heads, conv strides and eps, encoder_semantic's dilations, the rates and
+// downsample_factor) from codec_config.json beside the checkpoint, else from the published release
+// when the tensors are exactly its, else the codec is refused (codec_config.hpp). What the
+// architecture fixes in code, not in any config: the DAC unit dilations 1, 3, 9, the 160-sample
+// pad, the feature convs' GroupNorm / LayerNorm eps 1e-5 (torch's default).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "codec_config.hpp"
 #include "zoo/code_encoder.hpp"
-#include "zoo/tensor.hpp"
 #include "zoo/diagnostic_hook.hpp"
 #include "zoo/load_plan.hpp"
+#include "zoo/tensor.hpp"
 #include "zoo/weight_source.hpp"
 
 namespace zoo::higgs {
@@ -40,6 +44,7 @@ struct EncoderGeometry {
   };
   struct SemanticBlock {
     std::int64_t in_channels = 0, out_channels = 0, kernel = 0, stride = 1, units = 0, unit_kernel = 0;
+    std::vector<std::int64_t> unit_dilations;  // block_dilations, one per unit
   };
   // DAC encoder
   std::int64_t acoustic_conv1_channels = 0, acoustic_conv1_kernel = 0;
@@ -56,11 +61,16 @@ struct EncoderGeometry {
   // fc and the quantizers
   std::int64_t hidden = 0;  // acoustic + semantic
   std::int64_t num_quantizers = 0, codebook_size = 0, codebook_dim = 0;
+  // From the config (codec_config.json or the release's values)
+  std::int64_t sample_rate = 0, semantic_rate = 0;  // the input's and HuBERT's
+  std::int64_t semantic_downsample = 0;             // the config's semantic_downsample_factor
+  float layer_norm_eps = 0.0f;                      // HuBERT's layer_norm_eps
+  std::string config_source;
 
   std::int64_t hop() const;              // product of the DAC strides (24 kHz samples per frame)
   std::int64_t semantic_stride() const;  // product of HuBERT's conv strides (16 kHz samples per frame)
-  // transformers' semantic_downsample_factor: int(hop / (24000 / 16000) / downsample_factor), the
-  // config's downsample_factor being HuBERT's stride product (320 in the released codec).
+  // Every how many HuBERT frames one is kept: transformers' semantic_downsample_factor when above
+  // 1, else 1 (encode() slices only above 1).
   std::int64_t downsample() const;
   // HuBERT frames for `samples` 16 kHz samples (0 when too short), and the frames kept.
   std::int64_t hubert_frames(std::int64_t samples16k) const;
@@ -68,12 +78,6 @@ struct EncoderGeometry {
   std::int64_t acoustic_frames(std::int64_t samples) const;
   std::string summary() const;
 };
-
-// HuBERT's attention head width: heads are not in any tensor shape. 64 is HuBERT base's and
-// large's (768 / 12, 1024 / 16); a width that is no multiple of 64 (only test fixtures) takes
-// 8-wide heads.
-inline constexpr std::int64_t kSemanticHeadDim = 64;
-inline constexpr std::int64_t kSmallSemanticHeadDim = 8;
 
 // The encoder's weights in float32, convolutions packed as kernels/conv_cpu.hpp reads them.
 struct EncoderWeights {
@@ -131,15 +135,21 @@ struct EncodeResult {
   float min_gap(std::int64_t q) const;
 };
 
-// The most samples one encode takes (100 s at 24 kHz, sglang's reference-audio cap): HuBERT's
-// attention is quadratic in the length.
-inline constexpr std::int64_t kMaxEncodeSamples = 100 * 24000;
+// The most seconds one encode takes (sglang's reference-audio cap): HuBERT's attention is
+// quadratic in the length.
+inline constexpr std::int64_t kMaxEncodeSeconds = 100;
+inline std::int64_t max_encode_samples(const EncoderGeometry& g) {
+  return kMaxEncodeSeconds * g.sample_rate;
+}
 
 class CodecEncoder {
  public:
-  // Derives the geometry from the tensor headers under `prefix` (nothing is read yet). Throws
-  // InputError naming the source and what does not fit.
-  CodecEncoder(std::shared_ptr<const WeightSource> weights, std::string prefix);
+  // Derives the geometry from the tensor headers under `prefix` (nothing is read yet) and the
+  // config: `config` when given, else codec_config.json beside the checkpoint, else the release's
+  // values when the tensors are exactly its. Throws InputError naming the source and what does not
+  // fit: a config field that disagrees with the tensors, or the head count when there is no config.
+  CodecEncoder(std::shared_ptr<const WeightSource> weights, std::string prefix,
+               std::optional<CodecConfig> config = std::nullopt);
 
   const EncoderGeometry& geometry() const { return geometry_; }
   std::vector<TensorRequirement> requirements() const { return requirements_; }
@@ -163,7 +173,7 @@ class CodecEncoder {
 };
 
 // InputError unless `n` samples can be encoded: not empty, no NaN or infinity, at most
-// kMaxEncodeSamples, long enough for HuBERT and the DAC encoder. `what` names the input.
+// max_encode_samples, long enough for HuBERT and the DAC encoder. `what` names the input.
 void check_encode_input(const EncoderGeometry& geometry, const float* samples, std::int64_t n, const std::string& what);
 
 bool has_code_encoder(const WeightSource& weights, const std::string& prefix);

@@ -28,7 +28,7 @@ namespace cu = zoo::kernels::cuda;
 using Conv = EncoderWeights::Conv;
 
 constexpr std::int64_t kSemanticPad = 160;
-constexpr float kNormEps = 1e-5f;
+constexpr float kFeatureNormEps = 1e-5f;  // the feature convs' GroupNorm / LayerNorm: torch's default
 
 cu::DeviceBuffer upload(const std::vector<float>& host) {
   cu::DeviceBuffer buf(std::max<std::size_t>(host.size(), 1) * sizeof(float));
@@ -75,7 +75,7 @@ struct DevQuantizer {
 class CudaCodecEncoderRunner : public CodecEncoderRunner {
  public:
   CudaCodecEncoderRunner(const EncoderGeometry& g, const EncoderWeights& w, int device)
-      : g_(g), device_(device), resampler_(kCodecSampleRate, 16000) {
+      : g_(g), device_(device), resampler_(g.sample_rate, g.semantic_rate) {
     ZOO_CUDA_CHECK(cudaSetDevice(device));
     stream_ = cu::Stream();
     gemm_ = std::make_unique<cu::GemmF32>();
@@ -170,10 +170,11 @@ class CudaCodecEncoderRunner : public CodecEncoderRunner {
       y = slot(i % 2 == 0 ? kB : kA, out_steps * c.out);
       conv(x, c, shape, y, nullptr, false);
       if (g.features[i].norm && g.feature_layer_norm) {
-        cu::layer_norm_f32(y, feature_norm_w_[i].as<float>(), feature_norm_b_[i].as<float>(), y, out_steps, c.out, kNormEps, s);
+        cu::layer_norm_f32(y, feature_norm_w_[i].as<float>(), feature_norm_b_[i].as<float>(), y, out_steps,
+                           c.out, kFeatureNormEps, s);
       } else if (g.features[i].norm) {
-        cu::per_channel_norm_f32(y, feature_norm_w_[i].as<float>(), feature_norm_b_[i].as<float>(), y, out_steps, c.out,
-                                 kNormEps, slot(kStats, 2 * c.out), s);
+        cu::per_channel_norm_f32(y, feature_norm_w_[i].as<float>(), feature_norm_b_[i].as<float>(), y,
+                                 out_steps, c.out, kFeatureNormEps, slot(kStats, 2 * c.out), s);
       }
       cu::gelu_erf_f32(y, y, out_steps * c.out, s);
       std::swap(x, y);
@@ -181,7 +182,7 @@ class CudaCodecEncoderRunner : public CodecEncoderRunner {
     }
     const std::int64_t T = steps, C = features_.back().out;
     tap(hook, "hubert.features", x, T, C);
-    cu::layer_norm_f32(x, proj_ln_w_.as<float>(), proj_ln_b_.as<float>(), x, T, C, kNormEps, s);
+    cu::layer_norm_f32(x, proj_ln_w_.as<float>(), proj_ln_b_.as<float>(), x, T, C, g_.layer_norm_eps, s);
     float* h = slot(kH, T * H);
     gemm.linear(x, proj_w_.as<float>(), proj_b_.as<float>(), h, T, H, C, s);
     {
@@ -198,7 +199,7 @@ class CudaCodecEncoderRunner : public CodecEncoderRunner {
       cu::gelu_erf_f32(p, p, T * H, s);
       cu::add(h, p, h, T * H, s);
     }
-    cu::layer_norm_f32(h, enc_ln_w_.as<float>(), enc_ln_b_.as<float>(), h, T, H, kNormEps, s);
+    cu::layer_norm_f32(h, enc_ln_w_.as<float>(), enc_ln_b_.as<float>(), h, T, H, g_.layer_norm_eps, s);
     float* mean = slot(kMean, T * H);
     ZOO_CUDA_CHECK(cudaMemcpyAsync(mean, h, static_cast<std::size_t>(T * H) * sizeof(float), cudaMemcpyDeviceToDevice, s));
     tap(hook, "hubert.hidden.0", h, T, H);
@@ -225,11 +226,11 @@ class CudaCodecEncoderRunner : public CodecEncoderRunner {
         copy_cols(oh, D, attn + hd * D, H, T, D);
       }
       gemm.linear(attn, L.out_w.as<float>(), L.out_b.as<float>(), h, T, H, H, s, /*accumulate=*/true);
-      cu::layer_norm_f32(h, L.ln1_w.as<float>(), L.ln1_b.as<float>(), h, T, H, kNormEps, s);
+      cu::layer_norm_f32(h, L.ln1_w.as<float>(), L.ln1_b.as<float>(), h, T, H, g_.layer_norm_eps, s);
       gemm.linear(h, L.ff1_w.as<float>(), L.ff1_b.as<float>(), ff, T, g.intermediate, H, s);
       cu::gelu_erf_f32(ff, ff, T * g.intermediate, s);
       gemm.linear(ff, L.ff2_w.as<float>(), L.ff2_b.as<float>(), h, T, H, g.intermediate, s, /*accumulate=*/true);
-      cu::layer_norm_f32(h, L.ln2_w.as<float>(), L.ln2_b.as<float>(), h, T, H, kNormEps, s);
+      cu::layer_norm_f32(h, L.ln2_w.as<float>(), L.ln2_b.as<float>(), h, T, H, g_.layer_norm_eps, s);
       tap(hook, fmt::format("hubert.hidden.{}", l + 1), h, T, H);
       cu::add(mean, h, mean, T * H, s);
     }
@@ -336,8 +337,13 @@ class CudaCodecEncoderRunner : public CodecEncoderRunner {
     kV, kAcA, kAcB, kAcZ, kCat, kResidual, kProj, kDots, kIndex, kGaps, kWorkspace, kSlots
   };
 
-  std::int64_t phases() const { return std::max<std::int64_t>(1, 16000 / std::gcd<std::int64_t>(kCodecSampleRate, 16000)); }
-  std::int64_t step() const { return kCodecSampleRate / std::gcd<std::int64_t>(kCodecSampleRate, 16000); }
+  std::int64_t phases() const {
+    return std::max<std::int64_t>(
+        1, g_.semantic_rate / std::gcd<std::int64_t>(g_.sample_rate, g_.semantic_rate));
+  }
+  std::int64_t step() const {
+    return g_.sample_rate / std::gcd<std::int64_t>(g_.sample_rate, g_.semantic_rate);
+  }
   // The largest activation (steps x channels) of the DAC encoder on `steps` input samples.
   std::int64_t acoustic_floats(std::int64_t steps) const {
     std::int64_t most = steps * g_.acoustic_conv1_channels;
