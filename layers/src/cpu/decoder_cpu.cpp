@@ -600,16 +600,19 @@ class CpuBackend : public DecoderBackend {
     std::size_t total = 0, done = 0;
     for (const auto& req : decoder_requirements(c_)) total += source.info(req.name)->nbytes;
     for (const auto& t : tables) total += t.rows.nbytes();
-    auto widen = [&](const TensorView& view) {
-      HostTensor out(DType::F32, view.shape);
+    auto widen_into = [&](const TensorView& view, float* out) {
       const auto n = view.numel();
       const auto elem = dtype_size(view.dtype);
       kernels::ThreadPool::global().parallel_for(n, 1 << 16, [&](std::int64_t b, std::int64_t e) {
         TensorView part{static_cast<const std::byte*>(view.data) + b * elem, view.dtype, {e - b}, Device{}};
-        to_f32(part, std::span<float>(out.as<float>() + b, static_cast<std::size_t>(e - b)));
+        to_f32(part, std::span<float>(out + b, static_cast<std::size_t>(e - b)));
       });
       done += view.nbytes();
       if (progress) progress(done, total);
+    };
+    auto widen = [&](const TensorView& view) {
+      HostTensor out(DType::F32, view.shape);
+      widen_into(view, out.as<float>());
       return out;
     };
     auto fetch = [&](const std::string& name) { return widen(source.view(name)); };
@@ -628,13 +631,12 @@ class CpuBackend : public DecoderBackend {
           w_.layers[l][t.param] = is_norm(t.param) ? fetch_norm(t.name) : fetch(t.name);
           continue;
         }
-        // Experts stacked per parameter: [experts, rows, cols], expert e at e * rows * cols. Each
-        // is read through a view: its own tensor, or its slice of a fused one (either layout
-        // widens to the same floats).
+        // Experts stacked per parameter: [experts, rows, cols], expert e at e * rows * cols,
+        // widened straight from a view of the mapped file: its own tensor, or its slice of a fused
+        // one (either layout gives the same floats).
         HostTensor& stacked = w_.layers[l][t.param];
         if (stacked.empty()) stacked = HostTensor(DType::F32, {c_.moe.experts, t.shape[0], t.shape[1]});
-        const HostTensor one = widen(layer_tensor_view(source, t));
-        std::copy_n(one.as<float>(), one.numel(), stacked.as<float>() + t.expert * one.numel());
+        widen_into(layer_tensor_view(source, t), stacked.as<float>() + t.expert * t.shape[0] * t.shape[1]);
       }
     w_.final_norm = fetch_norm(c_.final_norm_weight());
     if (!c_.tie_word_embeddings) w_.lm_head = fetch(c_.lm_head_weight());
