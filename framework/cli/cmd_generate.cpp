@@ -283,7 +283,8 @@ int run_generate_batch(const GenerateOptions& o) {
     nlohmann::ordered_json line{{"index", i}, {"ids", c.ids}};
     if (tokenizer) line["text"] = tokenizer->decode(c.ids, true);
     line["finish_reason"] = engine::finish_reason_name(c.finish);
-    if (!c.tokens.empty()) {  // logprobs asked: of the raw logits, as the server's
+    // The engine hands back every pick; logprobs are written only where the line (or --logprobs) asked.
+    if (items[i].logprobs.value_or(o.logprobs) >= 0) {  // of the raw logits, as the server's
       const auto entry = [&](std::int64_t id, float logprob) {
         nlohmann::ordered_json e{{"id", id}};
         if (tokenizer)

@@ -67,6 +67,24 @@ for line, top in zip(lines, (3, 1)):
         assert values == sorted(values, reverse=True) and "token" in entry, entry
 PY
 
+# logprobs only where asked: a line without the field (and no --logprobs) gets none (before: a list
+# of 0.0 logprobs); "logprobs": 0 gets each token's logprob and no alternatives.
+printf '%s\n' '{"prompt": "Hello world", "logprobs": 0}' '"The cat"' >"$TMP/lp0.jsonl"
+run logprobs0 generate "$M" --input "$TMP/lp0.jsonl" -n 4 -q
+rc 0
+((cases++))
+python3 - "$TMP/out" "$TMP/batch.jsonl" <<'PY' || fail "logprobs not asked: $(cat "$TMP/out")"
+import json, sys
+asked, plain = [json.loads(l) for l in open(sys.argv[1])]
+assert len(asked["logprobs"]) == len(asked["ids"]) == 4, asked
+for entry, id in zip(asked["logprobs"], asked["ids"]):
+    assert entry["id"] == id and entry["logprob"] <= 0 and entry["top_logprobs"] == [], entry
+assert any(e["logprob"] < 0 for e in asked["logprobs"]), asked
+assert "logprobs" not in plain, plain
+for line in map(json.loads, open(sys.argv[2])):
+    assert "logprobs" not in line, line
+PY
+
 # --out: the same lines, written atomically; stdout stays empty.
 run out generate "$M" --input "$TMP/in.jsonl" -n 8 --out "$TMP/out.jsonl" -q
 rc 0
