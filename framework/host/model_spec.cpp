@@ -245,7 +245,10 @@ ModelSpec parse_model_spec(const std::string& text, const fs::path& yaml_file) {
 
 ModelSpec model_spec_for_directory(const fs::path& dir) {
   std::error_code ec;
-  if (!fs::is_regular_file(dir / "config.json", ec))
+  const auto status = fs::status(dir / "config.json", ec);
+  if (ec && ec.value() != ENOENT)  // a symlink loop, no permission: not "without config.json"
+    throw InputError(fmt::format("{}: {}", (dir / "config.json").string(), describe_open_error(ec.value())));
+  if (!fs::is_regular_file(status))
     throw InputError(fmt::format("{}: is a directory without config.json, expected a model YAML or a Hugging Face "
                                  "model directory (config.json + *.safetensors)",
                                  dir.string()));

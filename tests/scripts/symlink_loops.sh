@@ -20,6 +20,15 @@ expect_loop "tokenize MODEL" tokenize "$TMP/loop" --input "$TMP/in.jsonl"
 expect_loop "validate --golden" validate "$SRC/configs/qwen3-tiny.yaml" --golden "$TMP/loop"
 expect_loop "validate --request" validate "$SRC/configs/qwen3-tiny.yaml" --request "$TMP/loop"
 
+# A model directory whose config.json is a loop: named as one (before: "a directory without
+# config.json", which sends the user looking for a missing file).
+mkdir "$TMP/model"
+ln -s config.json "$TMP/model/config.json"
+want="$TMP/model/config.json: symlink loop (too many levels of symbolic links)"
+expect_loop "plan MODEL_DIR" plan "$TMP/model"
+expect_loop "generate MODEL_DIR" generate "$TMP/model" --prompt hi -n 1
+want="$TMP/loop: symlink loop (too many levels of symbolic links)"
+
 # A plugin directory that is a loop is a problem `zoo plugins` lists (exit 0), not an absent one.
 run "plugins --plugin-dir" plugins --plugin-dir "$TMP/loop"
 ((RC == 0)) || fail "exit $RC: $(head -c 300 "$TMP/err")"
