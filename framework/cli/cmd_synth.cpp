@@ -2,8 +2,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "commands.hpp"
 #include "file_options.hpp"
@@ -55,11 +57,19 @@ int synth(const SynthOptions& options) {
 
   std::vector<SynthTensor> tensors = required_tensors(*model, options.stddev);
   if (!options.extra.empty()) {
-    for (auto& extra : load_extra_tensors(options.extra)) {
-      for (const auto& t : tensors)
-        if (t.stored == extra.stored)
-          throw InputError(fmt::format("{}: tensor '{}' is already required by the plugin", options.extra, t.stored));
-      tensors.push_back(std::move(extra));
+    std::unordered_map<std::string, std::size_t> listed;  // name -> its index in the list
+    const std::size_t required = tensors.size();
+    for (std::size_t i = 0; i < required; ++i) listed.emplace(tensors[i].stored, SIZE_MAX);
+    auto extras = load_extra_tensors(options.extra);
+    for (std::size_t i = 0; i < extras.size(); ++i) {
+      const auto [at, fresh] = listed.emplace(extras[i].stored, i);
+      if (!fresh && at->second == SIZE_MAX)
+        throw InputError(fmt::format("{}: tensors[{}]: tensor '{}' is already required by the plugin",
+                                     options.extra, i, extras[i].stored));
+      if (!fresh)
+        throw InputError(fmt::format("{}: tensors[{}]: tensor '{}' is listed twice (first at tensors[{}])",
+                                     options.extra, i, extras[i].stored, at->second));
+      tensors.push_back(std::move(extras[i]));
     }
   }
   const std::filesystem::path out = options.out;

@@ -15,12 +15,12 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <queue>
 #include <shared_mutex>
 #include <sstream>
 #include <unordered_map>
 
 #include "regex_work.hpp"
+#include "token_trie.hpp"
 #include "tokenizer_unicode.hpp"
 #include "zoo/error.hpp"
 #include "zoo/input_file.hpp"
@@ -35,6 +35,7 @@ using tokenizer_detail::decode_codepoint;
 using tokenizer_detail::first_invalid_utf8;
 using tokenizer_detail::is_white_space;
 using tokenizer_detail::is_word_char;
+using tokenizer_detail::TokenTrie;
 
 // Text from tokenizer.json (a token, a pattern) as messages quote it: a megabyte-long pattern would
 // drown the message, so at most 80 bytes (cut on a character boundary), then "..." and the length.
@@ -480,64 +481,64 @@ struct Span {
 };
 
 // HF's SplitDelimiterBehavior applied to a piece: the matches and the gaps between them, combined
-// as the behaviour says. Empty results are dropped (as PreTokenizedString::split does).
-void split_piece(const SplitStep& step, std::string_view piece, std::vector<std::string_view>& out,
-                 std::vector<Span>& spans, Work& work) {
-  spans.clear();
+// as the behaviour says, handed to emit(begin, end) left to right as they are found (at most one
+// span held back, for the merging behaviours). Empty results are dropped (as
+// PreTokenizedString::split does).
+template <class Emit>
+void split_piece(const SplitStep& step, std::string_view piece, Work& work, Emit&& emit) {
+  std::optional<Span> held;
+  bool previous_match = false, first = true;
+  auto give = [&](const Span& s) {
+    if (s.end > s.begin) emit(s.begin, s.end);
+  };
+  auto take = [&](Span s) {
+    if (step.invert) s.match = !s.match;
+    switch (step.behavior) {
+      case Behavior::Removed:
+        if (!s.match) give(s);
+        break;
+      case Behavior::Isolated:
+        give(s);
+        break;
+      case Behavior::MergedWithPrevious:  // a match joins the gap before it
+        if (s.match && !previous_match && held) {
+          held->end = s.end;
+        } else {
+          if (held) give(*held);
+          held = s;
+        }
+        break;
+      case Behavior::MergedWithNext:  // a match joins the gap after it (only matches are held)
+        if (s.match) {
+          if (held) give(*held);
+          held = s;
+        } else if (held) {
+          give({held->begin, s.end, false});
+          held.reset();
+        } else {
+          give(s);
+        }
+        break;
+      case Behavior::Contiguous:  // runs of matches, runs of gaps
+        if (!first && previous_match == s.match && held) {
+          held->end = s.end;
+        } else {
+          if (held) give(*held);
+          held = s;
+        }
+        break;
+    }
+    previous_match = s.match;
+    first = false;
+  };
   size_t prev = 0;
   step.pattern.for_each_match(piece, work, [&](size_t a, size_t b) {
-    if (prev != a) spans.push_back({prev, a, false});
-    spans.push_back({a, b, true});
+    if (prev != a) take({prev, a, false});
+    take({a, b, true});
     prev = b;
   });
-  if (prev != piece.size()) spans.push_back({prev, piece.size(), false});
-  if (step.invert)
-    for (auto& s : spans) s.match = !s.match;
-  auto emit = [&](size_t a, size_t b) {
-    if (b > a) out.push_back(piece.substr(a, b - a));
-  };
-  switch (step.behavior) {
-    case Behavior::Removed:
-      for (const auto& s : spans)
-        if (!s.match) emit(s.begin, s.end);
-      return;
-    case Behavior::Isolated:
-      for (const auto& s : spans) emit(s.begin, s.end);
-      return;
-    case Behavior::MergedWithPrevious: {
-      std::vector<Span> acc;
-      bool previous_match = false;
-      for (const auto& s : spans) {
-        if (s.match && !previous_match && !acc.empty()) acc.back().end = s.end;
-        else acc.push_back(s);
-        previous_match = s.match;
-      }
-      for (const auto& s : acc) emit(s.begin, s.end);
-      return;
-    }
-    case Behavior::MergedWithNext: {
-      std::vector<Span> acc;
-      bool previous_match = false;
-      for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-        if (it->match && !previous_match && !acc.empty()) acc.back().begin = it->begin;
-        else acc.push_back(*it);
-        previous_match = it->match;
-      }
-      for (auto it = acc.rbegin(); it != acc.rend(); ++it) emit(it->begin, it->end);
-      return;
-    }
-    case Behavior::Contiguous: {
-      std::vector<Span> acc;
-      std::optional<bool> previous;
-      for (const auto& s : spans) {
-        if (previous && *previous == s.match && !acc.empty()) acc.back().end = s.end;
-        else acc.push_back(s);
-        previous = s.match;
-      }
-      for (const auto& s : acc) emit(s.begin, s.end);
-      return;
-    }
-  }
+  if (prev != piece.size()) take({prev, piece.size(), false});
+  if (held) give(*held);
 }
 
 // HF's Metaspace pre-tokenizer: every ' ' becomes the replacement character, the replacement is
@@ -565,6 +566,18 @@ struct PreStep {
 struct Piece {
   std::string_view text;
   bool at_origin;
+};
+
+// The most pre-tokenizers that split a file may chain (each is a level of encode's depth-first walk).
+constexpr size_t kMaxSplittingPreTokenizers = 256;
+
+// One encode call's pre-tokenizing: where ids go, and Metaspace's output so far per step, held to
+// the normalizers' growth bound on the text given (grow_limit, from text_bytes).
+struct PreTokenizing {
+  Work& work;
+  std::vector<int64_t>& out;
+  std::vector<size_t> grown;
+  size_t grow_limit, text_bytes;
 };
 
 // Metaspace's replace and prepend for one piece, into out.
@@ -604,97 +617,6 @@ struct AddedToken {
   bool single_word = false, lstrip = false, rstrip = false, normalized = false, special = false;
   // What id_to_token and decode give: HF hands back a normalized token in its normalized form.
   std::string shown;
-};
-
-// Leftmost-longest matching of a set of strings (what HF does with a LeftmostLongest
-// Aho-Corasick), linear in the text whatever the tokens: an Aho-Corasick automaton over the
-// reversed strings, run right to left, gives at every position the longest string starting there
-// (its state is the longest suffix of the text read so far, i.e. the longest string prefix at that
-// position, and the deepest terminal on its failure chain the longest match). Walking a forward
-// trie from every position costs the length of the longest partial match, per position.
-class TokenTrie {
- public:
-  struct Match {
-    size_t start, length, token;
-  };
-
-  void add(std::string_view key, size_t token) {
-    if (key.empty()) return;
-    int32_t node = 0;
-    for (auto it = key.rbegin(); it != key.rend(); ++it) {
-      const auto c = static_cast<unsigned char>(*it);
-      int32_t next = child(node, c);
-      if (next < 0) {
-        next = static_cast<int32_t>(nodes_.size());
-        auto& ch = nodes_[static_cast<size_t>(node)].children;
-        ch.insert(std::lower_bound(ch.begin(), ch.end(), std::make_pair(c, int32_t{0})), {c, next});
-        nodes_.push_back({});
-        nodes_.back().depth = nodes_[static_cast<size_t>(node)].depth + 1;
-      }
-      node = next;
-    }
-    nodes_[static_cast<size_t>(node)].token = static_cast<int64_t>(token);  // a repeated string: the last wins
-    built_ = false;
-  }
-  bool empty() const { return nodes_.size() == 1; }
-
-  // Failure links and, per node, the deepest terminal on its failure chain (breadth first).
-  void build() {
-    std::deque<int32_t> queue;
-    for (const auto& [c, v] : nodes_[0].children) {
-      nodes_[static_cast<size_t>(v)].fail = 0;
-      queue.push_back(v);
-    }
-    nodes_[0].out = -1;
-    while (!queue.empty()) {
-      const int32_t u = queue.front();
-      queue.pop_front();
-      Node& nu = nodes_[static_cast<size_t>(u)];
-      nu.out = nu.token >= 0 ? u : nodes_[static_cast<size_t>(nu.fail)].out;
-      for (const auto& [c, v] : nu.children) {
-        int32_t f = nu.fail;
-        while (f > 0 && child(f, c) < 0) f = nodes_[static_cast<size_t>(f)].fail;
-        const int32_t g = child(f, c);
-        nodes_[static_cast<size_t>(v)].fail = u != 0 && g >= 0 ? g : 0;
-        queue.push_back(v);
-      }
-    }
-    built_ = true;
-  }
-
-  // Every position of s where some string starts, ascending, with the longest one there.
-  std::vector<Match> starts(std::string_view s) const {
-    if (!built_) throw std::logic_error("TokenTrie::starts before build");
-    std::vector<Match> out;
-    int32_t state = 0;
-    for (size_t i = s.size(); i-- > 0;) {
-      const auto c = static_cast<unsigned char>(s[i]);
-      int32_t next;
-      while ((next = child(state, c)) < 0 && state != 0) state = nodes_[static_cast<size_t>(state)].fail;
-      state = next < 0 ? 0 : next;
-      const int32_t o = nodes_[static_cast<size_t>(state)].out;
-      if (o >= 0) {
-        const Node& m = nodes_[static_cast<size_t>(o)];
-        out.push_back({i, static_cast<size_t>(m.depth), static_cast<size_t>(m.token)});
-      }
-    }
-    std::reverse(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  struct Node {
-    std::vector<std::pair<unsigned char, int32_t>> children;  // sorted by byte
-    int64_t token = -1;
-    int32_t depth = 0, fail = 0, out = -1;
-  };
-  int32_t child(int32_t node, unsigned char c) const {
-    const auto& ch = nodes_[static_cast<size_t>(node)].children;
-    const auto it = std::lower_bound(ch.begin(), ch.end(), std::make_pair(c, int32_t{0}));
-    return it != ch.end() && it->first == c ? it->second : -1;
-  }
-  std::vector<Node> nodes_ = std::vector<Node>(1);
-  bool built_ = true;
 };
 
 // One piece of the input after splitting on added tokens: text (id < 0) or an added token.
@@ -741,10 +663,11 @@ struct Merge {
   int32_t id;
 };
 
+// 12 bytes: a piece of 20 MB is 20 M symbols. A symbol merged into the one before it has id -1.
 struct Symbol {
   int32_t id;
   int32_t prev, next;
-  bool live;
+  bool live() const { return id >= 0; }
 };
 
 // Metaspace's fields as HF reads them (pre-tokenizer and decoder alike): replacement is one
@@ -899,10 +822,13 @@ struct Tokenizer::Impl {
   void bound_ids(const Reader& r);
   void encode_text(std::string_view text, std::vector<int64_t>& out) const;
   void encode_normalized(std::string_view text, bool at_origin, std::vector<int64_t>& out, Work& work) const;
+  void pre_tokenize(size_t step, const Piece& piece, PreTokenizing& pt) const;
+  void model_piece(std::string_view piece, std::vector<int64_t>& out, Work& work) const;
   void bpe_piece(std::string_view piece, std::vector<int64_t>& out) const;
   void bpe_symbols(std::vector<Symbol>& symbols) const;
   void symbols_for_chars(std::string_view word, std::vector<Symbol>& symbols) const;
-  std::vector<Segment> split_added(std::string_view s, const TokenTrie& trie) const;
+  template <class Emit>
+  void split_added(std::string_view s, const TokenTrie& trie, Emit&& emit) const;
   std::optional<std::string> unmap(std::string_view token) const;
   std::string run_decoders(std::vector<std::string>& tokens) const;
   void decoder_step(const DecStep& step, std::vector<std::string>& tokens, Work& work) const;
@@ -950,8 +876,14 @@ void Tokenizer::Impl::load(const Json& root) {
   if (type != "BPE")
     r.fail(fmt::format("tokenizer model type '{}' is not supported (only BPE, the byte-level family)",
                        type.empty() ? "?" : type));
-  if (model.contains("dropout") && !model.at("dropout").is_null() && model.at("dropout").get<double>() > 0.0)
-    r.fail("BPE dropout is not supported (it makes encode random)");
+  // HF reads dropout as an optional f32 in [0, 1]; anything else is refused by name, as there.
+  if (model.contains("dropout") && !model.at("dropout").is_null()) {
+    const Json& d = model.at("dropout");
+    if (!d.is_number()) r.fail(fmt::format("model.dropout is a {}, not a number", d.type_name()));
+    const double p = d.get<double>();
+    if (!(p >= 0.0 && p <= 1.0)) r.fail(fmt::format("model.dropout {} is outside [0, 1]", abbrev(d.dump())));
+    if (p > 0.0) r.fail("BPE dropout is not supported (it makes encode random)");
+  }
 
   // Vocabulary.
   const Json& v = r.member(model, "vocab", "model");
@@ -966,13 +898,18 @@ void Tokenizer::Impl::load(const Json& root) {
   ignore_merges = r.bool_of(model, "ignore_merges", false);
   byte_fallback = r.bool_of(model, "byte_fallback", false);
   fuse_unk = r.bool_of(model, "fuse_unk", false);
-  if (model.contains("continuing_subword_prefix") && model.at("continuing_subword_prefix").is_string())
-    prefix = model.at("continuing_subword_prefix").get<std::string>();
-  if (model.contains("end_of_word_suffix") && model.at("end_of_word_suffix").is_string())
-    suffix = model.at("end_of_word_suffix").get<std::string>();
-  if (model.contains("unk_token") && model.at("unk_token").is_string()) {
-    const auto it = vocab.find(model.at("unk_token").get<std::string>());
-    if (it == vocab.end()) r.fail(fmt::format("model.unk_token '{}' is not in the vocab", model.at("unk_token").get<std::string>()));
+  // Optional strings (HF's Option<String>): absent or null is none, another type is refused.
+  const auto optional_string = [&](const char* key) -> std::optional<std::string> {
+    if (!model.contains(key) || model.at(key).is_null()) return std::nullopt;
+    if (!model.at(key).is_string())
+      r.fail(fmt::format("model.{} is a {}, not a string", key, model.at(key).type_name()));
+    return model.at(key).get<std::string>();
+  };
+  prefix = optional_string("continuing_subword_prefix").value_or("");
+  suffix = optional_string("end_of_word_suffix").value_or("");
+  if (const auto name = optional_string("unk_token")) {
+    const auto it = vocab.find(*name);
+    if (it == vocab.end()) r.fail(fmt::format("model.unk_token '{}' is not in the vocab", abbrev(*name)));
     unk = it->second;
   }
 
@@ -1050,6 +987,16 @@ void Tokenizer::Impl::load(const Json& root) {
       chain.push_back(&p);
     }
   }
+  // Encoding walks the splitting steps depth first, a stack frame each: 10^5 would overflow the
+  // stack. Released files split at most a few times.
+  size_t splitting = 0;
+  const auto count_split = [&] {
+    if (++splitting > kMaxSplittingPreTokenizers)
+      r.fail(fmt::format(
+          "pre_tokenizer Sequence splits more than {} times (Split, or Metaspace with split); Zoo "
+          "reads at most that many",
+          kMaxSplittingPreTokenizers));
+  };
   for (size_t i = 0; i < chain.size(); ++i) {
     const Json& p = *chain[i];
     const std::string ptype = r.string_of(p, "type", "pre_tokenizer");
@@ -1065,12 +1012,14 @@ void Tokenizer::Impl::load(const Json& root) {
       else if (beh == "Contiguous") s.behavior = Behavior::Contiguous;
       else r.fail(fmt::format("pre_tokenizer Split behavior '{}' is unknown", beh));
       s.invert = r.bool_of(p, "invert", false);
+      count_split();
       pre_steps.push_back({std::move(s), std::nullopt});
     } else if (ptype == "Metaspace") {
       MetaspaceStep m = read_metaspace(r, p, "pre_tokenizer Metaspace");
       m.splitter.pattern.literal = m.replacement;
       m.splitter.behavior = Behavior::MergedWithNext;
       m.where = fmt::format("{}: pre_tokenizer Metaspace (step {} of the chain)", r.file, i + 1);
+      if (m.split) count_split();
       pre_steps.push_back({std::nullopt, std::move(m)});
     } else if (ptype == "ByteLevel") {
       byte_level = true;
@@ -1135,67 +1084,73 @@ void Tokenizer::Impl::load(const Json& root) {
 // HF AddedVocabulary::find_matches: leftmost-longest, then single_word / lstrip / rstrip. Matches
 // do not overlap: the next is searched after the previous match (before its rstrip), as HF's
 // find_iter does; a rejected single_word match still spends its bytes.
-std::vector<Segment> Tokenizer::Impl::split_added(std::string_view s, const TokenTrie& trie) const {
-  std::vector<Segment> out;
+template <class Emit>
+void Tokenizer::Impl::split_added(std::string_view s, const TokenTrie& trie, Emit&& emit) const {
   if (trie.empty()) {
-    if (!s.empty()) out.push_back({0, s.size(), -1});
-    return out;
+    if (!s.empty()) emit(Segment{0, s.size(), -1});
+    return;
   }
   size_t start_offset = 0, from = 0;
   // The White_Space run last measured for rstrip: a later match inside it ends at the same place,
   // so a run is walked once however many matches fall in it.
   size_t run_begin = 0, run_end = 0;
-  for (const auto& m : trie.starts(s)) {
-    if (m.start < from) continue;
-    size_t start = m.start, stop = m.start + m.length;
-    from = stop;
-    const AddedToken& tok = added[m.token];
-    if (tok.single_word) {
-      const bool start_space = start == 0 || !ends_with_word(s.substr(0, start));
-      const bool stop_space = stop == s.size() || !starts_with_word(s.substr(stop));
-      if (!start_space || !stop_space) continue;
-    }
-    if (tok.lstrip) {
-      // HF strips back to the previous segment at most; walking further would be wasted (and
-      // quadratic over a run of matches inside White_Space).
-      size_t newstart = start;
-      while (newstart > start_offset) {
-        size_t p = newstart - 1;
-        while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
-        size_t len = 0;
-        if (!is_white_space(decode_codepoint(s, p, len))) break;
-        newstart = p;
+  // In chunks: a text where every byte starts a token holds one chunk's matches, not the text's.
+  const size_t chunk = std::max<size_t>(size_t{1} << 16, trie.max_length());
+  std::vector<TokenTrie::Match> matches;
+  for (size_t begin = 0; begin < s.size(); begin += chunk) {
+    const size_t scan_from = std::max(begin, from), scan_end = std::min(s.size(), begin + chunk);
+    if (scan_from >= scan_end) continue;
+    trie.starts(s, scan_from, scan_end, matches);
+    for (const auto& m : matches) {
+      const size_t at = scan_from + m.offset;
+      if (at < from) continue;
+      size_t start = at, stop = at + trie.length(m.token);
+      from = stop;
+      const AddedToken& tok = added[m.token];
+      if (tok.single_word) {
+        const bool start_space = start == 0 || !ends_with_word(s.substr(0, start));
+        const bool stop_space = stop == s.size() || !starts_with_word(s.substr(stop));
+        if (!start_space || !stop_space) continue;
       }
-      start = std::max(newstart, start_offset);
-    }
-    if (tok.rstrip) {
-      if (stop >= run_begin && stop <= run_end) {
-        stop = run_end;
-      } else {
-        run_begin = stop;
-        while (stop < s.size()) {
+      if (tok.lstrip) {
+        // HF strips back to the previous segment at most; walking further would be wasted (and
+        // quadratic over a run of matches inside White_Space).
+        size_t newstart = start;
+        while (newstart > start_offset) {
+          size_t p = newstart - 1;
+          while (p > 0 && (static_cast<unsigned char>(s[p]) & 0xC0) == 0x80) --p;
           size_t len = 0;
-          if (!is_white_space(decode_codepoint(s, stop, len))) break;
-          stop += len;
+          if (!is_white_space(decode_codepoint(s, p, len))) break;
+          newstart = p;
         }
-        run_end = stop;
+        start = std::max(newstart, start_offset);
       }
+      if (tok.rstrip) {
+        if (stop >= run_begin && stop <= run_end) {
+          stop = run_end;
+        } else {
+          run_begin = stop;
+          while (stop < s.size()) {
+            size_t len = 0;
+            if (!is_white_space(decode_codepoint(s, stop, len))) break;
+            stop += len;
+          }
+          run_end = stop;
+        }
+      }
+      if (start_offset < start) emit(Segment{start_offset, start, -1});
+      emit(Segment{start, stop, tok.id});
+      start_offset = stop;
     }
-    if (start_offset < start) out.push_back({start_offset, start, -1});
-    out.push_back({start, stop, tok.id});
-    start_offset = stop;
   }
-  if (start_offset != s.size()) out.push_back({start_offset, s.size(), -1});
-  return out;
+  if (start_offset != s.size()) emit(Segment{start_offset, s.size(), -1});
 }
 
 void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& out) const {
   Work work(text);
-  for (const auto& seg : split_added(text, raw_trie)) {
-    if (seg.id >= 0) {
-      out.push_back(seg.id);
-      continue;
-    }
+  // Segments are handled as they are found: a text of one-byte added tokens has one a byte.
+  split_added(text, raw_trie, [&](const Segment& seg) {
+    if (seg.id >= 0) return out.push_back(seg.id);
     const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
     work.origin = seg.begin;
     // Then the normalizer, then the tokens matched in normalized text (normalized: true).
@@ -1209,70 +1164,76 @@ void Tokenizer::Impl::encode_text(std::string_view text, std::vector<int64_t>& o
     }
     // Metaspace's prepend_scheme "first" asks whether a piece starts the input; past a normalized
     // token only a normalizer that inserts text at the front could make HF say yes (not done here).
-    if (normalized_trie.empty()) {
-      encode_normalized(normalized, seg.begin == 0, out, work);
-      continue;
-    }
-    for (const auto& s2 : split_added(normalized, normalized_trie)) {
-      if (s2.id >= 0) out.push_back(s2.id);
-      else encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), seg.begin == 0 && s2.begin == 0, out, work);
-    }
-  }
+    if (normalized_trie.empty()) return encode_normalized(normalized, seg.begin == 0, out, work);
+    split_added(normalized, normalized_trie, [&](const Segment& s2) {
+      if (s2.id >= 0)
+        out.push_back(s2.id);
+      else
+        encode_normalized(normalized.substr(s2.begin, s2.end - s2.begin), seg.begin == 0 && s2.begin == 0,
+                          out, work);
+    });
+  });
 }
 
+// Pre-tokenizing is depth first: each part a step makes goes through the next steps and the model
+// before the step's next part is found, so a line holds one piece per step at a time (a line of
+// 20 MB of digits, a piece each, once held 20 M pieces per step: 1.9 GB). The ids are those of
+// going step by step over all pieces, as HF does: each piece is split on its own. The depth is the
+// number of splitting steps, bounded when the file is read (kMaxSplittingPreTokenizers).
 void Tokenizer::Impl::encode_normalized(std::string_view text, bool at_origin, std::vector<int64_t>& out, Work& work) const {
   if (text.empty()) return;
-  std::vector<Piece> pieces{{text, at_origin}}, next;
-  std::vector<std::string_view> parts;
-  std::vector<Span> spans;
-  std::deque<std::string> made;  // Metaspace's rewritten pieces (a deque: views into them stay valid)
-  // Metaspace rewrites text, so it is held to the normalizers' growth bound, on the text given here.
-  const size_t grow_limit = Work::kGrowth * text.size() + Work::kGrowthSlack;
-  for (const auto& step : pre_steps) {
-    next.clear();
-    size_t total = 0;
-    for (const auto& p : pieces) {
-      Piece src = p;
-      const SplitStep* splitter = step.split ? &*step.split : nullptr;
-      if (step.metaspace) {
-        metaspace_text(*step.metaspace, p, made.emplace_back());
-        src.text = made.back();
-        total += src.text.size();
-        if (total > grow_limit)
-          throw InputError(fmt::format("{} grows the text past {} bytes ({} x its {} bytes + {}) {}", step.metaspace->where,
-                                       grow_limit, Work::kGrowth, text.size(), Work::kGrowthSlack, work.where(nullptr)));
-        if (step.metaspace->split) splitter = &step.metaspace->splitter;
-      }
-      if (!splitter) {
-        next.push_back(src);
-        continue;
-      }
-      parts.clear();
-      split_piece(*splitter, src.text, parts, spans, work);
-      // Only the part that begins where its piece began can start the input.
-      for (const auto v : parts) next.push_back({v, src.at_origin && v.data() == src.text.data()});
-    }
-    pieces.swap(next);
+  PreTokenizing pt{work, out, std::vector<size_t>(pre_steps.size(), 0),
+                   Work::kGrowth * text.size() + Work::kGrowthSlack, text.size()};
+  pre_tokenize(0, {text, at_origin}, pt);
+}
+
+void Tokenizer::Impl::pre_tokenize(size_t k, const Piece& p, PreTokenizing& pt) const {
+  // Steps that do not split (Metaspace without split) run here in turn; the next split recurses.
+  Piece src = p;
+  std::string made, spare;
+  const SplitStep* splitter = nullptr;
+  for (; !splitter; ++k) {
+    if (k == pre_steps.size()) return model_piece(src.text, pt.out, pt.work);
+    const PreStep& step = pre_steps[k];
+    if (step.split) splitter = &*step.split;
+    if (!step.metaspace) continue;
+    metaspace_text(*step.metaspace, src, spare);  // src.text may view `made`: written into `spare`
+    made.swap(spare);
+    src.text = made;
+    // Metaspace rewrites text, so it is held to the normalizers' growth bound, on the text given.
+    pt.grown[k] += made.size();
+    if (pt.grown[k] > pt.grow_limit)
+      throw InputError(fmt::format("{} grows the text past {} bytes ({} x its {} bytes + {}) {}",
+                                   step.metaspace->where, pt.grow_limit, Work::kGrowth, pt.text_bytes,
+                                   Work::kGrowthSlack, pt.work.where(nullptr)));
+    if (step.metaspace->split) splitter = &step.metaspace->splitter;
   }
-  std::deque<std::string> prefixed;  // storage for pieces that got a prefix space
-  for (const auto& p : pieces) {
-    std::string_view piece = p.text;
-    if (byte_level && prefix_space && piece.front() != ' ') {
-      prefixed.push_back(" " + std::string(piece));
-      piece = prefixed.back();
-    }
-    if (byte_level_regex) {
-      // Isolated: gaps between matches are pieces too (ByteLevel's pattern leaves none in practice).
-      size_t prev = 0;
-      byte_level_regex->for_each_match(piece, work, [&](size_t a, size_t b) {
-        if (prev != a) bpe_piece(piece.substr(prev, a - prev), out);
-        if (b > a) bpe_piece(piece.substr(a, b - a), out);
-        prev = b;
-      });
-      if (prev != piece.size()) bpe_piece(piece.substr(prev), out);
-    } else {
-      bpe_piece(piece, out);
-    }
+  // k is now the step after the splitting one. Only the part that begins where its piece began
+  // can start the input.
+  split_piece(*splitter, src.text, pt.work, [&](size_t a, size_t b) {
+    pre_tokenize(k, {src.text.substr(a, b - a), src.at_origin && a == 0}, pt);
+  });
+}
+
+// One pre-tokenized piece: ByteLevel's prefix space and its own pattern, then BPE.
+void Tokenizer::Impl::model_piece(std::string_view piece, std::vector<int64_t>& out, Work& work) const {
+  std::string prefixed;
+  if (byte_level && prefix_space && piece.front() != ' ') {
+    prefixed.reserve(piece.size() + 1);
+    (prefixed += ' ') += piece;
+    piece = prefixed;
+  }
+  if (byte_level_regex) {
+    // Isolated: gaps between matches are pieces too (ByteLevel's pattern leaves none in practice).
+    size_t prev = 0;
+    byte_level_regex->for_each_match(piece, work, [&](size_t a, size_t b) {
+      if (prev != a) bpe_piece(piece.substr(prev, a - prev), out);
+      if (b > a) bpe_piece(piece.substr(a, b - a), out);
+      prev = b;
+    });
+    if (prev != piece.size()) bpe_piece(piece.substr(prev), out);
+  } else {
+    bpe_piece(piece, out);
   }
 }
 
@@ -1287,7 +1248,7 @@ void Tokenizer::Impl::symbols_for_chars(std::string_view word, std::vector<Symbo
   std::string s;
   bool unk_pending = false;
   auto flush_unk = [&] {
-    if (unk_pending) symbols.push_back({*unk, 0, 0, true});
+    if (unk_pending) symbols.push_back({*unk, 0, 0});
     unk_pending = false;
   };
   for (size_t i = 0; i < word.size();) {
@@ -1301,7 +1262,7 @@ void Tokenizer::Impl::symbols_for_chars(std::string_view word, std::vector<Symbo
     i += len;
     if (const auto it = vocab.find(s); it != vocab.end()) {
       flush_unk();
-      symbols.push_back({it->second, 0, 0, true});
+      symbols.push_back({it->second, 0, 0});
       continue;
     }
     if (byte_fallback) {
@@ -1313,7 +1274,7 @@ void Tokenizer::Impl::symbols_for_chars(std::string_view word, std::vector<Symbo
           all = false;
           break;
         }
-        symbols.push_back({id, 0, 0, true});
+        symbols.push_back({id, 0, 0});
       }
       if (all) continue;
       symbols.resize(before);
@@ -1365,7 +1326,7 @@ void Tokenizer::Impl::bpe_piece(std::string_view piece, std::vector<int64_t>& ou
           all_bytes = false;
           break;
         }
-        symbols.push_back({id, 0, 0, true});
+        symbols.push_back({id, 0, 0});
       }
     }
     if (fast && !all_bytes) {  // a vocab lacking some byte's character: the general path handles unk
@@ -1376,8 +1337,10 @@ void Tokenizer::Impl::bpe_piece(std::string_view piece, std::vector<int64_t>& ou
       symbols_for_chars(word, symbols);
     }
     bpe_symbols(symbols);
+    // A piece too long to cache puts its ids straight out (no copy the size of a long piece's ids).
     for (const auto& s : symbols)
-      if (s.live) ids.push_back(s.id);
+      if (s.live()) (cacheable ? ids.push_back(s.id) : out.push_back(s.id));
+    if (!cacheable && symbols.capacity() > 2 * kCacheMaxPiece) std::vector<Symbol>().swap(symbols);
   }
   out.insert(out.end(), ids.begin(), ids.end());
   if (cacheable) {
@@ -1404,7 +1367,7 @@ void Tokenizer::Impl::bpe_symbols(std::vector<Symbol>& sym) const {
     auto& s = sym[static_cast<size_t>(pos)];
     auto& nx = sym[static_cast<size_t>(s.next)];
     s.id = new_id;
-    nx.live = false;
+    nx.id = -1;
     s.next = nx.next;
     if (s.next >= 0) sym[static_cast<size_t>(s.next)].prev = pos;
   };
@@ -1429,22 +1392,42 @@ void Tokenizer::Impl::bpe_symbols(std::vector<Symbol>& sym) const {
     int32_t pos, id;
     bool operator>(const Entry& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  // A min-heap of pairs; merged pairs are left in it and skipped when they come up (as HF). A piece
+  // of a million symbols pushes up to three entries a symbol: when the heap is full, the entries no
+  // later pop can use (their symbol merged away, or last) are dropped before it grows.
+  std::vector<Entry> heap;
+  heap.reserve(static_cast<size_t>(n));
+  const auto push = [&](Entry e) {
+    if (heap.size() == heap.capacity()) {
+      std::erase_if(heap, [&](const Entry& x) {
+        const Symbol& at = sym[static_cast<size_t>(x.pos)];
+        return !at.live() || at.next < 0;
+      });
+      std::make_heap(heap.begin(), heap.end(), std::greater<>());
+      if (heap.size() > heap.capacity() / 2) heap.reserve(2 * heap.capacity());  // linear time, amortized
+    }
+    heap.push_back(e);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
   for (int32_t i = 0; i + 1 < n; ++i)
     if (const Merge* m = lookup(sym[static_cast<size_t>(i)].id, sym[static_cast<size_t>(i + 1)].id))
-      heap.push({m->rank, i, m->id});
+      heap.push_back({m->rank, i, m->id});
+  std::make_heap(heap.begin(), heap.end(), std::greater<>());
   while (!heap.empty()) {
-    const Entry top = heap.top();
-    heap.pop();
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    const Entry top = heap.back();
+    heap.pop_back();
     auto& s = sym[static_cast<size_t>(top.pos)];
-    if (!s.live || s.next < 0) continue;
+    if (!s.live() || s.next < 0) continue;
     const Merge* m = lookup(s.id, sym[static_cast<size_t>(s.next)].id);
     if (!m || m->id != top.id) continue;
     merge_at(top.pos, top.id);
     if (s.prev >= 0)
-      if (const Merge* pm = lookup(sym[static_cast<size_t>(s.prev)].id, s.id)) heap.push({pm->rank, s.prev, pm->id});
+      if (const Merge* pm = lookup(sym[static_cast<size_t>(s.prev)].id, s.id))
+        push({pm->rank, s.prev, pm->id});
     if (s.next >= 0)
-      if (const Merge* nm = lookup(s.id, sym[static_cast<size_t>(s.next)].id)) heap.push({nm->rank, top.pos, nm->id});
+      if (const Merge* nm = lookup(s.id, sym[static_cast<size_t>(s.next)].id))
+        push({nm->rank, top.pos, nm->id});
   }
 }
 
@@ -1471,9 +1454,13 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& tokenizer_json) {
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
   if (const auto bad = first_invalid_utf8(text); bad != std::string_view::npos)
     throw InputError(fmt::format("{}: text to encode is not valid UTF-8 (byte {})", impl_->file.string(), bad));
+  // A byte gives at most one id but where normalizers or Metaspace add text: reserved so, a line of
+  // digits never reallocates (growing from a third of it held 16 bytes a byte at once), and given
+  // back when the text made far fewer.
   std::vector<int64_t> out;
-  out.reserve(text.size() / 3 + 4);
+  out.reserve(text.size() + 4);
   impl_->encode_text(text, out);
+  if (out.capacity() > 2 * out.size() + 4096) out.shrink_to_fit();
   return out;
 }
 

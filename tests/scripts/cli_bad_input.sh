@@ -272,5 +272,24 @@ stdout_has "model.embed_tokens.weight"
 expect_error 2 "plan unknown plugin with broken plugins" "no_such_plugin" "failed to load" -- \
   plan "$TMP/unknown-plugin.yaml" --plugin-dir "$TMP/broken-plugins"
 
+# Hostile input, round 3 (issue 49): each was an internal or a JSON library message.
+# A tensor listed twice in --extra-tensors: the writer's internal "duplicate tensor" error before.
+printf '{"tensors": [{"name": "extra.a", "shape": [2]}, {"name": "extra.b", "shape": [2]}, {"name": "extra.a", "shape": [3]}]}\n' \
+  >"$TMP/dup-extra.json"
+expect_error 2 "synth --extra-tensors listed twice" "$TMP/dup-extra.json: tensors[2]: tensor 'extra.a' is listed twice (first at tensors[0])" -- \
+  synth --config "$FIX/qwen3-tiny/config.json" --extra-tensors "$TMP/dup-extra.json" --out "$TMP/dup-extra-out" -q
+[[ -e $TMP/dup-extra-out ]] && fail "synth made its output directory for a bad --extra-tensors"
+# A string dropout in tokenizer.json: nlohmann's "[json.exception.type_error.302] type must be number".
+mkdir -p "$TMP/dropout"
+python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+d['model']['dropout'] = '0.1'
+json.dump(d, open(sys.argv[2], 'w'))" "$FIX/qwen3-tiny-text/tokenizer.json" "$TMP/dropout/tokenizer.json"
+echo '"hi"' >"$TMP/hi.jsonl"
+expect_error 2 "tokenizer.json string dropout" "$TMP/dropout/tokenizer.json: model.dropout is a string, not a number" -- \
+  tokenize "$TMP/dropout" --input "$TMP/hi.jsonl"
+lacks err "json.exception"
+
 echo "$cases cases, $failures failures"
 ((failures == 0))

@@ -360,3 +360,68 @@ TEST_CASE("tokenizer bounds: regex work the match limit does not count is refuse
     fs::remove(f);
   }
 }
+
+TEST_CASE("tokenizer bounds: model fields of the wrong type are named, never the JSON library's error",
+          "[tokenizer][bounds]") {
+  // A string dropout reached nlohmann's get<double> and came out as "[json.exception.type_error.302] ...".
+  const std::vector<std::pair<Json, std::string>> cases{
+      {{{"dropout", "0.1"}}, "model.dropout is a string, not a number"},
+      {{{"dropout", Json::array()}}, "model.dropout is a array, not a number"},
+      {{{"dropout", -0.5}}, "model.dropout -0.5 is outside [0, 1]"},
+      {{{"dropout", 2}}, "model.dropout 2 is outside [0, 1]"},
+      {{{"dropout", 0.5}}, "BPE dropout is not supported"},
+      {{{"unk_token", 7}}, "model.unk_token is a number, not a string"},
+      {{{"continuing_subword_prefix", true}}, "model.continuing_subword_prefix is a boolean, not a string"},
+      {{{"end_of_word_suffix", Json::object()}}, "model.end_of_word_suffix is a object, not a string"},
+  };
+  for (const auto& [fields, want] : cases) {
+    INFO(fields.dump());
+    Json j = minimal({{"a", 0}});
+    j["model"].update(fields);
+    const auto f = write_json("field-type", j);
+    const std::string msg = input_error([&] { (void)Tokenizer::from_file(f); });
+    CHECK_THAT(msg,
+               Catch::Contains(f.string()) && Catch::Contains(want) && !Catch::Contains("json.exception"));
+    fs::remove(f);
+  }
+  // Still read: no dropout, null, 0.0 and 0 (HF's "none"), and null optional strings.
+  for (const Json& fields :
+       {Json::object(), Json{{"dropout", nullptr}}, Json{{"dropout", 0.0}}, Json{{"dropout", 0}},
+        Json{{"unk_token", nullptr}, {"continuing_subword_prefix", nullptr}}}) {
+    INFO(fields.dump());
+    Json j = minimal({{"a", 0}});
+    j["model"].update(fields);
+    const auto f = write_json("field-ok", j);
+    CHECK(Tokenizer::from_file(f).encode("aa") == Ids{0, 0});
+    fs::remove(f);
+  }
+}
+
+TEST_CASE("tokenizer bounds: pre-tokenizing is depth first, its splitting steps bounded",
+          "[tokenizer][bounds]") {
+  // Each splitting step is a level of encode's depth-first walk: 257 are refused at load, naming
+  // the file; 256 encode (a step that splits nothing still passes every piece down).
+  const auto chain_of = [](int n) {
+    Json chain = Json::array();
+    for (int i = 0; i < n; ++i) chain.push_back(split(i % 2 ? "b" : "\\s"));
+    Json j = minimal({{"a", 0}, {"b", 1}, {" ", 2}});
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", chain}};
+    return j;
+  };
+  const auto too_deep = write_json("split-chain-257", chain_of(257));
+  CHECK_THAT(input_error([&] { (void)Tokenizer::from_file(too_deep); }),
+             Catch::Contains(too_deep.string()) && Catch::Contains("splits more than 256 times"));
+  const auto deep = write_json("split-chain-256", chain_of(256));
+  const auto tok = Tokenizer::from_file(deep);
+  CHECK(tok.encode("ab a bba") == Ids{0, 1, 2, 0, 2, 1, 1, 0});
+  // A line of 10,000 pieces goes through all 256 steps one piece at a time.
+  std::string line;
+  for (int i = 0; i < 2500; ++i) line += "ab a";
+  const Ids ids = tok.encode(line);
+  REQUIRE(ids.size() == 10000);
+  CHECK(ids[9996] == 0);
+  CHECK(ids[9997] == 1);
+  CHECK(ids[9998] == 2);
+  CHECK(ids[9999] == 0);
+  for (const auto& p : {too_deep, deep}) fs::remove(p);
+}
