@@ -32,10 +32,11 @@ fs::path heads_fixture() {
 struct CaseResult {
   std::int64_t equal = 0, total = 0;
   double hidden_error = 0.0;  // the largest relative L2 over HuBERT's hidden states
+  double stage_error = 0.0;   // the largest over every other float stage the goldens hold
 };
 
-// Encodes case `c` ("a." or "b.") of the fixture's goldens and compares every code and HuBERT's
-// hidden states.
+// Encodes case `c` ("a.", "b." or "c.") of the fixture's goldens and compares every code and every
+// stage the goldens hold.
 CaseResult encode_case(const higgs::CodecEncoder& encoder, const TraceFile& golden, const std::string& c) {
   const std::vector<float> input = to_f32(golden.get(c + "input").view());
   TraceRecorder taps{PointSelection({"*"})};
@@ -48,12 +49,15 @@ CaseResult encode_case(const higgs::CodecEncoder& encoder, const TraceFile& gold
     out.equal += want[i] == r.codes[static_cast<std::size_t>(i)] ? 1 : 0;
     ++out.total;
   }
-  for (std::int64_t l = 0; l <= encoder.geometry().layers; ++l) {
-    const std::string tap = fmt::format("hubert.hidden.{}", l);
+  for (const auto& name : golden.names()) {
+    if (!name.starts_with(c) || name == c + "input" || name == c + "codes" || name == c + "gap") continue;
+    const std::string tap = name.substr(c.size());
     const HostTensor* got = taps.find(tap);
+    INFO("stage " << name);
     REQUIRE(got != nullptr);
-    out.hidden_error =
-        std::max(out.hidden_error, rel_l2(to_f32(golden.get(c + tap).view()), to_f32(got->view())));
+    const double err = rel_l2(to_f32(golden.get(name).view()), to_f32(got->view()));
+    double& worst = tap.starts_with("hubert.hidden.") ? out.hidden_error : out.stage_error;
+    worst = std::max(worst, err);
   }
   return out;
 }
@@ -75,9 +79,12 @@ TEST_CASE("a HuBERT of 2 heads of 16 encodes exactly transformers' codes with it
   std::int64_t equal = 0, total = 0;
   for (const std::string c : {"a.", "b.", "c."}) {
     const CaseResult r = encode_case(*encoder, golden, c);
-    std::printf("heads fixture %s codes equal %lld of %lld, HuBERT hidden rel L2 <= %.2e\n", c.c_str(),
-                static_cast<long long>(r.equal), static_cast<long long>(r.total), r.hidden_error);
+    std::printf(
+        "heads fixture %s codes equal %lld of %lld, HuBERT hidden rel L2 <= %.2e, other stages <= %.2e\n",
+        c.c_str(), static_cast<long long>(r.equal), static_cast<long long>(r.total), r.hidden_error,
+        r.stage_error);
     CHECK(r.hidden_error <= 5e-6);
+    CHECK(r.stage_error <= 5e-5);  // the DAC encoder's float32 sums reach ~2e-5 (test_codec_encode.cpp)
     equal += r.equal;
     total += r.total;
   }
@@ -105,9 +112,9 @@ TEST_CASE("the same codec run with 4 heads of 8 (the old width rule) is not tran
     equal += r.equal;
     total += r.total;
   }
-  // This tiny codec's codes mostly follow its acoustic branch, so only the 2 s case shows it
-  // (transformers itself with 4 heads keeps cases a and b).
-  CHECK(equal < total);
+  // The fixture's acoustic branch is scaled down so its codes follow HuBERT: transformers itself
+  // with 4 heads of 8 keeps 193 of the 252 codes.
+  CHECK(equal <= total * 9 / 10);
 }
 
 // A copy of fixture `name`'s checkpoint in `dir`, with codec_config.json edited by `edit`, or
