@@ -170,7 +170,7 @@ const std::vector<Rule>& rules() {
       {{"final_logit_softcapping", kRefused, "tanh capping of the logits (null)"}},
       {{"query_pre_attn_scalar", kRefused, "attention scale other than 1/sqrt(head_dim)"}, is_head_dim},
       {{"hidden_activation", kIgnored,
-        "read only where the family's transformers MLP reads it (Gemma 2 and 3, in place of hidden_act); "
+        "read only where the family's transformers MLP reads it (HfFamilyRules::activation_field); "
         "elsewhere transformers never reads it, and a warning names one naming another function"}},
       {{"original_max_position_embeddings", kRefused,
         "a base length for RoPE scaling at the top level (LongRoPE); read where the family's scaling does "
@@ -295,17 +295,19 @@ double default_base(const HfFamilyRules& family, const char* key, const std::str
 
 const std::vector<HfFallback>& hf_shared_fallbacks() {
   static const std::vector<HfFallback> table = {
-      {"hidden_act", "\"silu\"", "the default of every config class Zoo reads but Gemma's"},
+      {"hidden_act", "\"silu\"", "the default of every config class Zoo reads whose plugin states none"},
       {"head_dim", "hidden_size / num_attention_heads",
        "the modeling code's getattr(config, \"head_dim\", hidden_size // num_attention_heads)"},
       {"rope_theta", "10000.0", "RotaryEmbeddingConfigMixin.default_theta"},
-      {"tie_word_embeddings", "false", "the default of every config class Zoo reads but Gemma's"},
+      {"tie_word_embeddings", "false",
+       "the default of every config class Zoo reads whose plugin states none"},
       {"attention_bias", "false",
        "the default of every class that has the field (the others have no such biases)"},
-      {"mlp_bias", "false", "LlamaConfig's default (the other classes' MLPs have no biases)"},
-      {"norm_topk_prob", "false", "Qwen3MoeConfig's and Qwen2MoeConfig's default"},
-      {"decoder_sparse_step", "1", "Qwen3MoeConfig's and Qwen2MoeConfig's default"},
-      {"mlp_only_layers", "[]", "Qwen3MoeConfig's and Qwen2MoeConfig's default (None, made [])"},
+      {"mlp_bias", "false",
+       "the default of the one class that has the field (the others' MLPs have no biases)"},
+      {"norm_topk_prob", "false", "the default of every mixture-of-experts class Zoo reads"},
+      {"decoder_sparse_step", "1", "the default of every mixture-of-experts class Zoo reads"},
+      {"mlp_only_layers", "[]", "the default of every mixture-of-experts class Zoo reads (None, made [])"},
   };
   return table;
 }
@@ -464,7 +466,7 @@ const char* activation_name(Activation a) {
 Activation read_activation(const json& config, const json& original, const HfFamilyRules& family,
                            const std::string& label, std::vector<std::string>& warnings) {
   const std::string& field = family.activation_field;
-  Activation act = Activation::silu;  // hf_shared_fallbacks: every non-Gemma class's default
+  Activation act = Activation::silu;  // hf_shared_fallbacks
   if (config.contains(field)) {
     const json& v = config.at(field);
     if (v.is_null())
@@ -521,12 +523,12 @@ void read_layer_types(const json& config, const HfFamilyRules& family, DecoderSp
 // multiple of decoder_sparse_step.
 void read_moe(const json& config, const HfFamilyRules& family, DecoderSpec& c, const std::string& label) {
   if (!family.reads.count("num_experts")) return;
-  // The stated count under either name (Qwen3MoeConfig maps num_experts to num_local_experts).
+  // The stated count under either name (an attribute_map makes them one field in some classes).
   const char* experts_key = present(config, "num_local_experts") && !present(config, "num_experts")
                                 ? "num_local_experts"
                             : config.contains("num_experts") ? "num_experts"
                                                              : "num_local_experts";
-  // Absent, the classes take one released model's count (Qwen3MoeConfig 128, Qwen2MoeConfig 60);
+  // Absent, the classes take one released model's count (docs/validation.md lists them);
   // null they refuse. Neither is a dense model: 0 is.
   if (!config.contains(experts_key))
     throw InputError(
@@ -543,7 +545,7 @@ void read_moe(const json& config, const HfFamilyRules& family, DecoderSpec& c, c
   c.moe.intermediate_size = positive_int(config, "moe_intermediate_size", kMaxIntermediate, label);
   c.moe.normalize_top_k = hf_bool(config, "norm_topk_prob", false, label);
   if (family.reads.count("shared_expert_intermediate_size")) {
-    // Absent, Qwen2MoeConfig takes 5632 (Qwen1.5-MoE-A2.7B's); 0 is no shared expert.
+    // Absent, the class takes one released model's size; 0 is no shared expert.
     require(config, "shared_expert_intermediate_size", family, label);
     const json& shared = config.at("shared_expert_intermediate_size");
     if (!(shared.is_number_integer() && shared.get<std::int64_t>() == 0))
@@ -637,8 +639,8 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& original, const std::st
   c.intermediate_size = positive_int(config, "intermediate_size", kMaxIntermediate, label);
   c.num_layers = positive_int(config, "num_hidden_layers", kMaxLayers, label);
   c.num_heads = positive_int(config, "num_attention_heads", kMaxHeads, label);
-  // Absent, the classes disagree (LlamaConfig: None, i.e. num_attention_heads; Qwen2Config 32;
-  // Qwen3MoeConfig 4); null is None wherever transformers accepts it.
+  // Absent, the classes disagree (None, i.e. num_attention_heads, or one model's count; see
+  // docs/validation.md); null is None wherever transformers accepts it.
   require(config, "num_key_value_heads", rules, label);
   c.num_kv_heads = present(config, "num_key_value_heads") ? positive_int(config, "num_key_value_heads", kMaxHeads, label)
                                                           : c.num_heads;
@@ -652,13 +654,13 @@ DecoderSpec read_hf_decoder_config(const nlohmann::json& original, const std::st
     c.head_dim = c.hidden_size / c.num_heads;
   }
   // rms_norm_eps is added to a mean of squares: meaningful only small and positive. Absent, the
-  // classes disagree (1e-6 most, 1e-5 Phi3Config and Olmo2Config).
+  // classes disagree (1e-6 most, 1e-5 some).
   require(config, "rms_norm_eps", rules, label);
   c.rms_norm_eps = number_in(config.at("rms_norm_eps"), "rms_norm_eps", 0.0, 1.0, label);
 
   c.activation = read_activation(config, original, rules, label, c.config_warnings);
   // Families reading these have them as class defaults; null is "none" for the caps (the classes
-  // type them float | None) and refused for the query scale (an int in both Gemma classes).
+  // type them float | None) and refused for the query scale (typed int).
   auto scalar = [&](const char* key, bool nullable) {
     if (!rules.reads.count(key)) return 0.0;
     require(config, key, rules, label);

@@ -34,7 +34,7 @@ layers::HfFamilyRules rules_for(const std::string& type, const nlohmann::json& c
                     {"rope_theta", 10000.0}};
   if (type == "gemma") {
     // GemmaMLP reads hidden_act, whose legacy "gelu" GemmaConfig.__post_init__ turns into
-    // gelu_pytorch_tanh; hidden_activation (transformers 4.40-4.47's field) is not read.
+    // gelu_pytorch_tanh; hidden_activation (read by 4.x from transformers#29402 until #35235) is not.
     rules.config_class = "GemmaConfig";
     rules.gelu_means_tanh = true;
     rules.defaults.update({{"hidden_act", "gelu_pytorch_tanh"},

@@ -56,7 +56,7 @@ const char* hf_field_use_name(HfFieldUse use);
 // (hf_shared_fallbacks); a field in neither (hf_refused_when_absent) is an InputError naming it.
 struct HfFamilyRules {
   std::set<std::string> reads;
-  // The transformers config class (`LlamaConfig`): named in messages and docs/validation.md.
+  // The transformers config class (`<Family>Config`): named in messages and docs/validation.md.
   std::string config_class;
   // That class's defaults for the fields config.json may leave out, as from_dict fills them (null:
   // the class default is None, and the reader's meaning of None applies: head_dim hidden_size /
@@ -65,8 +65,8 @@ struct HfFamilyRules {
   // rope_theta and rope_local_base_freq here are the bases of RoPE parameters that state none.
   nlohmann::json defaults = nlohmann::json::object();
   // The field naming the MLP activation, as the family's transformers MLP reads it: "hidden_act",
-  // or "hidden_activation" (Gemma 2 and 3). The other spelling is never read (transformers does not
-  // read it either); a warning names it when it names another function.
+  // or "hidden_activation" (where a family keeps it there). The other spelling is never read (transformers
+  // does not read it either); a warning names it when it names another function.
   std::string activation_field = "hidden_act";
   // Whether "gelu" means the tanh form (a family whose transformers config converts it on load).
   bool gelu_means_tanh = false;
