@@ -14,6 +14,7 @@
 //   refusal naming the field.
 #include "qwen3/fixture_test_util.hpp"
 
+#include <cstring>
 #include <optional>
 
 #include "stderr_capture.hpp"
@@ -335,6 +336,14 @@ const std::vector<MissingField>& missing_fields() {
                            {"decoder_sparse_step", 1},
                            {"mlp_only_layers", nullptr},
                            {"qkv_bias", true}});
+    // Higgs Audio v3: its text_config is the qwen3 loader's config (Qwen3Config's defaults); the
+    // head is tied whatever it says (the format).
+    add("higgs-tiny", {{"text_config.hidden_act", "silu"},
+                       {"text_config.num_key_value_heads", 32},
+                       {"text_config.head_dim", 128},
+                       {"text_config.rms_norm_eps", 1e-6},
+                       {"text_config.tie_word_embeddings", true},
+                       {"text_config.rope_theta", 10000.0}});
     return r;
   }();
   return rows;
@@ -349,6 +358,10 @@ bool keyed(const json& config) {
 // transformers 5 writes it): rope_theta from the flat ones or the full-attention layers',
 // rope_local_base_freq from the sliding layers'.
 json without(json config, const std::string& field) {
+  if (field.starts_with("text_config.")) {
+    config["text_config"] = without(config.at("text_config"), field.substr(std::strlen("text_config.")));
+    return config;
+  }
   config.erase(field);
   if (field == "num_local_experts") config.erase("num_experts");
   if (field != "rope_theta" && field != "rope_local_base_freq") return config;
@@ -365,6 +378,11 @@ json without(json config, const std::string& field) {
 
 // config.json with `field` written as `value`, where the class would have it.
 json with_value(json config, const std::string& field, const json& value) {
+  if (field.starts_with("text_config.")) {
+    config["text_config"] =
+        with_value(config.at("text_config"), field.substr(std::strlen("text_config.")), value);
+    return config;
+  }
   if ((field == "rope_theta" || field == "rope_local_base_freq") && keyed(config)) {
     config["rope_parameters"][field == "rope_theta" ? "full_attention" : "sliding_attention"]["rope_theta"] =
         value;
