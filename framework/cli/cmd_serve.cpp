@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <optional>
 
 #include "commands.hpp"
@@ -35,7 +37,8 @@ struct ServeOptions {
   int port = 8000;
   std::int64_t max_running = 256, max_queue = 1024, max_batched_tokens = 2048, ctx_size = 0, prefix_cache = 64;
   double kv_cache_gb = 0, memory_fraction = 0, request_timeout = 600;
-  int drain_timeout = 30, codec_threads = 4, warmup = -1;
+  int drain_timeout = 30, codec_threads = 4, warmup = -1, stream_buffer_mb = 32;
+  bool api_key_given = false;  // `--api-key ""` (an unset variable) is refused, not taken as "no key"
 };
 
 // --voices DIR: NAME.wav (or another sound file) with NAME.txt, its transcript, per voice; each
@@ -83,7 +86,11 @@ int run_serve(const ServeOptions& o) {
                .max_batched_tokens = o.max_batched_tokens,
                .prefix_cache_entries = o.prefix_cache};
   so.max_queue = o.max_queue;
+  so.http.max_pending_bytes = static_cast<std::size_t>(o.stream_buffer_mb) << 20;
   so.api_key = o.api_key;
+  if (o.api_key_given && o.api_key.empty())
+    throw InputError("--api-key is empty (an unset variable?): give the key, or leave the option out to serve "
+                     "without one");
   so.drain_timeout = std::chrono::seconds(o.drain_timeout);
   so.codec_threads = o.codec_threads;
   so.request_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.request_timeout * 1000));
@@ -119,7 +126,19 @@ int run_serve(const ServeOptions& o) {
     throw InputError(fmt::format("--gpu-memory-utilization sizes the KV cache on a GPU; this model runs on the CPU{}: "
                                  "use --kv-cache-gb",
                                  opened.spec.device_origin.empty() ? "" : " (" + opened.spec.device_origin + ")"));
-  auto runner = opened.model->new_runner(runner_options);
+  std::unique_ptr<Runner> runner;
+  try {
+    runner = opened.model->new_runner(runner_options);
+  } catch (const InputError& e) {
+    if (o.kv_cache_gb <= 0) throw;
+    throw InputError(fmt::format("--kv-cache-gb {}: {}", o.kv_cache_gb, e.what()));
+  } catch (const std::invalid_argument& e) {  // the page pool's own bound (2^30 pages)
+    if (o.kv_cache_gb <= 0) throw;
+    throw InputError(fmt::format("--kv-cache-gb {}: more than a KV page pool can hold ({})", o.kv_cache_gb, e.what()));
+  } catch (const std::bad_alloc&) {
+    if (o.kv_cache_gb <= 0) throw;
+    throw InputError(fmt::format("--kv-cache-gb {}: not enough memory for a KV cache that large", o.kv_cache_gb));
+  }
   server::ServedModel served;
   served.name = o.served_model_name.empty() ? o.model.config : o.served_model_name;
   served.runner = runner.get();
@@ -201,6 +220,10 @@ void add_serve_command(CLI::App& app, Action& run) {
                   "Finished sequences kept for their prompts' prefixes (whole 16-token pages are reused; 0: no "
                   "prefix cache)")
       ->check(integer_in(0, 1 << 16));
+  cmd->add_option("--stream-buffer-mb", options->stream_buffer_mb,
+                  "MiB of a streamed answer the server holds for a client that reads slower than it is made; "
+                  "past that the client is dropped and its request cancelled")
+      ->check(integer_in(1, 4096));
   cmd->add_option("--drain-timeout", options->drain_timeout,
                   "Seconds running requests get to finish after SIGTERM before they are cancelled")
       ->check(integer_in(0, 86400));
@@ -219,7 +242,10 @@ void add_serve_command(CLI::App& app, Action& run) {
       ->check(integer_in(1, 64));
   input_file(cmd->add_option("--tokenizer", options->tokenizer, "tokenizer.json (default: the one in the model directory)"),
              "a tokenizer.json");
-  cmd->callback([&run, options] { run = [options] { return run_serve(*options); }; });
+  cmd->callback([&run, options, cmd] {
+    options->api_key_given = cmd->count("--api-key") > 0;
+    run = [options] { return run_serve(*options); };
+  });
 }
 
 }  // namespace zoo::cli

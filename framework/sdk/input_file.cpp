@@ -60,8 +60,10 @@ std::string read_text_file(const std::filesystem::path& path, std::string_view w
   const InputFile file(path, what);
   const auto label = path.string();
   auto too_big = [&](std::size_t size) {
-    return InputError(fmt::format("{}: file is {} bytes, more than the {} MiB limit for {}", label, size,
-                                  max_bytes >> 20, what));
+    // A limit under 1 MiB in bytes: ">> 20" would print it as "0 MiB".
+    const std::string limit = max_bytes >= (1u << 20) ? fmt::format("{} MiB", max_bytes >> 20)
+                                                      : fmt::format("{} bytes", max_bytes);
+    return InputError(fmt::format("{}: file is {} bytes, more than the {} limit for {}", label, size, limit, what));
   };
   if (file.size() > max_bytes) throw too_big(file.size());
   std::string text(file.size(), '\0');

@@ -97,6 +97,32 @@ void EngineWorker::fail_all(int status, const std::string& message) {
   }
 }
 
+// The counters /metrics reads: after each step, and after cancellations and timeouts too (with
+// nothing left to step, a cancelled request would otherwise show as running, its pages used).
+void EngineWorker::publish() {
+  std::lock_guard lock(mutex_);
+  const auto& st = engine_.stats();
+  counters_.steps = st.steps;
+  counters_.prompt_tokens = st.prompt_tokens;
+  counters_.generated_tokens = st.generated_tokens;
+  counters_.preemptions = st.preemptions;
+  counters_.prefix_queries = st.prefix_queries;
+  counters_.prefix_hits = st.prefix_hits;
+  counters_.prefix_hit_tokens = st.prefix_hit_tokens;
+  counters_.step_seconds = st.seconds;
+  counters_.host_seconds = st.host_seconds;
+  counters_.submit_seconds = st.submit_seconds;
+  counters_.device_seconds = st.device_seconds;
+  counters_.running = engine_.running();
+  counters_.waiting = engine_.waiting();
+  const auto pool = runner_.pool();
+  counters_.pages_used = counters_.pages_capacity = 0;
+  for (const auto& group : pool.groups) {
+    counters_.pages_used = std::max(counters_.pages_used, group.used);
+    counters_.pages_capacity = std::max(counters_.pages_capacity, group.capacity);
+  }
+}
+
 void EngineWorker::loop() {
   for (;;) {
     std::vector<Submission> inbox;
@@ -136,7 +162,10 @@ void EngineWorker::loop() {
       drop(request);
     }
     expire();
-    if (engine_.idle()) continue;
+    if (engine_.idle()) {
+      publish();
+      continue;
+    }
     std::vector<engine::Completion> done;
     try {
       done = engine_.step();
@@ -160,27 +189,7 @@ void EngineWorker::loop() {
       drop(completion.request);
       sink->done(completion);
     }
-    std::lock_guard lock(mutex_);
-    const auto& st = engine_.stats();
-    counters_.steps = st.steps;
-    counters_.prompt_tokens = st.prompt_tokens;
-    counters_.generated_tokens = st.generated_tokens;
-    counters_.preemptions = st.preemptions;
-    counters_.prefix_queries = st.prefix_queries;
-    counters_.prefix_hits = st.prefix_hits;
-    counters_.prefix_hit_tokens = st.prefix_hit_tokens;
-    counters_.step_seconds = st.seconds;
-    counters_.host_seconds = st.host_seconds;
-    counters_.submit_seconds = st.submit_seconds;
-    counters_.device_seconds = st.device_seconds;
-    counters_.running = engine_.running();
-    counters_.waiting = engine_.waiting();
-    const auto pool = runner_.pool();
-    counters_.pages_used = counters_.pages_capacity = 0;
-    for (const auto& group : pool.groups) {
-      counters_.pages_used = std::max(counters_.pages_used, group.used);
-      counters_.pages_capacity = std::max(counters_.pages_capacity, group.capacity);
-    }
+    publish();
   }
 }
 

@@ -83,6 +83,7 @@ class EngineWorker {
   void drop(std::int64_t request);
   void expire();
   void fail_all(int status, const std::string& message);
+  void publish();
 
   Runner& runner_;
   engine::Engine engine_;

@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "api_fields.hpp"
+#include "api_key.hpp"
+#include "request_metrics.hpp"
 #include "engine_worker.hpp"
 #include "speech_endpoint.hpp"
 #include "zoo/engine/text_stream.hpp"
@@ -101,7 +103,8 @@ void parse_tools(const json& body, const ServedModel& model, Sampling& s) {
       choice = "named";
       s.forced_tool = (*v)["function"]["name"].get<std::string>();
       if (std::find(s.tools.begin(), s.tools.end(), s.forced_tool) == s.tools.end())
-        throw ApiError(400, fmt::format("tool_choice names '{}', which is not among 'tools'", s.forced_tool), "tool_choice");
+        throw ApiError(400, fmt::format("tool_choice names '{}', which is not among 'tools'", shown(s.forced_tool)),
+                       "tool_choice");
     } else {
       throw ApiError(400, "'tool_choice' must be \"none\", \"auto\" or {\"type\": \"function\", \"function\": {\"name\": ...}}",
                      "tool_choice", "invalid_type");
@@ -118,7 +121,7 @@ void parse_tools(const json& body, const ServedModel& model, Sampling& s) {
 Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t context_limit, bool chat) {
   for (const auto& [key, value] : body.items())
     if (!(chat ? kChatFields : kCompletionFields).count(key))
-      throw ApiError(400, fmt::format("unknown field '{}'", key), key, "unknown_field");
+      throw ApiError(400, fmt::format("unknown field '{}'", shown(key)), key, "unknown_field");
   // Refused: they change the output and are not implemented.
   if (chat) {
     if (const json* v = field(body, "response_format");
@@ -210,7 +213,8 @@ Sampling parse_sampling(const json& body, const ServedModel& model, std::int64_t
     if (!v->is_object()) throw ApiError(400, "'stream_options' must be an object", "stream_options", "invalid_type");
     for (const auto& [key, value] : v->items())
       if (key != "include_usage")
-        throw ApiError(400, fmt::format("unknown field 'stream_options.{}'", key), "stream_options", "unknown_field");
+        throw ApiError(400, fmt::format("unknown field 'stream_options.{}'", shown(key)), "stream_options",
+                       "unknown_field");
     s.include_usage = bool_field(*v, "include_usage", false);
   }
   if (chat) {
@@ -246,11 +250,14 @@ std::vector<std::int64_t> token_ids(const json& list, const ServedModel& model, 
   for (const auto& x : list) {
     if (!x.is_number_integer())
       throw ApiError(400, fmt::format("'{}' token ids must be integers", param), param, "invalid_type");
-    const auto id = x.get<std::int64_t>();
-    if (id < 0 || id >= model.vocab_size)
-      throw ApiError(400, fmt::format("'{}': token id {} is outside the vocabulary [0, {})", param, id, model.vocab_size),
+    bool integral = false;
+    const auto id = int64_of(x, integral);
+    if (!id || *id < 0 || *id >= model.vocab_size)
+      throw ApiError(400,
+                     fmt::format("'{}': token id {} is outside the vocabulary [0, {})", param, shown(x.dump()),
+                                 model.vocab_size),
                      param);
-    out.push_back(id);
+    out.push_back(*id);
   }
   return out;
 }
@@ -280,46 +287,6 @@ std::vector<std::vector<std::int64_t>> parse_prompts(const json& body, const Ser
     if (ids.empty()) throw ApiError(400, "'prompt' is empty", "prompt");
   return prompts;
 }
-
-// ---- metrics -----------------------------------------------------------------------------------
-
-// A Prometheus histogram (cumulative buckets, sum, count); thread-safe.
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
-  void observe(double x) {
-    std::lock_guard lock(mutex_);
-    const auto at = std::lower_bound(bounds_.begin(), bounds_.end(), x) - bounds_.begin();
-    ++counts_[static_cast<std::size_t>(at)];
-    sum_ += x;
-    ++count_;
-  }
-  std::string text(const std::string& name, const std::string& help) const {
-    std::lock_guard lock(mutex_);
-    std::string out = fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < bounds_.size(); ++i) {
-      cumulative += counts_[i];
-      out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
-    }
-    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
-    return out;
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::vector<double> bounds_;
-  std::vector<std::uint64_t> counts_;
-  double sum_ = 0;
-  std::uint64_t count_ = 0;
-};
-
-struct Metrics {
-  Histogram ttft{{0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}};
-  Histogram itl{{0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1}};
-  Histogram e2e{{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320}};
-  std::atomic<std::int64_t> finished{0}, failed{0}, cancelled{0};
-};
 
 // ---- one completion request --------------------------------------------------------------------
 
@@ -661,8 +628,8 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   bool failed_ = false;
 };
 
-std::atomic<bool> g_signalled{false};
-extern "C" void on_signal(int) { g_signalled.store(true); }
+std::atomic<int> g_signals{0};  // SIGINT and SIGTERM so far: the first drains, a second cuts the drain short
+extern "C" void on_signal(int) { g_signals.fetch_add(1); }
 
 }  // namespace
 
@@ -684,21 +651,40 @@ struct OpenAiServer::Impl {
   HttpServer http;
 
   explicit Impl(ServerOptions o)
-      : options(std::move(o)), http(options.http, [this](HttpRequest request, std::shared_ptr<Responder> responder) {
+      : options(checked(std::move(o))),
+        http(options.http, [this](HttpRequest request, std::shared_ptr<Responder> responder) {
           handle(std::move(request), std::move(responder));
         }) {}
 
+  // The key is checked on a request's headers, before its body is read (HttpOptions::head_check).
+  static ServerOptions checked(ServerOptions o) {
+    if (o.api_key.empty()) return o;
+    check_api_key(o.api_key);
+    o.http.head_check = [key = o.api_key](const HttpRequest& head) -> std::optional<HttpRefusal> {
+      if (head.path == "/health" || head.path == "/metrics" || api_key_matches(head.header("authorization"), key))
+        return std::nullopt;
+      fmt::print(stderr, "zoo serve: {} {} 401 no valid API key\n", shown(head.method), shown(head.path));
+      return HttpRefusal{401, "application/json",
+                         error_body("invalid or missing API key (Authorization: Bearer KEY)", "authentication_error",
+                                    "", "invalid_api_key")};
+    };
+    return o;
+  }
+
   void handle(HttpRequest request, std::shared_ptr<Responder> responder) {
     ++requests_total;
+    if (request.method == "HEAD") request.method = "GET";  // answered as GET, without the body (HttpServer)
     try {
       route(request, responder);
     } catch (const ApiError& e) {
       ++requests_failed;
-      fmt::print(stderr, "zoo serve: {} {} {} {}\n", request.method, request.path, e.status, e.what());
+      fmt::print(stderr, "zoo serve: {} {} {} {}\n", shown(request.method), shown(request.path), e.status,
+                 escape_text(e.what(), 400));
       reply_error(*responder, e);
     } catch (const std::exception& e) {
       ++requests_failed;
-      fmt::print(stderr, "zoo serve: {} {} 500 {}\n", request.method, request.path, e.what());
+      fmt::print(stderr, "zoo serve: {} {} 500 {}\n", shown(request.method), shown(request.path),
+                 escape_text(e.what(), 400));
       reply_error(*responder, ApiError(500, e.what(), "", "internal_error", "server_error"));
     }
   }
@@ -715,7 +701,7 @@ struct OpenAiServer::Impl {
       if (!ready) throw ApiError(503, "loading the model", "", "unavailable");
       return responder->reply(200, "text/plain; version=0.0.4", metrics_text());
     }
-    if (!options.api_key.empty() && request.header("authorization") != "Bearer " + options.api_key)
+    if (!options.api_key.empty() && !api_key_matches(request.header("authorization"), options.api_key))
       throw ApiError(401, "invalid or missing API key (Authorization: Bearer KEY)", "", "invalid_api_key",
                      "authentication_error");
     if (!ready) throw ApiError(503, "the model is still loading", "", "unavailable");
@@ -746,7 +732,7 @@ struct OpenAiServer::Impl {
       if (request.method != "POST") throw ApiError(405, "use POST", "", "method_not_allowed");
       return tokens(path == "/tokenize", request, responder);
     }
-    throw ApiError(404, fmt::format("no route {} {}", request.method, path), "", "not_found");
+    throw ApiError(404, fmt::format("no route {} {}", shown(request.method), shown(path)), "", "not_found");
   }
 
   // Prometheus' text format: counters, gauges, histograms.
@@ -807,8 +793,9 @@ struct OpenAiServer::Impl {
     if (const json* m = field(body, "model")) {
       if (!m->is_string()) throw ApiError(400, "'model' must be a string", "model", "invalid_type");
       if (m->get<std::string>() != model.name)
-        throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", m->get<std::string>(),
-                                        model.name),
+        throw ApiError(404,
+                       fmt::format("the model '{}' does not exist; this server serves '{}'",
+                                   shown(m->get_ref<const std::string&>()), model.name),
                        "model", "model_not_found");
     }
   }
@@ -1076,7 +1063,8 @@ void OpenAiServer::Impl::warm_up(int count) {
     fmt::print(stderr, "zoo serve: warm-up: {} of {} requests still running after {:.0f} s; serving anyway\n",
                state->remaining, count, seconds);
   } else if (!state->first_error.empty()) {
-    fmt::print(stderr, "zoo serve: warm-up: a request failed ({}); serving anyway\n", state->first_error);
+    fmt::print(stderr, "zoo serve: warm-up: a request failed ({}); serving anyway\n",
+               escape_text(state->first_error, 400));
   } else {
     fmt::print(stderr, "zoo serve: warm-up: {} {} requests at once in {:.2f} s\n", count,
                speaks ? "speech" : "text", seconds);
@@ -1099,21 +1087,33 @@ void OpenAiServer::shutdown() { impl_->shutdown = true; }
 void OpenAiServer::wait() {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  while (!g_signalled.load() && !impl_->shutdown.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (g_signals.load() == 0 && !impl_->shutdown.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int signals = g_signals.load();
   fmt::print(stderr, "zoo serve: shutting down: no new requests; {} in flight get up to {} s\n",
              impl_->worker ? impl_->worker->in_flight() : 0, impl_->options.drain_timeout.count());
   impl_->draining = true;
   impl_->http.stop_accepting();
+  // A request is over when its answer is written, not when the engine is done with it: its last
+  // events may still be queued for the connection.
+  const auto busy = [&] { return (impl_->worker && impl_->worker->in_flight() > 0) || impl_->http.answering() > 0; };
   const auto deadline = Clock::now() + impl_->options.drain_timeout;
-  while (impl_->worker && impl_->worker->in_flight() > 0 && Clock::now() < deadline)
+  while (busy() && Clock::now() < deadline) {
+    if (g_signals.load() > signals) {
+      fmt::print(stderr, "zoo serve: a second signal: ending the requests in flight now\n");
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (impl_->worker) impl_->worker->stop();  // what is left hears 503
+  }
+  if (impl_->worker) impl_->worker->stop();  // what is left hears 503 (an error event in a stream)
   impl_->audio.reset();                      // and that goes out before the connections close
   impl_->warmup_thread.reset();
-  // Let the last answers leave before the connections close.
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The 503s reach their clients; one that does not read gets a bounded wait.
+  const auto grace = Clock::now() + std::chrono::seconds(2);
+  while (impl_->http.answering() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   impl_->http.stop();
   if (impl_->io_thread.joinable()) impl_->io_thread.join();
+  // Whatever is still queued for the connections runs now, while the model (its tokenizer) lives.
+  impl_->http.close_all();
   impl_->worker.reset();  // the engine gives its sequences back while the caller's runner lives
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <random>
 #include <set>
@@ -155,7 +156,7 @@ AudioFormat audio_format(const json& body) {
   if (name == "flac") return {name, "audio/flac", SoundFormat::Flac};
   if (name == "wav") return {name, "audio/wav", SoundFormat::Wav};
   if (name == "pcm") return {name, "audio/pcm", std::nullopt};
-  throw ApiError(400, fmt::format("'response_format' {} is not one of mp3, opus, flac, wav, pcm", json(name).dump()),
+  throw ApiError(400, fmt::format("'response_format' '{}' is not one of mp3, opus, flac, wav, pcm", shown(name)),
                  "response_format");
 }
 
@@ -222,7 +223,7 @@ VoiceChoice voice_choice(const json& body, const ServedModel& model) {
       std::string names;
       for (const auto& [name, v] : model.voices) names += (names.empty() ? "" : ", ") + name;
       throw ApiError(400,
-                     fmt::format("unknown voice {}; this server has {}", json(voice).dump(),
+                     fmt::format("unknown voice '{}'; this server has {}", shown(voice),
                                  names.empty() ? "no voices (zoo serve --voices DIR), only 'default'"
                                                : "'default' and " + names),
                      "voice");
@@ -240,7 +241,8 @@ VoiceChoice voice_choice(const json& body, const ServedModel& model) {
 class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
  public:
   SpeechJob(SpeechContext context, std::shared_ptr<Responder> responder, AudioFormat format, bool sse)
-      : c_(context), responder_(std::move(responder)), format_(std::move(format)), sse_(sse) {}
+      : c_(context), responder_(std::move(responder)), format_(std::move(format)), sse_(sse),
+        started_(std::chrono::steady_clock::now()) {}
 
   // Audio thread: the reference encoded (or found), every piece's sequence started and queued.
   void start(SpeechRequest request, const std::vector<std::string>& texts, VoiceChoice voice) {
@@ -396,6 +398,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
       }
       over_ = true;
       ++c_.counters.finished;
+      log(200, "");
     } catch (const std::exception& e) {
       stop_with(e.what());
     }
@@ -404,6 +407,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   void fail(const ApiError& e) {
     if (over_.exchange(true)) return;
     ++c_.counters.failed;
+    log(e.status, e.what());
     if (!begun_) return reply_error(*responder_, e);
     stop_stream(e.what());
   }
@@ -425,6 +429,7 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   // A decoded chunk: PCM streams go out now; file formats are encoded whole at the end.
   void deliver(std::span<const float> samples) {
     c_.counters.audio_samples += static_cast<std::int64_t>(samples.size());
+    samples_out_ += static_cast<std::int64_t>(samples.size());
     if (format_.file) {
       samples_.insert(samples_.end(), samples.begin(), samples.end());
       return;
@@ -439,6 +444,16 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
       responder_->write(std::string(pcm.begin(), pcm.end()));
   }
 
+  // One line per request, as completions have (what it quotes escaped).
+  void log(int status, const std::string& error) const {
+    std::int64_t steps = 0;
+    for (const Piece& piece : pieces_) steps += piece.steps;
+    fmt::print(stderr, "zoo serve: POST /v1/audio/speech {} {} pieces={} frames={} samples={} {:.3f}s{}{}\n", status,
+               format_.name, pieces_.size(), steps, samples_out_,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count(),
+               error.empty() ? "" : " ", escape_text(error, 400));
+  }
+
   SpeechContext c_;
   std::shared_ptr<Responder> responder_;
   AudioFormat format_;
@@ -449,6 +464,8 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
   std::vector<float> samples_;  // file formats: the whole waveform
   bool begun_ = false;          // audio thread
   std::atomic<bool> over_{false};
+  std::chrono::steady_clock::time_point started_;
+  std::int64_t samples_out_ = 0;  // audio thread
 };
 
 }  // namespace
@@ -458,10 +475,11 @@ void speech_endpoint(const HttpRequest& request, const std::shared_ptr<Responder
   const json body = parse_json_body(request.body);
   for (const auto& [key, value] : body.items())
     if (!kSpeechFields.contains(key))
-      throw ApiError(400, fmt::format("unknown field '{}' for /v1/audio/speech", key), key, "unknown_parameter");
+        throw ApiError(400, fmt::format("unknown field '{}' for /v1/audio/speech", shown(key)), key,
+                     "unknown_parameter");
   if (const std::string name = string_field(body, "model"); !name.empty() && name != model.name)
-    throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", name, model.name), "model",
-                   "model_not_found");
+    throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", shown(name), model.name),
+                   "model", "model_not_found");
   if (!model.speech || !model.decoder)
     throw ApiError(400, fmt::format("the model '{}' does not synthesize speech", model.name), "model", "unsupported");
   if (!model.tokenizer) throw ApiError(400, "this model has no tokenizer for the input text", "input", "unsupported");

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,12 +48,27 @@ class Responder {
 
 using Handler = std::function<void(HttpRequest request, std::shared_ptr<Responder> responder)>;
 
+// An answer a HeadCheck gives instead of reading the body.
+struct HttpRefusal {
+  int status = 400;
+  std::string content_type, body;
+};
+// Called on the I/O thread with a request's method, target, path and headers (its body not read
+// yet): a refusal is answered at once and the connection closes, so a client without the API key
+// never has its body read (nor its chunked trailers parsed).
+using HeadCheck = std::function<std::optional<HttpRefusal>(const HttpRequest& head)>;
+
 struct HttpOptions {
   std::string host = "127.0.0.1";
   std::uint16_t port = 8000;  // 0: any free port (port() says which)
   std::size_t max_body_bytes = 8u << 20;    // larger: 413
   std::size_t max_header_bytes = 64u << 10;  // larger: 431
   std::chrono::seconds idle_timeout{120};    // a connection with no request in flight for this long closes
+  // Bytes of an answer waiting for a client that reads slower than the server writes (a stream
+  // whose client stopped reading): past this the connection is dropped, and its request cancelled
+  // through on_disconnect, so a stalled client holds a bounded buffer.
+  std::size_t max_pending_bytes = 32u << 20;
+  HeadCheck head_check;  // empty: every request's body is read
 };
 
 class HttpServer {
@@ -64,14 +80,20 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   std::uint16_t port() const;
-  // Serves on the calling thread until stop().
+  // Serves on the calling thread until stop(). An exception that escapes a handler is logged and
+  // serving goes on (the connection it came from is dropped).
   void run();
   // Stops accepting; connections with an answer in flight finish it, then close. From any thread.
   void stop_accepting();
   // Ends run() now, closing every connection. From any thread.
   void stop();
+  // After run() returned: closes every connection and runs the handlers still queued on this
+  // thread, now, while what they reach (the handler's owner) still lives. Idempotent.
+  void close_all();
   // Connections open now.
   std::size_t connections() const;
+  // Requests read whose answer is not yet written in full (handed to the kernel) nor abandoned.
+  std::size_t answering() const;
 
   struct State;  // opaque: the connections share it
 
