@@ -114,6 +114,10 @@ for bad, param in [({"voice": "nobody"}, "voice"), ({"speed": 2.0}, "speed"), ({
     check(status == 400 and err.get("param") == param, f"{bad}: {status} {data[:300]}")
 status, _, data = speech(1, model="other")
 check(status == 404, f"unknown model: {status}")
+# Names as long as a body allows are cut in what the error echoes.
+for big in ({"voice": "v" * 1000000}, {"model": "m" * 1000000}, {"response_format": "f" * 1000000}, {"k" * 1000000: 1}):
+    status, _, data = speech(1, **big)
+    check(status in (400, 404) and len(data) < 1000, f"a 1 MB name: {status}, {len(data)} bytes")
 status, _, data = post({"model": "tts", "prompt": "x"}, "/v1/completions")
 check(status == 400 and b"makes no text" in data, f"completions on a speech model: {status} {data[:200]}")
 # Metrics count the speech requests.
@@ -122,6 +126,10 @@ c.request("GET", "/metrics"); m = c.getresponse().read().decode()
 check("zoo_speech_requests_finished_total" in m and "zoo_speech_reference_cache_hits_total 1" in m, "speech metrics")
 sys.exit(1 if failures else 0)
 PY
+# One log line per speech request, as completions have.
+((cases++))
+grep -q "^zoo serve: POST /v1/audio/speech 200 pcm pieces=1 frames=[0-9]* samples=[0-9]* [0-9.]*s$" "$TMP/server.err" ||
+  fail "no speech log line: $(tail -3 "$TMP/server.err")"
 if python3 -c "import openai" 2>/dev/null; then
   ((cases++))
   python3 - "$BASE" "$TMP" <<'PY' || fail "openai client speech checks (above)"
