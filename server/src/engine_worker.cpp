@@ -38,6 +38,12 @@ bool EngineWorker::enqueue(Submission submission) {
   return true;
 }
 
+std::pair<int, std::string> EngineWorker::refusal() const {
+  std::lock_guard lock(mutex_);
+  if (stopping_) return {503, "the server is shutting down"};
+  return {429, "the server's queue is full; retry later"};
+}
+
 void EngineWorker::cancel(std::int64_t ticket) {
   {
     std::lock_guard lock(mutex_);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "zoo/engine/engine.hpp"
@@ -49,6 +50,8 @@ class EngineWorker {
   bool submit(std::int64_t ticket, engine::GenerationRequest request, std::shared_ptr<RequestSink> sink);
   // The same for a driven request (speech): its sink hears picked() after each step that picked for it.
   bool submit(std::int64_t ticket, engine::DrivenRequest request, std::shared_ptr<RequestSink> sink);
+  // Why submit() refused: 503 while stopping (a drain), else 429 (the queue is full).
+  std::pair<int, std::string> refusal() const;
   // Drops a request wherever it is; nothing more reaches its sink. From any thread.
   void cancel(std::int64_t ticket);
   // Requests queued or running.

@@ -943,11 +943,10 @@ struct OpenAiServer::Impl {
       auto cancel = [this, ticket = tickets[c]] { worker->cancel(ticket); };
       if (!worker->submit(tickets[c], std::move(requests[c]), std::make_shared<CompletionJob::Sink>(job, c, cancel))) {
         for (std::size_t k = 0; k < c; ++k) worker->cancel(tickets[k]);
-        if (sampling.stream) {
-          job->on_failed(429, "the server's queue is full; retry later");
-          return;
-        }
-        throw ApiError(429, "the server's queue is full; retry later", "", "queue_full", "rate_limit_error");
+        const auto [status, message] = worker->refusal();
+        if (sampling.stream) return job->on_failed(status, message);
+        throw ApiError(status, message, "", status == 429 ? "queue_full" : "unavailable",
+                       status == 429 ? "rate_limit_error" : "server_error");
       }
     }
   }

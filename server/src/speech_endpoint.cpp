@@ -280,7 +280,9 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
         if (!c_.worker.submit(pieces_[i].ticket, engine::DrivenRequest{pieces_[i].sequence},
                               std::make_shared<Sink>(shared_from_this(), i))) {
           cancel_all();
-          throw ApiError(429, "the server's queue is full; retry later", "", "queue_full", "rate_limit_error");
+          const auto [status, message] = c_.worker.refusal();
+          throw ApiError(status, message, "", status == 429 ? "queue_full" : "unavailable",
+                         status == 429 ? "rate_limit_error" : "server_error");
         }
     } catch (const ApiError& e) {
       fail(e);
@@ -319,7 +321,8 @@ class SpeechJob : public std::enable_shared_from_this<SpeechJob> {
     void failed(int status, const std::string& message) override {
       job->c_.audio.post([job = job, status, message] {
         job->cancel_all();
-        job->fail(ApiError(status, message));
+        job->fail(ApiError(status, message, "", status == 504 ? "timeout" : status == 503 ? "unavailable" : "",
+                           status >= 500 ? "server_error" : "invalid_request_error"));
       });
     }
   };
