@@ -343,18 +343,16 @@ void accept_next(const std::shared_ptr<HttpServer::State>& state) {
       state->accept_failing = false;
       fmt::print(stderr, "zoo serve: accepting connections again\n");
     }
-    {
-      // A stream is many small writes (an event per token). With Nagle's algorithm each one waits
-      // for the client's ACK of the one before, which the client may delay (40 ms on Linux), so
-      // tokens would arrive in bursts; servers that stream (asyncio's transports, llama-server)
-      // turn it off. Where the option cannot be set, the connection still works.
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      auto connection = std::make_shared<Connection>(std::move(socket), state);
-      std::erase_if(state->live, [](const auto& c) { return c.expired(); });
-      state->live.push_back(connection);
-      connection->start();
-    }
+    // A stream is many small writes (an event per token). With Nagle's algorithm each one waits
+    // for the client's ACK of the one before, which the client may delay (40 ms on Linux), so
+    // tokens would arrive in bursts; servers that stream (asyncio's transports, llama-server)
+    // turn it off. Where the option cannot be set, the connection still works.
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    auto connection = std::make_shared<Connection>(std::move(socket), state);
+    std::erase_if(state->live, [](const auto& c) { return c.expired(); });
+    state->live.push_back(connection);
+    connection->start();
     accept_next(state);
   });
 }
