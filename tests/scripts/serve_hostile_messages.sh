@@ -27,7 +27,11 @@ if [[ -f $SRC/configs/higgs-tiny-codec-enc.yaml && -f $F/voice.wav ]]; then
   lacks err "0 MiB"
 fi
 
-start_server "$M" --served-model-name tiny
+# The model with a ChatML chat template, for chat requests.
+mkdir -p "$TMP/chat-model"
+ln -s "$M"/* "$TMP/chat-model/"
+cp "$FIX/chat/chatml/tokenizer_config.json" "$TMP/chat-model/"
+start_server "$TMP/chat-model" --served-model-name tiny
 ((cases++))
 python3 - "$PORT" <<'PY' || fail "error messages (above)"
 import http.client, json, sys
@@ -72,6 +76,11 @@ status, text, e = post(json.dumps({"prompt": "Hi", huge: 1}))
 check(status == 400 and shaped(e) and len(text) < 1000, f"a 1 MB field name: {status} {len(text)} bytes")
 status, text, e = post(json.dumps({"prompt": "Hi", "stream_options": {huge: 1}}))
 check(status == 400 and len(text) < 1000, f"a 1 MB stream_options field: {status} {len(text)} bytes")
+status, text, e = post(json.dumps({"messages": [{"role": "user", "content": "x"}],
+                                   "tools": [{"type": "function", "function": {"name": "a"}}],
+                                   "tool_choice": {"type": "function", "function": {"name": huge}}}), "/v1/chat/completions")
+check(status == 400 and shaped(e) and e["param"] == "tool_choice" and len(text) < 1000,
+      f"a 1 MB tool name: {status} {len(text)} bytes {text[:200]}")
 # Forged log lines and terminal escapes, in a model name, a field name and the path.
 forged = "x\nzoo serve: FORGED LINE\x1b[2J\r"
 post(json.dumps({"prompt": "Hi", "model": forged}))
