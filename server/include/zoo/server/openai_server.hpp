@@ -54,7 +54,9 @@ struct ServerOptions {
   HttpOptions http;
   engine::EngineOptions engine;
   std::int64_t max_queue = 1024;  // requests waiting beyond the running ones; more: 429
-  std::string api_key;            // non-empty: requests need "Authorization: Bearer KEY"
+  // Non-empty: requests need "Authorization: Bearer KEY", checked before their bodies are read. A key
+  // no client could send (blanks at an end, control characters) is an InputError at construction.
+  std::string api_key;
   std::chrono::seconds drain_timeout{30};
   // A request still unanswered this long after it arrived is cancelled (504); 0: no limit.
   std::chrono::milliseconds request_timeout{0};
@@ -78,8 +80,10 @@ class OpenAiServer {
   // clients. Its requests count in the engine's metrics like any others.
   void ready(ServedModel model, int warmup_requests = 0);
   // Blocks until SIGINT or SIGTERM (or shutdown()), then stops accepting, lets running requests
-  // finish for up to drain_timeout, cancels the rest and returns, the engine gone (the runner of
-  // ready() may go after it; destroying the server without wait() needs that runner still alive).
+  // finish (their answers written) for up to drain_timeout or until a second signal, fails the rest
+  // (503, or a stream's error event) and returns, the engine gone and nothing left queued for the
+  // connections (the runner and tokenizer of ready() may go after it; destroying the server
+  // without wait() needs them still alive).
   void wait();
   void shutdown();
 
