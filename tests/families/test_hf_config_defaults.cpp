@@ -309,13 +309,12 @@ const std::vector<MissingField>& missing_fields() {
          {"attention_bias", false},
          {"rope_theta", 10000.0},
          {"max_position_embeddings", 2048}});
-    // Qwen3MoeConfig: its plugin states no class defaults, so the fields whose defaults differ
-    // between classes (num_key_value_heads 4, rms_norm_eps) or are one model's size
-    // (num_experts 128) are refused; the shared ones hold.
+    // Qwen3MoeConfig: the class's own defaults hold; the expert count, one model's size
+    // (num_experts 128), is refused.
     add("qwen3-moe-tiny", {{"hidden_act", "silu"},
-                           {"num_key_value_heads", kRefused},
+                           {"num_key_value_heads", 4},
                            {"head_dim", nullptr},
-                           {"rms_norm_eps", kRefused},
+                           {"rms_norm_eps", 1e-6},
                            {"tie_word_embeddings", false},
                            {"attention_bias", false},
                            {"rope_theta", 10000.0},
@@ -323,11 +322,11 @@ const std::vector<MissingField>& missing_fields() {
                            {"norm_topk_prob", false},
                            {"decoder_sparse_step", 1},
                            {"mlp_only_layers", nullptr}});
-    // Qwen2MoeConfig likewise (num_key_value_heads 16, num_experts 60, shared expert 5632).
+    // Qwen2MoeConfig likewise (num_experts 60 and shared expert 5632 refused).
     add("qwen2-moe-tiny", {{"hidden_act", "silu"},
-                           {"num_key_value_heads", kRefused},
+                           {"num_key_value_heads", 16},
                            {"head_dim", nullptr},
-                           {"rms_norm_eps", kRefused},
+                           {"rms_norm_eps", 1e-6},
                            {"tie_word_embeddings", false},
                            {"rope_theta", 10000.0},
                            {"num_experts", kRefused},

@@ -15,8 +15,12 @@ const ZooPluginDescriptor* descriptor() {
 }
 
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
+  // Qwen2MoeConfig's defaults (transformers 5.25; docs/validation.md lists them). It has no
+  // num_local_experts (no attribute_map): transformers leaves that field unread, so it is not read here.
   layers::HfFamilyRules rules;
-  rules.reads = {"num_experts",         "num_local_experts",   "num_experts_per_tok", "moe_intermediate_size",
+  rules.config_class = "Qwen2MoeConfig";
+  rules.defaults = {{"num_key_value_heads", 16}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 32768}};
+  rules.reads = {"num_experts",         "num_experts_per_tok", "moe_intermediate_size",
                  "norm_topk_prob",      "decoder_sparse_step", "mlp_only_layers",
                  "shared_expert_intermediate_size", "qkv_bias"};
   layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "qwen2_moe", "qwen2_moe config", rules);

@@ -15,7 +15,11 @@ const ZooPluginDescriptor* descriptor() {
 }
 
 std::unique_ptr<Model> create(const ModelArgs& args, Host& host) {
+  // Qwen3MoeConfig's defaults (transformers 5.25; docs/validation.md lists them). Its expert
+  // counts and sizes are one released model's, so a config without them is refused.
   layers::HfFamilyRules rules;
+  rules.config_class = "Qwen3MoeConfig";
+  rules.defaults = {{"num_key_value_heads", 4}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 32768}};
   rules.reads = {"num_experts",    "num_local_experts",   "num_experts_per_tok", "moe_intermediate_size",
                  "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"};
   layers::DecoderSpec spec = layers::read_hf_decoder_config(args.config, "qwen3_moe", "qwen3_moe config", rules);
