@@ -42,4 +42,13 @@ TEST_CASE("higgs config: absurd audio sizes are InputErrors naming the field", "
   CHECK_THAT(error_with([](json& c) { c["text_config"]["rms_norm_eps"] = 1e308; }), Contains("rms_norm_eps"));
 }
 
+TEST_CASE("higgs config: the delay pattern and the audio slot id are required as written", "[higgs][input]") {
+  // No transformers class gives either a default, so a config without them is refused by name.
+  CHECK_THAT(error_with([](json& c) { c["audio_encoder_config"].erase("use_delay_pattern"); }),
+             Contains("use_delay_pattern"));
+  CHECK_THAT(error_with([](json& c) { c["audio_encoder_config"]["use_delay_pattern"] = "yes"; }),
+             Contains("use_delay_pattern"));
+  CHECK_THAT(error_with([](json& c) { c.erase("audio_token_id"); }), Contains("audio_token_id"));
+}
+
 }  // namespace zoo::ptest

@@ -55,17 +55,20 @@ HiggsConfig HiggsConfig::parse(const nlohmann::json& config, const std::string& 
       throw InputError(fmt::format("{}: out_dim {} differs from text_config.hidden_size {} (the audio table is tied to "
                                    "the hidden size)", where, out_dim, c.hidden_size));
   }
-  if (audio.contains("use_delay_pattern") && audio.at("use_delay_pattern").is_boolean())
-    c.use_delay_pattern = audio.at("use_delay_pattern").get<bool>();
+  // No transformers class stands behind this config, so nothing here has a default to take: the
+  // delay pattern and the audio slot id change what the model reads and are required as written.
+  if (!audio.contains("use_delay_pattern") || !audio.at("use_delay_pattern").is_boolean())
+    throw InputError(fmt::format("{}: field 'use_delay_pattern' must be true or false (there is no default to take)",
+                                 where));
+  c.use_delay_pattern = audio.at("use_delay_pattern").get<bool>();
   // The audio table's element count, checked here: the model multiplies K, V and H freely.
   checked_product({c.num_codebooks, c.codebook_size, c.hidden_size},
                   where + ": num_codebooks x vocab_size x hidden_size (the audio table)");
-  if (config.contains("audio_token_id")) {
-    const auto& id = config.at("audio_token_id");
-    if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<std::uint64_t>() > 1u << 31))
-      throw InputError(fmt::format("{}: field 'audio_token_id' must be an integer id", label));
-    c.audio_token_id = config.at("audio_token_id").get<std::int64_t>();
-  }
+  const nlohmann::json* id = config.contains("audio_token_id") ? &config.at("audio_token_id") : nullptr;
+  if (!id || !id->is_number_integer() || (id->is_number_unsigned() && id->get<std::uint64_t>() > 1u << 31))
+    throw InputError(fmt::format("{}: field 'audio_token_id' must be an integer id (there is no default to take)",
+                                 label));
+  c.audio_token_id = id->get<std::int64_t>();
   return c;
 }
 
