@@ -71,14 +71,20 @@ OpenedModel open_from_options(const ModelOptions& options, PluginRegistry& regis
 std::int64_t paged_context_limit(const ModelOptions& options, std::int64_t ctx_size, std::string_view flag) {
   const ModelSpec spec = load_model_spec(options.config);
   const nlohmann::json config = load_hf_config(spec.checkpoint);
-  const auto& positions =
-      config.contains("max_position_embeddings") ? config["max_position_embeddings"] : nlohmann::json();
-  const std::int64_t model_limit =
-      positions.is_number_integer() && positions.get<std::int64_t>() > 0 ? positions.get<std::int64_t>() : 0;
+  const auto positive = [](const nlohmann::json& object) -> std::int64_t {
+    const auto& v = object.contains("max_position_embeddings") ? object["max_position_embeddings"] : nlohmann::json();
+    return v.is_number_integer() && v.get<std::int64_t>() > 0 ? v.get<std::int64_t>() : 0;
+  };
+  const std::int64_t model_limit = positive(config);
+  // A model whose text model has a config of its own (a multimodal checkpoint, a speech model) states its
+  // limit there: it bounds what may be asked, though the default stays the spec's.
+  const bool nested = model_limit == 0 && config.contains("text_config") && config["text_config"].is_object();
+  const std::int64_t text_limit = nested ? positive(config["text_config"]) : model_limit;
   const std::int64_t asked = ctx_size > 0 ? ctx_size : options.max_context;
-  if (asked > 0 && model_limit > 0 && asked > model_limit)
-    throw InputError(fmt::format("{} {}: above the model's max_position_embeddings {}",
-                                 ctx_size > 0 ? flag : std::string_view("--max-context"), asked, model_limit));
+  if (asked > 0 && text_limit > 0 && asked > text_limit)
+    throw InputError(fmt::format("{} {}: above the model's {}max_position_embeddings {}",
+                                 ctx_size > 0 ? flag : std::string_view("--max-context"), asked,
+                                 nested ? "text_config." : "", text_limit));
   return asked > 0 ? asked : model_limit > 0 ? model_limit : spec.max_context;
 }
 

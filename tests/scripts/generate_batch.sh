@@ -133,6 +133,10 @@ rc 0
 run ctx-above-model generate "$M" --input "$TMP/ctx.jsonl" -c 5000 -q
 rc 2
 has err "-c/--ctx-size 5000: above the model's max_position_embeddings 4096"
+# A multimodal checkpoint's text model states its limit in text_config (256 in this fixture).
+run ctx-above-text-model generate "$FIX/saved/gemma3-mm-bf16-untied" --input "$TMP/ctx.jsonl" -c 300 -q
+rc 2
+has err "-c/--ctx-size 300: above the model's text_config.max_position_embeddings 256"
 run ctx-needs-input generate "$M" --prompt hi -c 64 -q
 rc 2
 printf '\n\n' >"$TMP/blank.jsonl"
