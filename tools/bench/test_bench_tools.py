@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import importlib.util
 import json
 import os
 import subprocess
@@ -384,6 +385,8 @@ class HiggsLoop(unittest.TestCase):
         with self.assertRaises(SystemExit):
             bh.codec_config(False, 9)
 
+    # transformers refuses to build HiggsAudioV2TokenizerModel without torchaudio (tools/fixtures/README.md).
+    @unittest.skipUnless(importlib.util.find_spec("torchaudio"), "torchaudio is not installed: the codec cannot be built")
     def test_tiny_smoke_json(self):
         out = json.loads(run_main(bh, ["--tiny", "--device", "cpu", "--frames", "5", "--text-tokens", "6",
                                        "--repeat", "1", "--no-compile", "--json"]))
