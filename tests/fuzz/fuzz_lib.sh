@@ -32,7 +32,7 @@ FUZZ_LIB_SOURCES=(
   framework/sdk/alias_weight_source.cpp framework/host/model_spec.cpp framework/host/yaml_checks.cpp
   framework/validation/compare.cpp framework/validation/gates.cpp framework/sdk/format.cpp
   framework/sdk/diagnostic_hook.cpp framework/sdk/output_file.cpp framework/text/chat_template.cpp
-  framework/text/jinja/access.cpp framework/text/jinja/filters.cpp framework/text/jinja/json.cpp
+  framework/text/jinja/access.cpp framework/text/jinja/budget.cpp framework/text/jinja/filters.cpp framework/text/jinja/json.cpp
   framework/text/jinja/lexer.cpp framework/text/jinja/methods.cpp framework/text/jinja/operators.cpp
   framework/text/jinja/parse_expr.cpp framework/text/jinja/parser.cpp framework/text/jinja/render.cpp
   framework/text/jinja/value.cpp

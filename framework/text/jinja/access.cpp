@@ -42,11 +42,13 @@ std::optional<Value> list_method(const Value& l, const std::string& name) {
     return Value::make_function([l, name](CallArgs& a) -> Value {
       if (a.positional.empty()) failure(fmt::format("{}() takes one argument", name));
       std::int64_t n = 0;
-      for (std::size_t k = 0; k < l.list->size(); ++k)
+      for (std::size_t k = 0; k < l.list->size(); ++k) {
+        charge_steps(1);
         if (equal((*l.list)[k], a.positional[0])) {
           if (name == "index") return Value(static_cast<std::int64_t>(k));
           ++n;
         }
+      }
       if (name == "index") failure("x not in list");
       return Value(n);
     });
@@ -142,6 +144,7 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   };
   const std::int64_t b = adjust(opt(start), step < 0 ? n - 1 : 0), e = adjust(opt(stop), step < 0 ? -1 : n);
   std::vector<std::size_t> picks;
+  charge_steps(static_cast<std::uint64_t>(n));
   for (std::int64_t k = b; step > 0 ? k < e : k > e; k += step) picks.push_back(static_cast<std::size_t>(k));
   if (obj.is_string()) {
     std::u32string out;
@@ -153,21 +156,33 @@ Value slice(const Value& obj, const Value& start, const Value& stop, const Value
   return Value::make_list(std::move(out), obj.kind == K::Tuple);
 }
 
+// The copy is charged before it is made: a 16 MiB string is 16 million values.
 std::vector<Value> iterate(const Value& v) {
   switch (v.kind) {
     case K::Undefined: return {};
     case K::List:
     case K::Tuple:
-    case K::Generator: return *v.list;
+    case K::Generator: {
+      std::uint64_t bytes = 0;
+      for (const auto& item : *v.list) bytes += value_bytes(item);
+      charge_bytes(bytes);
+      return *v.list;
+    }
     case K::Dict:
     case K::Namespace: {
       std::vector<Value> keys;
-      for (const auto& [k, item] : v.dict->items) keys.push_back(k);
+      for (const auto& [k, item] : v.dict->items) {
+        charge_bytes(value_bytes(k));
+        keys.push_back(k);
+      }
       return keys;
     }
     case K::String: {
+      const std::u32string cps = to_code_points(v.text);
+      charge_bytes(cps.size() * (sizeof(Value) + 4));
       std::vector<Value> chars;
-      for (const char32_t c : to_code_points(v.text)) chars.emplace_back(to_utf8(std::u32string(1, c)));
+      chars.reserve(cps.size());
+      for (const char32_t c : cps) chars.emplace_back(to_utf8(std::u32string(1, c)));
       return chars;
     }
     default: failure(fmt::format("'{}' object is not iterable", kind_name(v)));
@@ -192,6 +207,7 @@ bool less(const Value& a, const Value& b) {
     const auto& x = *a.list;
     const auto& y = *b.list;
     for (std::size_t k = 0; k < std::min(x.size(), y.size()); ++k) {
+      charge_steps(1);
       if (equal(x[k], y[k])) continue;
       return less(x[k], y[k]);
     }
@@ -206,12 +222,14 @@ bool contains(const Value& container, const Value& item) {
     case K::String:
       if (!item.is_string())
         failure(fmt::format("'in <string>' requires string as left operand, not {}", kind_name(item)));
-      return container.text.find(item.text) != std::string::npos;
+      return find_text(container.text, item.text) != std::string::npos;
     case K::List:
     case K::Tuple:
     case K::Generator:
-      return std::any_of(container.list->begin(), container.list->end(),
-                         [&](const Value& v) { return equal(v, item); });
+      return std::any_of(container.list->begin(), container.list->end(), [&](const Value& v) {
+        charge_steps(1);
+        return equal(v, item);
+      });
     case K::Dict:
       return container.dict->find_key(item) != nullptr;
     default: failure(fmt::format("argument of type '{}' is not iterable", kind_name(container)));

@@ -14,6 +14,10 @@ namespace zoo::jinja::detail {
 // Deeper than any real template nests (a handful of blocks, expressions a few levels), shallow
 // enough that the recursive parser and evaluator stay far from the end of the stack.
 inline constexpr int kMaxNesting = 100;
+// The tallest expression tree (`a ~ b ~ c ...` is one node per operator, its first operand at the
+// bottom): far above real templates, below what jinja2's compiled Python accepts (CPython refuses
+// 200 nested parentheses), and small enough that evaluating and destroying it is shallow.
+inline constexpr int kMaxExprHeight = 400;
 
 enum class Tok {
   Text,        // template data between tags
@@ -43,6 +47,11 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Iterative: a tree is destroyed without recursion, whatever its height.
+  ~Expr();
   enum class Kind {
     Literal,   // value
     Name,      // name
@@ -68,6 +77,7 @@ struct Expr {
   std::vector<ExprPtr> args;
   std::vector<std::pair<std::string, ExprPtr>> keyword;
   bool negated = false;  // `is not`
+  int height = 1;        // 1 + the tallest operand's (set by the parser, bounded by kMaxExprHeight)
 };
 
 struct Stmt;
@@ -105,6 +115,46 @@ struct Failure : std::runtime_error {
 };
 [[noreturn]] inline void failure(const std::string& message) { throw Failure(message); }
 
+// The budgets of the render running on this thread (budget.cpp). The renderer creates one per
+// render; the filters, methods and operators charge their work and the bytes of what they build
+// to it before building, so that no builtin runs or allocates past the render's limits. With no
+// render running (a JSON input read, a value printed by the CLI) charging is free.
+class Budget {
+ public:
+  explicit Budget(const RenderLimits& limits);
+  ~Budget();
+  Budget(const Budget&) = delete;
+  Budget& operator=(const Budget&) = delete;
+  const RenderLimits& limits() const { return limits_; }
+
+ private:
+  friend void charge_steps(std::uint64_t);
+  friend void charge_bytes(std::uint64_t);
+  friend std::size_t string_cap();
+  const RenderLimits& limits_;
+  std::uint64_t steps_ = 0, bytes_ = 0;
+  Budget* previous_;
+};
+// Work: n steps (a statement, an expression, a loop iteration, a comparison, 64 bytes scanned).
+void charge_steps(std::uint64_t n);
+// Bytes of a value about to be built (and their work: one step per 256 bytes).
+void charge_bytes(std::uint64_t n);
+// A string about to be `size` bytes long: Failure past string_cap() (the output cap), since no
+// longer string can end up in a render (no check outside a render).
+void check_length(std::size_t size);
+std::size_t string_cap();
+// What copying `v` into a new list or dict costs: a value, and its text (strings are copied).
+inline std::uint64_t value_bytes(const Value& v) {
+  return sizeof(Value) + v.text.size();
+}
+// Scanning n bytes of text (a search, a conversion to code points).
+inline void charge_scan(std::size_t n) {
+  charge_steps(n / 64);
+}
+// Python's str.find over bytes in linear time (glibc's two-way memmem), npos when absent.
+std::size_t find_text(std::string_view s, std::string_view sub, std::size_t from = 0);
+std::size_t rfind_text(std::string_view s, std::string_view sub);
+
 // Attribute and item access, iteration, ordering and membership with jinja2's rules (an
 // Undefined result for what is missing, Failure for what Python refuses).
 Value get_attr(const Value& obj, const std::string& name);
@@ -116,9 +166,9 @@ bool contains(const Value& container, const Value& item);
 std::int64_t length(const Value& v);
 // A bound method of a str (methods.cpp), nullopt when str has none by that name.
 std::optional<Value> string_method(const std::string& s, const std::string& name);
-// `a OP b` for the arithmetic operators, ~, + and * (operators.cpp); `cost` grows with the size of
-// what is built (strings and lists past `cap` bytes or items are refused), for the step budget.
-Value binary_op(const std::string& op, const Value& a, const Value& b, std::size_t cap, std::uint64_t& cost);
+// `a OP b` for the arithmetic operators, ~, + and * (operators.cpp); what it builds is charged to
+// the render's budget first (a string past the output cap is refused).
+Value binary_op(const std::string& op, const Value& a, const Value& b);
 // Filters and tests by name (filters.cpp); Failure for an unknown name.
 Value apply_filter(const std::string& name, const Value& target, const CallArgs& args);
 bool apply_test(const std::string& name, const Value& v, const CallArgs& args);

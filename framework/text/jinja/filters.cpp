@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <unordered_set>
 
 #include "ast.hpp"
 
@@ -68,6 +69,7 @@ Value select(const Value& seq, const CallArgs& a, bool by_attribute, bool keep) 
   List out;
   if (!truthy(seq)) return generator({});  // jinja2 iterates only a truthy sequence (none is empty)
   for (const auto& item : iterate(seq)) {
+    charge_steps(1);
     const Value v = by_attribute ? attribute(item, attr) : item;
     const bool pass = test ? apply_test(*test, v, test_args) : truthy(v);
     if (pass == keep) out.push_back(item);
@@ -77,7 +79,9 @@ Value select(const Value& seq, const CallArgs& a, bool by_attribute, bool keep) 
 
 std::string indent(std::string s, const CallArgs& a) {
   const auto w = a.get("width", 0);
-  std::string pad = !w ? std::string(4, ' ') : w->is_string() ? w->text : std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, w->integer)), ' ');
+  const std::int64_t width = w && !w->is_string() ? std::max<std::int64_t>(0, w->integer) : 4;
+  check_length(static_cast<std::uint64_t>(width));
+  std::string pad = w && w->is_string() ? w->text : std::string(static_cast<std::size_t>(width), ' ');
   const bool first = arg_bool(a, "first", 1, false), blank = arg_bool(a, "blank", 2, false);
   s += "\n";  // jinja2 adds one so that splitlines() sees the last line
   std::vector<std::string> lines;
@@ -88,21 +92,23 @@ std::string indent(std::string s, const CallArgs& a) {
     lines.push_back(s.substr(at, e - at));
     at = e + 1;
   }
+  // Every line but the first grows by the pad: the length is known before anything is built.
+  std::size_t size = s.size() - 1 + (first ? pad.size() : 0);
+  for (std::size_t k = 1; k < lines.size(); ++k)
+    if (blank || !lines[k].empty()) size += pad.size();
+  check_length(size);
+  charge_bytes(size);
   std::string rv;
-  if (blank) {
-    for (std::size_t k = 0; k < lines.size(); ++k) {
-      if (k) rv += '\n' + pad;
-      rv += lines[k];
-    }
-  } else {
-    rv = lines.empty() ? std::string() : lines[0];
-    for (std::size_t k = 1; k < lines.size(); ++k) {
+  rv.reserve(size);
+  if (first) rv += pad;
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (k) {
       rv += '\n';
-      if (!lines[k].empty()) rv += pad;
-      rv += lines[k];
+      if (blank || !lines[k].empty()) rv += pad;
     }
+    rv += lines[k];
   }
-  return first ? pad + rv : rv;
+  return rv;
 }
 
 Value to_int(const Value& v, const CallArgs& a) {
@@ -136,17 +142,75 @@ Value to_int(const Value& v, const CallArgs& a) {
 Value sort(const Value& seq, const CallArgs& a) {
   const bool reverse = arg_bool(a, "reverse", 0, false), case_sensitive = arg_bool(a, "case_sensitive", 1, false);
   const auto attr = a.get("attribute", 2);
-  std::vector<Value> items = iterate(seq);
-  const auto key = [&](const Value& v) {
+  const std::vector<Value> items = iterate(seq);
+  // The keys once each, then one step a comparison: n log n steps, not n log n key copies.
+  std::vector<Value> keys;
+  keys.reserve(items.size());
+  for (const auto& v : items) {
     Value k = attr && attr->is_string() ? attribute(v, attr->text) : v;
     if (!case_sensitive && k.is_string())
       for (auto& c : k.text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return k;
-  };
-  std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-    return reverse ? less(key(y), key(x)) : less(key(x), key(y));
+    charge_bytes(value_bytes(k));
+    keys.push_back(std::move(k));
+  }
+  std::vector<std::size_t> order(items.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    charge_steps(1);
+    return reverse ? less(keys[y], keys[x]) : less(keys[x], keys[y]);
   });
-  return Value::make_list(std::move(items));
+  List out;
+  out.reserve(items.size());
+  for (const std::size_t k : order) out.push_back(items[k]);
+  return Value::make_list(std::move(out));
+}
+
+// A text equal for the values that Python's hash and == make equal (1, 1.0 and True; a string
+// lower-cased unless case_sensitive), for jinja2's set of the items unique has seen.
+void unique_key(std::string& out, const Value& v, bool fold) {
+  charge_steps(1);
+  switch (v.kind) {
+    case K::Undefined:
+      out += 'u';
+      return;
+    case K::None:
+      out += 'n';
+      return;
+    case K::Bool:
+    case K::Int:
+      out += 'i' + std::to_string(v.kind == K::Bool ? v.boolean : v.integer) + ';';
+      return;
+    case K::BigInt:
+      out += 'i' + v.text + ';';
+      return;
+    case K::Float:
+      if (std::isfinite(v.real) && v.real == std::floor(v.real))
+        out += v.real == 0 ? std::string("i0;") : fmt::format("i{:.0f};", v.real);
+      else
+        out += 'f' + float_repr(v.real) + ';';
+      return;
+    case K::String: {
+      std::string text = v.text;
+      if (fold)
+        for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out += fmt::format("s{}:", text.size());
+      out += text;
+      return;
+    }
+    case K::Tuple:
+      out += fmt::format("t{}(", v.list->size());
+      for (const auto& item : *v.list) unique_key(out, item, false);
+      out += ')';
+      return;
+    case K::List:
+    case K::Dict:
+      failure(fmt::format("unhashable type: '{}'", kind_name(v)));
+    default:  // namespaces, generators and functions hash by identity
+      out += fmt::format("p{};",
+                         static_cast<const void*>(v.list   ? static_cast<const void*>(v.list.get())
+                                                  : v.dict ? static_cast<const void*>(v.dict.get())
+                                                           : static_cast<const void*>(v.function.get())));
+  }
 }
 
 }  // namespace
@@ -255,6 +319,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
       return k;
     };
     std::stable_sort(out.begin(), out.end(), [&](const Value& x, const Value& y) {
+      charge_steps(1);
       return less(folded((*x.list)[0]), folded((*y.list)[0]));
     });
     return Value::make_list(std::move(out));
@@ -262,21 +327,30 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "join") {
     const auto sep = a.get("d", 0);
     const auto attr = a.get("attribute", 1);
+    const std::string between = sep ? to_str(*sep) : std::string();
     std::string out;
     bool first = true;
     for (const auto& item : iterate(v)) {
-      if (!first) out += sep ? to_str(*sep) : std::string();
+      const std::string text = to_str(attr && attr->is_string() ? attribute(item, attr->text) : item);
+      const std::size_t add = (first ? 0 : between.size()) + text.size();
+      check_length(out.size() + add);
+      charge_bytes(add);
+      if (!first) out += between;
       first = false;
-      out += to_str(attr && attr->is_string() ? attribute(item, attr->text) : item);
+      out += text;
     }
     return Value(std::move(out));
   }
   if (name == "first") {
+    if (v.list)
+      return v.list->empty() ? Value::undefined("No first item, sequence was empty.") : v.list->front();
     const auto items = iterate(v);
     return items.empty() ? Value::undefined("No first item, sequence was empty.") : items.front();
   }
   if (name == "last") {
     if (v.kind == K::Generator) failure("'generator' object is not reversible");
+    if (v.list)
+      return v.list->empty() ? Value::undefined("No last item, sequence was empty.") : v.list->back();
     const auto items = iterate(v);
     return items.empty() ? Value::undefined("No last item, sequence was empty.") : items.back();
   }
@@ -329,6 +403,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     if (attr) {
       const auto def = a.get("default", 99);
       for (const auto& item : iterate(v)) {
+        charge_steps(1);
         Value x = attribute(item, attr->text);
         out.push_back(x.is_undefined() && def ? *def : x);
       }
@@ -338,21 +413,27 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     CallArgs rest;
     rest.positional.assign(a.positional.begin() + 1, a.positional.end());
     rest.keyword = a.keyword;
-    for (const auto& item : iterate(v)) out.push_back(apply_filter(a.positional[0].text, item, rest));
+    for (const auto& item : iterate(v)) {
+      charge_steps(1);
+      Value x = apply_filter(a.positional[0].text, item, rest);
+      charge_bytes(value_bytes(x));
+      out.push_back(std::move(x));
+    }
     return generator(std::move(out));
   }
   if (name == "unique") {
+    // jinja2 keeps a set of the keys seen: linear, where comparing with every kept item was quadratic.
     List out;
+    const bool case_sensitive = arg_bool(a, "case_sensitive", 0, false);
     const auto attr = a.get("attribute", 1);
+    std::unordered_set<std::string> seen;
     for (const auto& item : iterate(v)) {
-      const auto key = [&](const Value& x) {
-        Value k = attr && attr->is_string() ? attribute(x, attr->text) : x;
-        if (k.is_string())
-          for (auto& c : k.text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return k;
-      };
-      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return equal(key(o), key(item)); }))
+      std::string key;
+      unique_key(key, attr && attr->is_string() ? attribute(item, attr->text) : item, !case_sensitive);
+      if (seen.insert(key).second) {
+        charge_bytes(key.size() + 64);
         out.push_back(item);
+      }
     }
     return generator(std::move(out));
   }
@@ -361,6 +442,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const auto attr = a.get("attribute", 0);
     Value total = a.get("start", 1).value_or(Value(std::int64_t{0}));
     for (const auto& item : iterate(v)) {
+      charge_steps(1);
       const Value x = attr && attr->is_string() ? attribute(item, attr->text) : item;
       if (total.kind == K::Int && x.kind == K::Int) {
         if (__builtin_add_overflow(total.integer, x.integer, &total.integer)) failure("integer overflow in sum");
@@ -384,8 +466,10 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
       return k;
     };
     Value best = items[0];
-    for (const auto& x : items)
+    for (const auto& x : items) {
+      charge_steps(1);
       if (name == "min" ? less(key(x), key(best)) : less(key(best), key(x))) best = x;
+    }
     return best;
   }
   if (name == "indent") return Value(indent(to_str(v), a));
@@ -395,6 +479,7 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     const std::string s = to_str(v);
     const auto n = static_cast<std::int64_t>(to_code_points(s).size());
     if (width <= n) return Value(s);
+    check_length(s.size() + static_cast<std::uint64_t>(width - n));
     const std::int64_t total = width - n, left = total / 2 + (total & width & 1);
     return Value(std::string(static_cast<std::size_t>(left), ' ') + s + std::string(static_cast<std::size_t>(total - left), ' '));
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <unordered_map>
 
 #include "ast.hpp"
 #include "zoo/input_file.hpp"
@@ -68,10 +69,18 @@ class JsonBuilder {
       return true;
     }
     Value& top = stack_.back();
-    if (top.kind == Value::Kind::List)
+    if (top.kind == Value::Kind::List) {
       top.list->push_back(std::move(v));
+      return true;
+    }
+    // A repeated key keeps its first place and takes the last value, as dict() does; the keys are
+    // indexed while the object is open, so a big object is read in linear time.
+    auto& index = key_index_.back();
+    const auto [at, added] = index.try_emplace(key_, top.dict->items.size());
+    if (added)
+      top.dict->items.emplace_back(Value(std::move(key_)), std::move(v));
     else
-      top.dict->set(std::move(key_), std::move(v));  // a repeated key keeps its first place, as dict() does
+      top.dict->items[at->second].second = std::move(v);
     return true;
   }
   bool push_container(Value v) {
@@ -80,12 +89,14 @@ class JsonBuilder {
       return false;
     }
     if (!stack_.empty()) pending_keys_.push_back(std::move(key_));
+    key_index_.emplace_back();
     stack_.push_back(std::move(v));
     return true;
   }
   bool pop_container() {
     Value done = std::move(stack_.back());
     stack_.pop_back();
+    key_index_.pop_back();
     int deepest = 0;
     if (done.list)
       for (const auto& item : *done.list) deepest = std::max(deepest, item.depth);
@@ -102,6 +113,7 @@ class JsonBuilder {
   int max_depth_;
   std::vector<Value> stack_;
   std::vector<std::string> pending_keys_;
+  std::vector<std::unordered_map<std::string, std::size_t>> key_index_;  // one per open container
   std::string key_;
 };
 
@@ -128,8 +140,8 @@ Value from_nlohmann(const Json& j, int level) {
       return Value::make_list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
-      Dict d;
-      for (const auto& [k, e] : j.items()) d.set(k, from_nlohmann(e, level + 1));
+      Dict d;  // nlohmann's keys are unique already
+      for (const auto& [k, e] : j.items()) d.items.emplace_back(Value(k), from_nlohmann(e, level + 1));
       return Value::make_dict(std::move(d));
     }
     default: throw InputError("a JSON value of an unsupported type");

@@ -83,6 +83,7 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
       if (i >= cps.size()) break;
       std::size_t j = i;
       while (j < cps.size() && !is_ws(cps[j])) ++j;
+      charge_bytes(sizeof(Value) + (j - i));
       words.emplace_back(i, j);
       i = j;
     }
@@ -111,8 +112,9 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
   std::vector<std::string> all;
   std::size_t at = 0;
   while (true) {
-    const std::size_t f = s.find(d, at);
+    const std::size_t f = find_text(s, d, at);
     if (f == std::string::npos) break;
+    charge_bytes(sizeof(Value) + (f - at));
     all.push_back(s.substr(at, f - at));
     at = f + d.size();
   }
@@ -190,27 +192,38 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
       const std::string from = arg_string(a, "old", 0, "replace"), to = arg_string(a, "new", 1, "replace");
       const auto count = a.get("count", 2);
       std::int64_t left = count && count->kind == K::Int ? count->integer : -1;
+      // The result is capped and charged as it grows: `to` may be far longer than `from`.
       std::string out;
+      const auto grow = [&out](std::size_t n) {
+        check_length(out.size() + n);
+        charge_bytes(n);
+      };
       if (from.empty()) {  // Python inserts `to` between every character
         const std::u32string cps = to_code_points(s);
         for (std::size_t k = 0; k <= cps.size(); ++k) {
           if (left != 0) {
+            grow(to.size());
             out += to;
             --left;
           }
-          if (k < cps.size()) out += to_utf8(std::u32string(1, cps[k]));
+          if (k < cps.size()) {
+            grow(4);
+            out += to_utf8(std::u32string(1, cps[k]));
+          }
         }
         return Value(std::move(out));
       }
       std::size_t at = 0;
       while (left != 0) {
-        const std::size_t f = s.find(from, at);
+        const std::size_t f = find_text(s, from, at);
         if (f == std::string::npos) break;
+        grow(f - at + to.size());
         out.append(s, at, f - at);
         out += to;
         at = f + from.size();
         --left;
       }
+      grow(s.size() - at);
       out.append(s, at);
       return Value(std::move(out));
     });
@@ -220,10 +233,12 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
       if (name == "count") {
         if (sub.empty()) return Value(static_cast<std::int64_t>(to_code_points(s).size() + 1));
         std::int64_t n = 0;
-        for (std::size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+        for (std::size_t at = find_text(s, sub); at != std::string::npos;
+             at = find_text(s, sub, at + sub.size()))
+          ++n;
         return Value(n);
       }
-      const std::size_t f = name == "rfind" ? s.rfind(sub) : s.find(sub);
+      const std::size_t f = name == "rfind" ? rfind_text(s, sub) : find_text(s, sub);
       if (f == std::string::npos) {
         if (name == "index") failure("substring not found");
         return Value(std::int64_t{-1});
@@ -237,6 +252,9 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
       bool first = true;
       for (const auto& v : iterate(a.positional[0])) {
         if (!v.is_string()) failure(fmt::format("sequence item: expected str instance, {} found", kind_name(v)));
+        const std::size_t add = (first ? 0 : s.size()) + v.text.size();
+        check_length(out.size() + add);
+        charge_bytes(add);
         if (!first) out += s;
         first = false;
         out += v.text;
@@ -273,6 +291,7 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
         if (c == '\n' || c == '\r' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e) || c == 0x85 || c == 0x2028 ||
             c == 0x2029) {
           if (c == '\r' && k + 1 < cps.size() && cps[k + 1] == '\n') ++k;
+          charge_bytes(sizeof(Value) + line.size());
           parts.emplace_back(to_utf8(line));
           line.clear();
         } else {

@@ -38,11 +38,15 @@ Value integer(__int128 v) {
 
 }  // namespace
 
-Value binary_op(const std::string& op, const Value& a, const Value& b, std::size_t cap, std::uint64_t& cost) {
+Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
-    std::string s = to_str(a) + to_str(b);
-    if (s.size() > cap) failure("a string longer than the output cap");
-    cost += (s.size() / 256);
+    const std::string x = to_str(a), y = to_str(b);
+    check_length(x.size() + y.size());
+    charge_bytes(x.size() + y.size());
+    std::string s;
+    s.reserve(x.size() + y.size());
+    s += x;
+    s += y;
     return Value(std::move(s));
   }
   if (a.is_undefined()) failure(a.text);
@@ -55,8 +59,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
   };
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
-      if (a.text.size() + b.text.size() > cap) failure("a string longer than the output cap");
-      cost += ((a.text.size() + b.text.size()) / 256);
+      check_length(a.text.size() + b.text.size());
+      charge_bytes(a.text.size() + b.text.size());
       if (a.safe == b.safe) {
         Value r(a.text + b.text);
         r.safe = a.safe;
@@ -69,8 +73,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
       return r;
     }
     if (a.kind == b.kind && a.is_sequence()) {
-      cost += ((a.list->size() + b.list->size()) / 16);
-      List items = *a.list;
+      for (const auto* l : {a.list.get(), b.list.get()})
+        for (const auto& item : *l) charge_bytes(value_bytes(item));
+      List items;
+      items.reserve(a.list->size() + b.list->size());
+      items.insert(items.end(), a.list->begin(), a.list->end());
       items.insert(items.end(), b.list->begin(), b.list->end());
       return Value::make_list(std::move(items), a.kind == Value::Kind::Tuple);
     }
@@ -81,14 +88,21 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
       const Value& s = seq_a ? a : b;
       const std::int64_t n = std::max<std::int64_t>(0, as_int(seq_a ? b : a));
       const std::size_t unit = s.is_string() ? s.text.size() : s.list->size();
-      if (unit && static_cast<std::uint64_t>(n) > cap / unit) failure("a repetition longer than the output cap");
-      cost += (unit * static_cast<std::size_t>(n) / 64);
+      if (unit && static_cast<std::uint64_t>(n) > string_cap() / unit)
+        failure("a repetition longer than the output cap");
+      const auto times = static_cast<std::size_t>(n);
       if (s.is_string()) {
+        charge_bytes(unit * times);
         std::string out;
+        out.reserve(unit * times);
         for (std::int64_t k = 0; k < n; ++k) out += s.text;
         return Value(std::move(out));
       }
+      std::uint64_t one = 0;
+      for (const auto& item : *s.list) one += value_bytes(item);
+      charge_bytes(one * times);
       List items;
+      items.reserve(unit * times);
       for (std::int64_t k = 0; k < n; ++k) items.insert(items.end(), s.list->begin(), s.list->end());
       return Value::make_list(std::move(items), s.kind == Value::Kind::Tuple);
     }
@@ -116,7 +130,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, std::size
       __int128 p = 1;
       for (std::int64_t k = 0; k < y; ++k) {
         if (__builtin_mul_overflow(p, static_cast<__int128>(x), &p)) failure("an integer of more than 38 digits from **");
-        ++cost;
+        charge_steps(1);
       }
       return integer(p);
     }

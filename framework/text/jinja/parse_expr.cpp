@@ -14,6 +14,18 @@ ExprPtr Parser::make(Expr::Kind kind, int line) {
   return e;
 }
 
+ExprPtr Parser::sealed(ExprPtr e) const {
+  int h = 0;
+  for (const auto& a : e->args)
+    if (a) h = std::max(h, a->height);
+  for (const auto& [k, a] : e->keyword)
+    if (a) h = std::max(h, a->height);
+  e->height = h + 1;
+  if (e->height > kMaxExprHeight)
+    fail(fmt::format("an expression nested more than {} levels deep", kMaxExprHeight));
+  return e;
+}
+
 // with_cond: whether `x if c else y` is allowed at the top (not in a for's iterable or filter).
 ExprPtr Parser::expression(bool with_cond) {
   Depth d(*this);
@@ -24,7 +36,7 @@ ExprPtr Parser::expression(bool with_cond) {
     c->args.push_back(std::move(e));
     c->args.push_back(or_expr());
     c->args.push_back(accept_name("else") ? expression() : nullptr);
-    e = std::move(c);
+    e = sealed(std::move(c));
   }
   return e;
 }
@@ -34,7 +46,7 @@ ExprPtr Parser::binary(std::string op, ExprPtr a, ExprPtr b, int line) {
   e->name = std::move(op);
   e->args.push_back(std::move(a));
   e->args.push_back(std::move(b));
-  return e;
+  return sealed(std::move(e));
 }
 
 ExprPtr Parser::or_expr() {
@@ -62,7 +74,7 @@ ExprPtr Parser::not_expr() {
     auto e = make(Expr::Kind::Unary, line);
     e->name = "not";
     e->args.push_back(not_expr());
-    return e;
+    return sealed(std::move(e));
   }
   return compare();
 }
@@ -93,7 +105,7 @@ ExprPtr Parser::compare() {
     e->ops.push_back(op);
     e->args.push_back(math1());
   }
-  return e ? std::move(e) : std::move(first);
+  return e ? sealed(std::move(e)) : std::move(first);
 }
 
 ExprPtr Parser::math1() {
@@ -140,6 +152,7 @@ ExprPtr Parser::unary(bool with_filter) {
     e = make(Expr::Kind::Unary, t.line);
     e->name = t.text;
     e->args.push_back(unary(false));
+    e = sealed(std::move(e));
   } else {
     e = primary();
   }
@@ -191,7 +204,7 @@ ExprPtr Parser::primary() {
     tuple->args.push_back(std::move(e));
     while (accept_op(",") && !is_op(")")) tuple->args.push_back(expression());
     expect_op(")");
-    return tuple;
+    return sealed(std::move(tuple));
   }
   if (accept_op("[")) {
     auto e = make(Expr::Kind::ListLit, t.line);
@@ -200,7 +213,7 @@ ExprPtr Parser::primary() {
       if (!accept_op(",")) break;
     }
     expect_op("]");
-    return e;
+    return sealed(std::move(e));
   }
   if (accept_op("{")) {
     auto e = make(Expr::Kind::DictLit, t.line);
@@ -211,7 +224,7 @@ ExprPtr Parser::primary() {
       if (!accept_op(",")) break;
     }
     expect_op("}");
-    return e;
+    return sealed(std::move(e));
   }
   fail(fmt::format("unexpected {}", describe(t)));
 }
@@ -248,13 +261,13 @@ ExprPtr Parser::postfix(ExprPtr e) {
         auto item = make(Expr::Kind::Item, line);
         item->args.push_back(std::move(e));
         item->args.push_back(literal(Value(std::int64_t{std::strtoll(next().text.c_str(), nullptr, 10)}), line));
-        e = std::move(item);
+        e = sealed(std::move(item));
         continue;
       }
       auto attr = make(Expr::Kind::Attr, line);
       attr->name = name();
       attr->args.push_back(std::move(e));
-      e = std::move(attr);
+      e = sealed(std::move(attr));
     } else if (accept_op("[")) {
       Depth d(*this);
       ExprPtr parts[3];
@@ -273,13 +286,13 @@ ExprPtr Parser::postfix(ExprPtr e) {
       if (!colons && !parts[0]) fail("an empty subscript []");
       for (auto& p : parts) item->args.push_back(std::move(p));
       if (!colons) item->args.resize(2);
-      e = std::move(item);
+      e = sealed(std::move(item));
     } else if (accept_op("(")) {
       Depth d(*this);
       auto call = make(Expr::Kind::Call, line);
       call->args.push_back(std::move(e));
       call_args(*call);
-      e = std::move(call);
+      e = sealed(std::move(call));
     } else {
       return e;
     }
@@ -299,7 +312,7 @@ ExprPtr Parser::filters_and_tests(ExprPtr e) {
         Depth d(*this);
         call_args(*f);
       }
-      e = std::move(f);
+      e = sealed(std::move(f));
     } else if (accept_name("is")) {
       auto t = make(Expr::Kind::Test, line);
       t->negated = accept_name("not");
@@ -315,7 +328,7 @@ ExprPtr Parser::filters_and_tests(ExprPtr e) {
         Depth d(*this);
         t->args.push_back(postfix(primary()));
       }
-      e = std::move(t);
+      e = sealed(std::move(t));
     } else {
       return e;
     }

@@ -10,6 +10,23 @@
 
 namespace zoo::jinja::detail {
 
+// Each node's operands are moved out before it goes, so no destructor recurses.
+Expr::~Expr() {
+  std::vector<ExprPtr> pending;
+  const auto take = [&pending](Expr& e) {
+    for (auto& a : e.args)
+      if (a) pending.push_back(std::move(a));
+    for (auto& kv : e.keyword)
+      if (kv.second) pending.push_back(std::move(kv.second));
+  };
+  take(*this);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    take(*e);
+  }
+}
+
 // Statements up to one of the `ends` tags (its name is left in `end`, the tag's name consumed).
 Body Parser::body(std::initializer_list<std::string_view> ends, std::string& end) {
   Depth d(*this);
@@ -110,7 +127,7 @@ std::unique_ptr<Stmt> Parser::statement() {
       auto tuple = make(Expr::Kind::TupleLit, line);
       tuple->args.push_back(std::move(s->expr));
       while (accept_op(",") && peek().kind != Tok::BlockEnd) tuple->args.push_back(expression());
-      s->expr = std::move(tuple);
+      s->expr = sealed(std::move(tuple));
     }
     expect_block_end();
     return s;
@@ -144,7 +161,7 @@ std::unique_ptr<Stmt> Parser::statement() {
     f->name = name();
     f->args.push_back(literal(Value(std::string()), line));
     if (accept_op("(")) call_args(*f);
-    s->expr = std::move(f);
+    s->expr = sealed(std::move(f));
     expect_block_end();
     s->body = body({"endfilter"}, end);
     expect_block_end();

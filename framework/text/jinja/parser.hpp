@@ -93,6 +93,9 @@ class Parser {
   std::unique_ptr<Stmt> statement();
 
   static ExprPtr make(Expr::Kind kind, int line);
+  // The node's height from its operands' (built before it): a syntax error past kMaxExprHeight, so
+  // that a chain such as `1+1+...` (600 KB of it) is refused here, not deep in the renderer.
+  ExprPtr sealed(ExprPtr e) const;
   // with_cond: whether `x if c else y` is allowed at the top (not in a for's iterable or filter).
   ExprPtr expression(bool with_cond = true);
   ExprPtr binary(std::string op, ExprPtr a, ExprPtr b, int line);

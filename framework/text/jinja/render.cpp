@@ -3,9 +3,12 @@
 // top level) and every render bounded by steps, output bytes and depth.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <new>
+#include <stdexcept>
 
 #include "ast.hpp"
 
@@ -32,7 +35,7 @@ enum class Flow { Normal, Break, Continue };
 class Renderer {
  public:
   Renderer(const std::string& label, const RenderOptions& options, const Dict& variables)
-      : label_(label), options_(options) {
+      : label_(label), options_(options), budget_(options.limits) {
     root_.vars = variables;
   }
 
@@ -58,16 +61,14 @@ class Renderer {
     throw InputError(fmt::format("{}:{}: {}", label_, line, what));
   }
 
-  void step(std::uint64_t n = 1) {
-    steps_ += n;
-    if (steps_ > options_.limits.max_steps)
-      failure(fmt::format("the template ran more than {} steps (a loop or recursion without end?)",
-                          options_.limits.max_steps));
-  }
+  static void step(std::uint64_t n = 1) { detail::charge_steps(n); }
 
+  // A captured block's buffer is thrown away and written again at each turn of a loop: the
+  // bytes written are work too.
   void write(const std::string& s) {
     if (out_->size() + s.size() > options_.limits.max_output_bytes)
       failure(fmt::format("the template renders more than {} MiB", options_.limits.max_output_bytes >> 20));
+    step(s.size() / 256);
     *out_ += s;
   }
 
@@ -92,7 +93,12 @@ class Renderer {
           return Flow::Normal;
         case Stmt::Kind::For: return exec_for(s, frame);
         case Stmt::Kind::Set: exec_set(s, frame); return Flow::Normal;
-        case Stmt::Kind::SetBlock: frame.vars.set(s.targets[0], Value(capture(s.body, frame))); return Flow::Normal;
+        case Stmt::Kind::SetBlock: {
+          Value text(capture(s.body, frame));
+          detail::charge_bytes(text.text.size());
+          frame.vars.set(s.targets[0], std::move(text));
+          return Flow::Normal;
+        }
         case Stmt::Kind::Macro: define_macro(s, frame); return Flow::Normal;
         case Stmt::Kind::Break: return Flow::Break;
         case Stmt::Kind::Continue: return Flow::Continue;
@@ -106,6 +112,10 @@ class Renderer {
       }
     } catch (const Failure& f) {
       located(s.line, f.what());
+    } catch (const std::bad_alloc&) {  // the budgets should come first: this names the statement
+      located(s.line, "out of memory");
+    } catch (const std::length_error&) {
+      located(s.line, "a value too long to build");
     }
     return Flow::Normal;
   }
@@ -138,17 +148,23 @@ class Renderer {
 
   Flow exec_for(const Stmt& s, Frame& frame) {
     const Value iterable = eval(*s.expr, frame);
-    std::vector<Value> items = detail::iterate(iterable);
+    // A list is iterated in place (the value holds it alive); anything else is listed first.
+    std::shared_ptr<const List> listed =
+        iterable.list ? iterable.list : std::make_shared<const List>(detail::iterate(iterable));
     if (s.filter) {
-      std::vector<Value> kept;
-      for (auto& item : items) {
+      List kept;
+      for (const auto& item : *listed) {
         step();
         Frame f{{}, &frame};
         unpack(s.targets, item, f);
-        if (truthy(eval(*s.filter, f))) kept.push_back(std::move(item));
+        if (truthy(eval(*s.filter, f))) {
+          detail::charge_bytes(detail::value_bytes(item));
+          kept.push_back(item);
+        }
       }
-      items = std::move(kept);
+      listed = std::make_shared<const List>(std::move(kept));
     }
+    const List& items = *listed;
     if (items.empty()) return exec_body(s.else_body, frame);
     const auto n = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < n; ++i) {
@@ -239,7 +255,10 @@ class Renderer {
         Dict d;
         for (const auto& p : a.positional) {
           if (!p.is_mapping()) failure(fmt::format("{}() takes a mapping, got {}", ns ? "namespace" : "dict", detail::kind_name(p)));
-          for (const auto& [k, v] : p.dict->items) d.set(k, v);
+          for (const auto& [k, v] : p.dict->items) {
+            detail::charge_bytes(detail::value_bytes(k) + detail::value_bytes(v));
+            d.set(k, v);
+          }
         }
         for (const auto& [k, v] : a.keyword) {  // keyword names are strings
           if (ns && !k.empty() && k[0] == '_')
@@ -294,6 +313,7 @@ class Renderer {
     if (count > kMaxRange)
       failure("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     List items;
+    if (count > 0) items.reserve(static_cast<std::size_t>(count));
     for (std::int64_t v = start; stride > 0 ? v < stop : v > stop; v += stride) items.emplace_back(v);
     return Value::make_list(std::move(items));
   }
@@ -305,9 +325,21 @@ class Renderer {
     return a;
   }
 
+  // Every string an expression yields is a new copy: counted, so that a big string copied in a loop
+  // or held by nested macro calls is bounded like any value built (an operator's result is counted
+  // as it is built, a condition's by the operand it is).
   Value eval(const Expr& e, Frame& frame) {
     Guard g(*this);
     step();
+    Value v = eval_node(e, frame);
+    if (v.is_string() && e.kind != Expr::Kind::Binary && e.kind != Expr::Kind::Cond) {
+      detail::check_length(v.text.size());
+      detail::charge_bytes(v.text.size());
+    }
+    return v;
+  }
+
+  Value eval_node(const Expr& e, Frame& frame) {
     switch (e.kind) {
       case Expr::Kind::Literal: return e.value;
       case Expr::Kind::Name: return lookup(e.name, frame);
@@ -346,6 +378,7 @@ class Renderer {
         return Value::make_list(std::move(items), e.kind == Expr::Kind::TupleLit);
       }
       case Expr::Kind::DictLit: {
+        detail::charge_bytes(e.args.size() * sizeof(Value));
         Dict d;
         for (std::size_t k = 0; k + 1 < e.args.size(); k += 2) {
           Value key = eval(*e.args[k], frame);
@@ -406,8 +439,8 @@ class Renderer {
   const std::string& label_;
   const RenderOptions& options_;
   Frame root_;
+  detail::Budget budget_;
   std::string* out_ = nullptr;
-  std::uint64_t steps_ = 0;
   int depth_ = 0;
   int calls_ = 0;
 };
@@ -424,10 +457,7 @@ Value Renderer::eval_binary(const Expr& e, Frame& frame) {
   }
   const Value a = eval(*e.args[0], frame);
   const Value b = eval(*e.args[1], frame);
-  std::uint64_t cost = 0;
-  Value r = detail::binary_op(op, a, b, options_.limits.max_output_bytes, cost);
-  step(cost);
-  return r;
+  return detail::binary_op(op, a, b);
 }
 
 }  // namespace
@@ -455,8 +485,10 @@ std::size_t invalid_utf8_at(std::string_view s) {
 
 Template::Template(std::string_view source, std::string label) : label_(std::move(label)) {
   // Python reads the template as text: bytes that are not UTF-8 are an error there too.
-  if (const auto at = invalid_utf8_at(source); at != std::string_view::npos)
-    throw InputError(fmt::format("{}: not valid UTF-8 (at byte {})", label_, at));
+  if (const auto at = invalid_utf8_at(source); at != std::string_view::npos) {
+    const auto line = 1 + std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+    throw InputError(fmt::format("{}:{}: not valid UTF-8 (at byte {})", label_, line, at));
+  }
   program_ = detail::parse(detail::lex(source, label_), label_);
 }
 Template::~Template() = default;

@@ -21,7 +21,14 @@ int nested_depth(int child) {
 Value Value::make_list(List items, bool tuple) {
   Value v;
   int deepest = 0;
-  for (const auto& item : items) deepest = std::max(deepest, item.depth);
+  std::uint64_t bytes = 0;
+  for (const auto& item : items) {
+    deepest = std::max(deepest, item.depth);
+    bytes += detail::value_bytes(item);
+  }
+  // Builders that could outgrow the budget before they get here charge as they build; this counts
+  // every list a render makes.
+  detail::charge_bytes(bytes);
   v.depth = nested_depth(deepest);
   v.kind = tuple ? Kind::Tuple : Kind::List;
   v.list = std::make_shared<List>(std::move(items));
@@ -44,18 +51,22 @@ Value Value::make_function(Function f) {
   return v;
 }
 
+// Linear, as real dicts are a handful of keys: a big one's lookups are charged as work.
 const Value* Dict::find(std::string_view key) const {
+  detail::charge_steps(items.size() / 16);
   for (const auto& [k, v] : items)
     if (k.kind == Value::Kind::String && k.text == key) return &v;
   return nullptr;
 }
 Value* Dict::find(std::string_view key) {
+  detail::charge_steps(items.size() / 16);
   for (auto& [k, v] : items)
     if (k.kind == Value::Kind::String && k.text == key) return &v;
   return nullptr;
 }
 const Value* Dict::find_key(const Value& key) const {
   if (key.kind == Value::Kind::String) return find(std::string_view(key.text));
+  detail::charge_steps(items.size());
   for (const auto& [k, v] : items)
     if (equal(k, key)) return &v;
   return nullptr;
@@ -102,6 +113,7 @@ std::string kind_name(const Value& v) {
 }
 
 std::u32string to_code_points(std::string_view s) {
+  charge_scan(s.size());
   std::u32string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
@@ -234,13 +246,19 @@ struct JsonStyle {
   std::string item_sep, key_sep;
 };
 
+// A list may hold one list many times over: its text is capped as it grows, not after.
 void json_value(std::string& out, const Value& v, const JsonStyle& style, int level) {
   if (level > kMaxValueDepth) throw InputError("tojson: the value is nested too deeply");
+  detail::check_length(out.size());
+  detail::charge_steps(1);
   const bool ascii = style.ascii;
   const auto newline = [&](int l) {
     if (!style.indent) return;
+    const std::size_t pad =
+        static_cast<std::size_t>(std::max(0, *style.indent)) * static_cast<std::size_t>(l);
+    detail::check_length(out.size() + 1 + pad);
     out += '\n';
-    out.append(static_cast<std::size_t>(std::max(0, *style.indent) * l), ' ');
+    out.append(pad, ' ');
   };
   const std::string& item_sep = style.item_sep;
   switch (v.kind) {
@@ -298,6 +316,8 @@ void json_value(std::string& out, const Value& v, const JsonStyle& style, int le
 
 void repr_into(std::string& out, const Value& v, int level) {
   if (level > detail::kMaxNesting * 4) throw InputError("the value is nested too deeply to print");
+  detail::check_length(out.size());
+  detail::charge_steps(1);
   switch (v.kind) {
     case Value::Kind::String: out += string_repr(v.text); return;
     case Value::Kind::List:
@@ -408,14 +428,19 @@ bool equal(const Value& a, const Value& b) {
     case K::List:
     case K::Tuple:
       if (a.list->size() != b.list->size()) return false;
-      for (std::size_t k = 0; k < a.list->size(); ++k)
+      // Python compares the same list object as equal without a look at its items.
+      if (a.list == b.list) return true;
+      for (std::size_t k = 0; k < a.list->size(); ++k) {
+        detail::charge_steps(1);
         if (!equal((*a.list)[k], (*b.list)[k])) return false;
+      }
       return true;
     case K::Dict:
     case K::Namespace:
       if (a.dict == b.dict) return true;
       if (a.kind == K::Namespace || a.dict->items.size() != b.dict->items.size()) return false;
       for (const auto& [k, v] : a.dict->items) {
+        detail::charge_steps(1);
         const Value* other = b.dict->find_key(k);
         if (!other || !equal(v, *other)) return false;
       }

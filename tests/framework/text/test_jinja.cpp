@@ -117,8 +117,13 @@ TEST_CASE("jinja renders are bounded", "[jinja]") {
                     StartsWith("deep.jinja:1: syntax error") && Contains("nested"));
   CHECK_THROWS_WITH(Template(cat({"{{ x", std::string(100000, '|'), " }}"}), "deep.jinja"), StartsWith("deep.jinja:1: syntax error"));
   CHECK_THROWS_WITH(Template("{{ (1 }}", "open.jinja"), StartsWith("open.jinja:1: syntax error"));
-  CHECK_THROWS_WITH(Template("ok \xc3\x28", "bytes.jinja"), StartsWith("bytes.jinja: not valid UTF-8 (at byte 3)"));
-  CHECK_THROWS_WITH(Template("\xed\xa0\x80", "bytes.jinja"), StartsWith("bytes.jinja: not valid UTF-8 (at byte 0)"));
+  CHECK_THROWS_WITH(Template("ok \xc3\x28", "bytes.jinja"),
+                    StartsWith("bytes.jinja:1: not valid UTF-8 (at byte 3)"));
+  CHECK_THROWS_WITH(Template("\xed\xa0\x80", "bytes.jinja"),
+                    StartsWith("bytes.jinja:1: not valid UTF-8 (at byte 0)"));
+  // The line of the bad byte, as a syntax error's.
+  CHECK_THROWS_WITH(Template("a\nb\n\xff", "bytes.jinja"),
+                    StartsWith("bytes.jinja:3: not valid UTF-8 (at byte 4)"));
   std::string blocks;
   for (int i = 0; i < 5000; ++i) blocks += "{% if 1 %}";
   CHECK_THROWS_WITH(Template(blocks, "deep.jinja"), StartsWith("deep.jinja:1: syntax error") && Contains("nested"));

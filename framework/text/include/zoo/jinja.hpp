@@ -4,7 +4,8 @@
 // trim_blocks and lstrip_blocks on, its own `tojson`, `raise_exception` and `strftime_now`).
 // Values follow Python's rules (printing, truthiness, equality, slicing), because the prompt a
 // model was trained on is what Python printed. Every render is bounded (steps, output bytes,
-// nesting), so a hostile template is an error, never a hang or a stack overflow.
+// nesting, the bytes of the values it builds, the work of every filter and method), so a hostile
+// template is an error, never a hang, a stack overflow or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -155,6 +156,11 @@ struct RenderLimits {
   // (a few thousand per message), low enough to stop a runaway one in well under a second.
   std::uint64_t max_steps = 20'000'000;
   int max_call_depth = 200;  // nested macro calls
+  // The bytes of the values a render builds (strings, and list and dict elements at the size of a
+  // value each), summed as they are built and never given back: it bounds the render's memory
+  // whatever the template keeps alive (copies held by 200 nested macro calls, lists of big
+  // strings). Real templates build a few times their output.
+  std::size_t max_value_bytes = std::size_t{256} << 20;
 };
 
 struct RenderOptions {
