@@ -97,10 +97,13 @@ Value get_item(const Value& obj, const Value& key) {
     const std::int64_t k = index < 0 ? index + n : index;
     if (k >= 0 && k < n) return (*obj.list)[static_cast<std::size_t>(k)];
   } else if (obj.is_string() && int_key) {
-    const std::u32string cps = to_code_points(obj.text);
-    const auto n = static_cast<std::int64_t>(cps.size());
-    const std::int64_t k = index < 0 ? index + n : index;
-    if (k >= 0 && k < n) return Value(to_utf8(std::u32string(1, cps[static_cast<std::size_t>(k)])));
+    // Walked to, not decoded whole: s[i] in a loop is linear in i, not in the string.
+    const std::string_view s = obj.text;
+    const std::int64_t k = index < 0 ? index + static_cast<std::int64_t>(code_point_count(s)) : index;
+    std::size_t at = 0;
+    for (std::int64_t j = 0; j < k && at < s.size(); ++j) at += code_point_size(s, at);
+    charge_scan(at);
+    if (k >= 0 && at < s.size()) return Value(to_utf8(to_code_points(s.substr(at, code_point_size(s, at)))));
   }
   if (key.is_string()) {
     Value attr = get_attr(obj, key.text);
@@ -239,7 +242,8 @@ bool contains(const Value& container, const Value& item) {
 std::int64_t length(const Value& v) {
   switch (v.kind) {
     case K::Undefined: return 0;
-    case K::String: return static_cast<std::int64_t>(to_code_points(v.text).size());
+    case K::String:
+      return static_cast<std::int64_t>(code_point_count(v.text));
     case K::List:
     case K::Tuple: return static_cast<std::int64_t>(v.list->size());
     case K::Dict:

@@ -135,7 +135,7 @@ class Budget {
   std::uint64_t steps_ = 0, bytes_ = 0;
   Budget* previous_;
 };
-// Work: n steps (a statement, an expression, a loop iteration, a comparison, 64 bytes scanned).
+// Work: n steps (a statement, an expression, a loop iteration, a comparison, bytes scanned).
 void charge_steps(std::uint64_t n);
 // Bytes of a value about to be built (and their work: one step per 256 bytes).
 void charge_bytes(std::uint64_t n);
@@ -147,9 +147,10 @@ std::size_t string_cap();
 inline std::uint64_t value_bytes(const Value& v) {
   return sizeof(Value) + v.text.size();
 }
-// Scanning n bytes of text (a search, a conversion to code points).
+// Decoding n bytes of text (to code points, to count them): a step per 16 bytes, about the time a
+// step takes.
 inline void charge_scan(std::size_t n) {
-  charge_steps(n / 64);
+  charge_steps(n / 16);
 }
 // Python's str.find over bytes in linear time (glibc's two-way memmem), npos when absent.
 std::size_t find_text(std::string_view s, std::string_view sub, std::size_t from = 0);
@@ -177,6 +178,10 @@ bool has_test(const std::string& name);
 // The Python pieces the renderer and the filters share.
 std::string kind_name(const Value& v);  // Python's type name: str, int, list, dict, NoneType...
 std::u32string to_code_points(std::string_view utf8);
+// The byte length of the code point starting at s[i] (1 for a malformed byte), as
+// to_code_points reads it; and the number of code points, without building them.
+std::size_t code_point_size(std::string_view s, std::size_t i);
+std::size_t code_point_count(std::string_view s);
 std::string to_utf8(std::u32string_view text);
 std::string float_repr(double d);
 

@@ -230,9 +230,10 @@ class Renderer {
       }
       for (std::size_t k = 0; k < macro->params.size(); ++k) {
         const auto& [pname, def] = macro->params[k];
-        if (auto given = args.get(pname, k))
+        if (auto given = args.get(pname, k)) {
+          detail::charge_bytes(detail::value_bytes(*given));  // a copy each call deep
           f.vars.set(pname, *given);
-        else if (def)
+        } else if (def)
           f.vars.set(pname, eval(*def, f));
         else
           f.vars.set(pname, Value::undefined(fmt::format("parameter '{}' was not provided", pname)));
@@ -339,14 +340,32 @@ class Renderer {
     return v;
   }
 
+  // The value of `e` without a copy where it names a variable: `s[i]`, `s|length` in a loop read
+  // s where it is (expressions assign nothing, so it stays there while the rest is evaluated).
+  const Value& eval_ref(const Expr& e, Frame& frame, Value& holder) {
+    if (e.kind == Expr::Kind::Name) {
+      Guard g(*this);
+      step();
+      for (const Frame* f = &frame; f; f = f->parent)
+        if (const Value* v = f->vars.find(e.name)) return *v;
+    }
+    holder = eval(e, frame);
+    return holder;
+  }
+
   Value eval_node(const Expr& e, Frame& frame) {
+    Value holder;
     switch (e.kind) {
       case Expr::Kind::Literal: return e.value;
       case Expr::Kind::Name: return lookup(e.name, frame);
-      case Expr::Kind::Attr: return detail::get_attr(eval(*e.args[0], frame), e.name);
-      case Expr::Kind::Item: return detail::get_item(eval(*e.args[0], frame), eval(*e.args[1], frame));
+      case Expr::Kind::Attr:
+        return detail::get_attr(eval_ref(*e.args[0], frame, holder), e.name);
+      case Expr::Kind::Item: {
+        const Value& obj = eval_ref(*e.args[0], frame, holder);
+        return detail::get_item(obj, eval(*e.args[1], frame));
+      }
       case Expr::Kind::Slice: {
-        const Value obj = eval(*e.args[0], frame);
+        const Value& obj = eval_ref(*e.args[0], frame, holder);
         Value parts[3] = {Value::none(), Value::none(), Value::none()};
         for (int k = 0; k < 3; ++k)
           if (e.args[static_cast<std::size_t>(k) + 1]) parts[k] = eval(*e.args[static_cast<std::size_t>(k) + 1], frame);
@@ -354,12 +373,12 @@ class Renderer {
       }
       case Expr::Kind::Call: return eval_call(e, frame);
       case Expr::Kind::Filter: {
-        const Value target = eval(*e.args[0], frame);
+        const Value& target = eval_ref(*e.args[0], frame, holder);
         const CallArgs a = eval_args(e, frame, 1);
         return detail::apply_filter(e.name, target, a);
       }
       case Expr::Kind::Test: {
-        const Value target = eval(*e.args[0], frame);
+        const Value& target = eval_ref(*e.args[0], frame, holder);
         const CallArgs a = eval_args(e, frame, 1);
         return Value(detail::apply_test(e.name, target, a) != e.negated);
       }

@@ -112,6 +112,19 @@ std::string kind_name(const Value& v) {
   return "object";
 }
 
+std::size_t code_point_size(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+  return i + n > s.size() ? 1 : n;
+}
+
+std::size_t code_point_count(std::string_view s) {
+  charge_scan(s.size());
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.size(); i += code_point_size(s, i)) ++n;
+  return n;
+}
+
 std::u32string to_code_points(std::string_view s) {
   charge_scan(s.size());
   std::u32string out;
