@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every file option of every command, enumerated from the CLI itself (`zoo --list-file-options`,
-# framework/cli/file_options.hpp), against hostile files. An option that takes text and is not
+# apps/zoo/file_options.hpp), against hostile files. An option that takes text and is not
 # classified fails here, so a new file option cannot escape these cases:
 #   input:   a FIFO (must not block), a directory, /dev/zero, a symlink loop -> exit 2, one line
 #            naming the file;
@@ -19,7 +19,7 @@ skipped=()
 
 "$ZOO" --list-file-options >"$TMP/list" 2>"$TMP/err" || fail "zoo --list-file-options: rc $? $(cat "$TMP/err")"
 while read -r cmd opt cls _; do
-  [[ $cls == UNCLASSIFIED ]] && fail "$cmd $opt is not classified (tag it in framework/cli/file_options.hpp's terms)"
+  [[ $cls == UNCLASSIFIED ]] && fail "$cmd $opt is not classified (tag it in apps/zoo/file_options.hpp's terms)"
 done <"$TMP/list"
 # The listing must be complete, not merely free of UNCLASSIFIED: a few known options by class.
 for want in "tts --out output" "tts --codes input" "tts --codes-out output" "tts --ref-codes input" \

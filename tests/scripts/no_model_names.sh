@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The framework, the kernels and the shared layers know no particular model, and the qwen3 plugin knows nothing of
-# Higgs (it must not be shaped around the plugin that reuses it). Any mention, comments included,
-# fails: a comment naming a model is how model-specific code starts.
+# The framework, the zoo tool on it (apps/zoo), the kernels and the shared layers know no particular
+# model, and the qwen3 plugin knows nothing of Higgs (it must not be shaped around the plugin that
+# reuses it). Any mention, comments included, fails: a comment naming a model is how model-specific
+# code starts.
 # Usage: no_model_names.sh SOURCE_DIR [BUILD_DIR]
 set -u
 SRC=$(cd "$1" && pwd)
@@ -26,7 +27,7 @@ check() {
 }
 
 # "llama-cli"/"llama-bench" name another tool's spellings of flags; "llama3" is a RoPE scaling type.
-check 'qwen|higgs|audio|mistral|gemma|olmo|phi-?3|llama([^3-]|$)' framework kernels
+check 'qwen|higgs|audio|mistral|gemma|olmo|phi-?3|llama([^3-]|$)' framework apps kernels
 # The decoder runtime is configured by plugins.
 check 'qwen|higgs|audio|mistral|gemma|olmo|phi-?3|llama([^3]|$)' layers
 check 'higgs|audio' plugins/qwen3

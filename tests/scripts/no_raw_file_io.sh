@@ -28,7 +28,7 @@ while IFS= read -r -d '' file; do
     while IFS= read -r hit; do echo "FAIL: $file:$hit  (open files through zoo::InputFile / AtomicFileWriter)"; done <<<"$hits"
     status=1
   fi
-done < <(find framework plugins kernels layers -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
+done < <(find framework apps plugins kernels layers -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 | sort -z)
 # The search must have found the code (a moved tree would otherwise pass vacuously).
 ((checked > 50)) || { echo "FAIL: only $checked source files searched"; status=1; }
 # And the pattern must still catch what it is for.

@@ -12,7 +12,7 @@ Audio v3 checkpoint (model_type higgs_multimodal_qwen3) loads its Qwen3 body the
 the Higgs tensor names mapped onto Qwen3's, and its audio head is F.linear with the tied audio
 table, as Zoo's higgs_audio plugin computes it.
 
-Each step mirrors what `zoo bench` times (framework/cli/cmd_bench.cpp), so the ratio compares
+Each step mirrors what `zoo bench` times (apps/zoo/cmd_bench.cpp), so the ratio compares
 like with like:
   - prefill: a fresh cache, one forward over the prompt with use_cache=True, logits of the last
     position only (logits_to_keep=1), copied to the host as float32 (Zoo returns host float32
