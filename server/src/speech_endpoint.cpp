@@ -13,9 +13,9 @@
 
 #include "api_fields.hpp"
 #include "zoo/code_stream.hpp"
-#include "zoo/engine/speech_text.hpp"
 #include "zoo/encoder_input.hpp"
 #include "zoo/error.hpp"
+#include "zoo/server/speech_text.hpp"
 #include "zoo/sound_file.hpp"
 
 namespace zoo::server {

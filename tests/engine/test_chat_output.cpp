@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "zoo/engine/chat_output.hpp"
+#include "zoo/server/chat_output.hpp"
 
 namespace zoo::engine {
 namespace {

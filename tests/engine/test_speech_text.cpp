@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "zoo/engine/speech_text.hpp"
+#include "zoo/server/speech_text.hpp"
 
 namespace zoo::engine {
 namespace {

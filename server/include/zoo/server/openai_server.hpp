@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "zoo/batch.hpp"
-#include "zoo/codec.hpp"
-#include "zoo/speech.hpp"
 #include "zoo/chat_template.hpp"
-#include "zoo/engine/chat_output.hpp"
+#include "zoo/codec.hpp"
 #include "zoo/engine/engine.hpp"
 #include "zoo/generation.hpp"
+#include "zoo/server/chat_output.hpp"
 #include "zoo/server/http_server.hpp"
+#include "zoo/speech.hpp"
 #include "zoo/tokenizer.hpp"
 
 namespace zoo::server {

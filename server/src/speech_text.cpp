@@ -1,4 +1,4 @@
-#include "zoo/engine/speech_text.hpp"
+#include "zoo/server/speech_text.hpp"
 
 #include <algorithm>
 

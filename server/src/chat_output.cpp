@@ -1,5 +1,5 @@
-// A chat answer split into reasoning, content and tool calls (zoo/engine/chat_output.hpp).
-#include "zoo/engine/chat_output.hpp"
+// A chat answer split into reasoning, content and tool calls (zoo/server/chat_output.hpp).
+#include "zoo/server/chat_output.hpp"
 
 #include <nlohmann/json.hpp>
 
