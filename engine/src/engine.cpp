@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "prefix_cache.hpp"
 #include "zoo/error.hpp"
 #include "zoo/sampling.hpp"
 
@@ -56,62 +57,23 @@ Engine::Engine(Runner& runner, EngineOptions options) : runner_(runner), options
   const auto groups = runner_.pool().groups;
   cache_on_ = options_.prefix_cache_entries > 0 &&
               std::all_of(groups.begin(), groups.end(), [](const auto& group) { return group.window == 0; });
+  cache_ = std::make_unique<PrefixCache>(runner_, options_.prefix_cache_entries);
   note_pool();
 }
 
 Engine::~Engine() {
+  // Running sequences first, then (cache_'s destructor) the cached prefixes.
   for (auto& sequence : running_)
     if (sequence->id >= 0) runner_.close_sequence(sequence->id);
-  for (const auto& entry : cache_) runner_.close_sequence(entry.id);
-}
-
-std::vector<std::uint64_t> Engine::page_hashes(const std::vector<std::int64_t>& tokens, std::size_t pages) {
-  std::vector<std::uint64_t> out;
-  std::uint64_t h = 0x6a09e667f3bcc908ull;
-  for (std::size_t p = 0; p < pages; ++p) {
-    for (std::size_t t = p * kKvPageTokens; t < (p + 1) * kKvPageTokens; ++t) {
-      // splitmix64 of the running hash and the token: chained, so page p's hash names pages 0 .. p.
-      std::uint64_t z = h ^ (static_cast<std::uint64_t>(tokens[t]) + 0x9e3779b97f4a7c15ull);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      h = z ^ (z >> 31);
-    }
-    out.push_back(h);
-  }
-  return out;
-}
-
-void Engine::forget_hashes(const CachedPrefix& entry) {
-  for (const auto h : entry.page_hashes) {
-    const auto it = by_hash_.find(h);
-    if (it == by_hash_.end()) continue;
-    std::erase(it->second, entry.uid);
-    if (it->second.empty()) by_hash_.erase(it);
-  }
 }
 
 void Engine::open_with_prefix(Sequence& sequence) {
   sequence.computed = 0;
   if (cache_on_ && sequence.cacheable()) {
     ++stats_.prefix_queries;
-    // The longest prefix of whole pages some entry holds, leaving at least one token to compute
-    // (its logits are what the step needs): the prompt's chained page hashes, longest first; a hit
-    // is checked token by token (a hash collision is not a match); ties go to the latest used.
-    const std::size_t pages = (sequence.tokens.size() - 1) / kKvPageTokens;
-    const auto hashes = page_hashes(sequence.tokens, pages);
-    CachedPrefix* best = nullptr;
-    std::int64_t best_tokens = 0;
-    for (std::size_t p = pages; p-- > 0 && !best;) {
-      const auto it = by_hash_.find(hashes[p]);
-      if (it == by_hash_.end()) continue;
-      const auto n = static_cast<std::ptrdiff_t>((p + 1) * kKvPageTokens);
-      for (auto& entry : cache_) {
-        if (std::find(it->second.begin(), it->second.end(), entry.uid) == it->second.end()) continue;
-        if (!std::equal(sequence.tokens.begin(), sequence.tokens.begin() + n, entry.tokens.begin())) continue;
-        if (!best || entry.last_use > best->last_use) best = &entry;
-      }
-      if (best) best_tokens = n;
-    }
+    // The longest cached prefix, or a running sequence's pages if it lends more.
+    const PrefixCache::Match best = cache_->longest(sequence.tokens);
+    std::int64_t best_tokens = best.tokens;
     // A running sequence with the same prompt start (n choices of one prompt, a shared system
     // prompt) lends its computed whole pages too: they no longer change.
     Sequence* lender = nullptr;
@@ -130,11 +92,10 @@ void Engine::open_with_prefix(Sequence& sequence) {
       stats_.prefix_hit_tokens += best_tokens;
       return;
     }
-    if (best && best_tokens > 0) {
-      sequence.id = runner_.fork_sequence(best->id, best_tokens);
+    if (best.tokens > 0) {
+      sequence.id = cache_->fork(best);
       sequence.computed = best_tokens;
       if (sequence.picked.empty()) sequence.cached = best_tokens;
-      best->last_use = ++clock_;
       ++stats_.prefix_hits;
       stats_.prefix_hit_tokens += best_tokens;
       return;
@@ -165,31 +126,17 @@ bool Engine::wait_for_lender(const Sequence& sequence) const {
 void Engine::retire(Sequence& sequence) {
   if (!cache_on_ || !sequence.cacheable() || sequence.computed < kKvPageTokens) {
     runner_.close_sequence(sequence.id);
-  } else {
-    CachedPrefix entry{sequence.id,
-                       std::vector<std::int64_t>(sequence.tokens.begin(), sequence.tokens.begin() + sequence.computed),
-                       ++clock_, next_uid_++, {}};
-    entry.page_hashes = page_hashes(entry.tokens, entry.tokens.size() / kKvPageTokens);
-    for (const auto h : entry.page_hashes) by_hash_[h].push_back(entry.uid);
-    cache_.push_back(std::move(entry));
-    if (static_cast<std::int64_t>(cache_.size()) > options_.prefix_cache_entries) evict_one(nullptr);
+  } else if (cache_->insert(sequence.id,
+                            std::vector<std::int64_t>(sequence.tokens.begin(),
+                                                      sequence.tokens.begin() + sequence.computed))) {
+    ++stats_.prefix_evictions;
   }
   sequence.id = -1;
 }
 
 bool Engine::evict_one(std::vector<std::int64_t>* free) {
-  if (cache_.empty()) return false;
-  const auto oldest = std::min_element(cache_.begin(), cache_.end(),
-                                       [](const auto& a, const auto& b) { return a.last_use < b.last_use; });
-  const auto before = runner_.pool().groups;
-  runner_.close_sequence(oldest->id);
-  forget_hashes(*oldest);
-  cache_.erase(oldest);
+  if (!cache_->evict_one(free)) return false;
   ++stats_.prefix_evictions;
-  if (free) {
-    const auto after = runner_.pool().groups;
-    for (std::size_t g = 0; g < free->size(); ++g) (*free)[g] += before[g].used - after[g].used;
-  }
   return true;
 }
 

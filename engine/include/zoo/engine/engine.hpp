@@ -11,7 +11,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "zoo/batch.hpp"
@@ -20,6 +19,8 @@
 #include "zoo/sequence_driver.hpp"
 
 namespace zoo::engine {
+
+class PrefixCache;  // engine/src/prefix_cache.hpp
 
 struct EngineOptions {
   std::int64_t max_running = 256;          // sequences decoding at once
@@ -127,16 +128,6 @@ class Engine {
 
  private:
   struct Sequence;
-  struct CachedPrefix {
-    SequenceId id = -1;
-    std::vector<std::int64_t> tokens;  // what the runner's sequence holds
-    std::uint64_t last_use = 0;
-    std::uint64_t uid = 0;
-    std::vector<std::uint64_t> page_hashes;  // chained: page i's hash covers pages 0 .. i
-  };
-  // Chained hashes of the first `pages` whole pages of `tokens`.
-  static std::vector<std::uint64_t> page_hashes(const std::vector<std::int64_t>& tokens, std::size_t pages);
-  void forget_hashes(const CachedPrefix& entry);
   bool fits(const std::vector<std::int64_t>& needed, std::vector<std::int64_t>& free) const;
   // Opens the runner's sequence for a waiting one: a fork of the longest cached prefix of its
   // tokens (whole pages, at least one token left to compute), else a new sequence.
@@ -151,7 +142,7 @@ class Engine {
   void check_fits(std::int64_t positions, const std::string& what) const;
   // Keeps a finished sequence's pages for its prefix, or closes it.
   void retire(Sequence& sequence);
-  // Closes the least recently used cached prefix; false when none is left. `free` gains its pages.
+  // Closes the least recently used cached prefix (counted); false when none is left. `free` gains its pages.
   bool evict_one(std::vector<std::int64_t>* free);
   void preempt(Sequence& sequence);
   // Whether computing `tokens` of the sequence ends its prompt and draws a token.
@@ -168,12 +159,7 @@ class Engine {
   EngineStats stats_;
   std::vector<TokenEvent> last_tokens_;
   std::vector<std::int64_t> last_driven_;
-  std::vector<CachedPrefix> cache_;
-  // Each cached page's chained hash -> the entries (uids) holding that prefix: a lookup walks the
-  // prompt's pages, not the entries.
-  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> by_hash_;
-  std::uint64_t next_uid_ = 0;
-  std::uint64_t clock_ = 0;
+  std::unique_ptr<PrefixCache> cache_;  // used only when cache_on_
   bool cache_on_ = false;
 };
 
