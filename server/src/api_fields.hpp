@@ -1,5 +1,5 @@
 #pragma once
-// What every endpoint shares (openai_server.cpp, speech_endpoint.cpp): OpenAI-shaped errors and
+// What every endpoint shares (the *_request.cpp and *_endpoint.cpp files): OpenAI-shaped errors and
 // checked request fields.
 #include <fmt/format.h>
 

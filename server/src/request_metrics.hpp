@@ -1,5 +1,5 @@
 #pragma once
-// The request metrics /metrics reports beside the engine's counters (openai_server.cpp): Prometheus
+// The request metrics /metrics reports beside the engine's counters (metrics_endpoint.cpp): Prometheus
 // histograms of latency and counts of how requests ended.
 #include <fmt/format.h>
 
