@@ -8,10 +8,17 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <memory>
+#include <optional>
 #include <random>
 #include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "api_fields.hpp"
+#include "base64.hpp"
 #include "zoo/code_stream.hpp"
 #include "zoo/encoder_input.hpp"
 #include "zoo/error.hpp"
@@ -19,115 +26,6 @@
 #include "zoo/sound_file.hpp"
 
 namespace zoo::server {
-
-// ---- the audio threads and the reference cache --------------------------------------------------
-
-AudioWorker::AudioWorker() {
-  thread_ = std::thread([this] {
-    for (;;) {
-      std::function<void()> work;
-      {
-        std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, nothing left
-        work = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      work();  // posted work catches its own errors
-    }
-  });
-}
-
-AudioWorker::~AudioWorker() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
-}
-
-void AudioWorker::post(std::function<void()> work) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(work));
-  }
-  wake_.notify_one();
-}
-
-AudioWorkers::AudioWorkers(int threads) {
-  for (int i = 0; i < std::max(threads, 1); ++i) workers_.push_back(std::make_unique<AudioWorker>());
-}
-
-AudioWorker& AudioWorkers::next() {
-  return *workers_[next_++ % workers_.size()];
-}
-
-std::optional<std::vector<std::vector<std::int64_t>>> ReferenceCache::find(const std::string& audio) {
-  const std::lock_guard lock(mutex_);
-  const auto it =
-      std::find_if(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == audio; });
-  if (it == entries_.end()) return std::nullopt;
-  entries_.splice(entries_.begin(), entries_, it);
-  ++hits_;
-  return entries_.front().second;
-}
-
-void ReferenceCache::add(const std::string& audio, std::vector<std::vector<std::int64_t>> frames) {
-  const std::lock_guard lock(mutex_);
-  // Two requests with the same new audio may both have encoded it; keep one.
-  if (std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e.first == audio; })) return;
-  entries_.emplace_front(audio, std::move(frames));
-  while (entries_.size() > capacity_) entries_.pop_back();
-}
-
-// ---- base64 -------------------------------------------------------------------------------------
-
-namespace {
-constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-}
-
-std::string base64_encode(const void* data, std::size_t size) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::string out;
-  out.reserve((size + 2) / 3 * 4);
-  for (std::size_t i = 0; i < size; i += 3) {
-    const std::uint32_t n = (std::uint32_t{p[i]} << 16) | (i + 1 < size ? std::uint32_t{p[i + 1]} << 8 : 0) |
-                            (i + 2 < size ? std::uint32_t{p[i + 2]} : 0);
-    out += kBase64[(n >> 18) & 63];
-    out += kBase64[(n >> 12) & 63];
-    out += i + 1 < size ? kBase64[(n >> 6) & 63] : '=';
-    out += i + 2 < size ? kBase64[n & 63] : '=';
-  }
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  if (text.size() % 4 == 1) return std::nullopt;
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  std::uint32_t bits = 0;
-  int count = 0;
-  for (const char c : text) {
-    const char* at = std::char_traits<char>::find(kBase64, 64, c);
-    if (at == nullptr) return std::nullopt;
-    bits = (bits << 6) | static_cast<std::uint32_t>(at - kBase64);
-    if (++count == 4) {
-      out += static_cast<char>((bits >> 16) & 0xff);
-      out += static_cast<char>((bits >> 8) & 0xff);
-      out += static_cast<char>(bits & 0xff);
-      bits = 0;
-      count = 0;
-    }
-  }
-  if (count == 2) out += static_cast<char>((bits >> 4) & 0xff);
-  if (count == 3) {
-    out += static_cast<char>((bits >> 10) & 0xff);
-    out += static_cast<char>((bits >> 2) & 0xff);
-  }
-  return out;
-}
 
 namespace {
 
