@@ -12,6 +12,11 @@ command -v python3 >/dev/null || { echo "SKIPPED: no python3"; exit 77; }
 command -v curl >/dev/null || { echo "SKIPPED: no curl"; exit 77; }
 [[ -r /proc/self/status ]] || { echo "SKIPPED: no /proc"; exit 77; }
 M=$FIX/qwen3-tiny-text
+# Under the sanitizers, RSS is mostly shadow memory and quarantine, and UBSan's own checks open
+# pipes, which fail once the descriptor table is full (it then reports a false vptr error): the
+# bound on memory and the EMFILE case are the Release run's; the rest runs under both.
+sanitized=0
+ldd "$ZOO" 2>/dev/null | grep -q -E 'libasan|libubsan' && sanitized=1
 metric() { curl -sf --max-time 2 "$BASE/metrics" | sed -n "s/^$1 //p"; }
 
 # ---- a client that disconnects: /metrics at once ----
@@ -42,6 +47,9 @@ PY
 stop_server
 
 # ---- the descriptor table full: accept() fails; no spinning, one line, serving again after ----
+if ((sanitized)); then
+  echo "the descriptor-table case is skipped under the sanitizers (see above)"
+else
 ((cases++))
 (
   ulimit -n 64
@@ -91,13 +99,14 @@ kill -TERM "$SERVER_PID" 2>/dev/null
 for _ in $(seq 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
 kill -9 "$SERVER_PID" 2>/dev/null
 wait $sub
+fi
 
 # ---- clients that never read: bounded memory ----
 start_server "$M" --max-running 128 --prefix-cache-entries 0 --stream-buffer-mb 2
 ((cases++))
-python3 - "$PORT" "$SERVER_PID" <<'PY' || fail "non-reading clients (above)"
+python3 - "$PORT" "$SERVER_PID" "$sanitized" <<'PY' || fail "non-reading clients (above)"
 import json, socket, sys, time
-port, pid = int(sys.argv[1]), int(sys.argv[2])
+port, pid, sanitized = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 def rss_mb():
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"): return int(line.split()[1]) / 1024
@@ -127,7 +136,7 @@ while time.time() < t0 + 40:
 m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
 cancelled = next(float(l.split()[1]) for l in m.splitlines() if l.startswith("zoo_requests_cancelled_total "))
 print(f"RSS {start:.0f} MB at start, {peak:.0f} MB at most; {cancelled:.0f} requests cancelled after {time.time() - t0:.1f} s")
-ok = peak - start < 250 and cancelled == 6
+ok = (sanitized or peak - start < 250) and cancelled == 6
 if not ok: print(f"FAIL: 6 clients that do not read: the server grew by {peak - start:.0f} MB, {cancelled} cancelled")
 for s in clients: s.close()
 sys.exit(0 if ok else 1)
