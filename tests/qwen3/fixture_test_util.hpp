@@ -148,6 +148,21 @@ class TempDir {
   fs::path path_;
 };
 
+// A copy of fixture `name` in `dir` (its weights and request.json) with `config` as its
+// config.json, and the float32 CPU spec that opens it: for tests that vary a config's fields.
+inline ModelSpec fixture_with_config(const TempDir& dir, const std::string& name, const nlohmann::json& config) {
+  for (const auto& entry : fs::directory_iterator(fixture_dir(name))) {
+    const std::string file = entry.path().filename().string();
+    if (file.starts_with("model") || file == "request.json") fs::copy_file(entry.path(), dir / file);
+  }
+  ModelSpec spec;
+  spec.file = dir.write("config.json", config.dump(2));
+  spec.checkpoint = dir.path();
+  spec.device = Device{};
+  spec.dtype = DType::F32;
+  return spec;
+}
+
 inline std::string read_text(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -30,16 +30,7 @@ struct Outcome {
 // Opens a copy of `fixture` whose config.json is `config`, and runs its request.json.
 Outcome open_with(const std::string& fixture, const json& config) {
   TempDir dir;
-  for (const auto& entry : fs::directory_iterator(fixture_dir(fixture))) {
-    const std::string name = entry.path().filename().string();
-    if (name.starts_with("model") || name == "request.json") fs::copy_file(entry.path(), dir / name);
-  }
-  dir.write("config.json", config.dump(2));
-  ModelSpec spec;
-  spec.file = dir / "config.json";
-  spec.checkpoint = dir.path();
-  spec.device = Device{};
-  spec.dtype = DType::F32;
+  ModelSpec spec = fixture_with_config(dir, fixture, config);
   Outcome out;
   test::StderrCapture capture;
   try {
