@@ -3,6 +3,7 @@
 // make_codec_fixtures.py): every intermediate tap and the waveform within relative L2 1e-5 on the
 // CPU in float32; geometry derived from the stored shapes; inconsistent shapes named.
 #include "qwen3/fixture_test_util.hpp"
+#include "higgs/codec_test_util.hpp"
 
 #include <cmath>
 #include <map>
@@ -212,36 +213,6 @@ TEST_CASE("weight-normalized convolutions (weight_g, weight_v) are folded like t
 namespace zoo::ptest {
 namespace {
 
-// Headers only, from a `zoo synth --extra-tensors` list: what the plugin derives from the real
-// codec's names and shapes, without 0.4 GB of weights.
-class ShapesOnlySource : public WeightSource {
- public:
-  explicit ShapesOnlySource(const fs::path& list) {
-    const auto doc = load_json_object(list);
-    for (const auto& t : doc.at("tensors")) {
-      TensorInfo info;
-      info.stored_name = t.at("name").get<std::string>();
-      info.dtype = DType::BF16;
-      for (const auto& d : t.at("shape")) info.shape.push_back(d.get<std::int64_t>());
-      infos_[info.stored_name] = info;
-    }
-  }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> out;
-    for (const auto& [name, info] : infos_) out.push_back(name);
-    return out;
-  }
-  std::optional<TensorInfo> info(std::string_view name) const override {
-    auto it = infos_.find(std::string(name));
-    if (it == infos_.end()) return std::nullopt;
-    return it->second;
-  }
-  TensorView view(std::string_view name) const override { throw InputError(fmt::format("{}: headers only", name)); }
-  std::string describe() const override { return "a shapes list"; }
-
- private:
-  std::map<std::string, TensorInfo> infos_;
-};
 
 TEST_CASE("the real codec's tensor list derives 8 x 1024 x 64, strides 8x5x4x2x3, 960 samples per frame",
           "[higgs][codec]") {

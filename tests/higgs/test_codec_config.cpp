@@ -240,43 +240,11 @@ TEST_CASE("the config's values are used: layer_norm_eps, rates and dilations rea
   CHECK(g.semantic_downsample == 1);  // int(960 / 3 / 320)
 }
 
-// Headers only, from a `zoo synth --extra-tensors` list (no file: no codec_config.json beside it).
-class ShapesList : public WeightSource {
- public:
-  explicit ShapesList(const fs::path& list) {
-    const nlohmann::json doc = load_json_object(list);
-    for (const auto& t : doc.at("tensors")) {
-      TensorInfo info;
-      info.stored_name = t.at("name").get<std::string>();
-      info.dtype = DType::BF16;
-      for (const auto& d : t.at("shape")) info.shape.push_back(d.get<std::int64_t>());
-      infos_[info.stored_name] = info;
-    }
-  }
-  std::vector<std::string> names() const override {
-    std::vector<std::string> out;
-    for (const auto& [name, info] : infos_) out.push_back(name);
-    return out;
-  }
-  std::optional<TensorInfo> info(std::string_view name) const override {
-    auto it = infos_.find(std::string(name));
-    if (it == infos_.end()) return std::nullopt;
-    return it->second;
-  }
-  TensorView view(std::string_view name) const override {
-    throw InputError(fmt::format("{}: headers only", name));
-  }
-  std::string describe() const override { return "a shapes list"; }
-  void set_shape(const std::string& name, Shape shape) { infos_.at(name).shape = std::move(shape); }
-
- private:
-  std::map<std::string, TensorInfo> infos_;
-};
 
 TEST_CASE("without a config the release's values apply only when the tensors are exactly the release's",
           "[higgs][codec][codec_config]") {
   const fs::path list = fs::path(ZOO_SOURCE_DIR) / "configs" / "shapes" / "higgs-v3-4b-codec-tensors.json";
-  auto release = std::make_shared<ShapesList>(list);
+  auto release = std::make_shared<ShapesOnlySource>(list);
   const higgs::CodecEncoder encoder(release, higgs::kCodecPrefix);
   const auto& g = encoder.geometry();
   CHECK(g.heads == 12);
@@ -290,7 +258,7 @@ TEST_CASE("without a config the release's values apply only when the tensors are
   CHECK(higgs::Codec(release, higgs::kCodecPrefix).geometry().sample_rate == 24000);
 
   // One shape off the release (a HuBERT FFN of 2048): its heads are nobody's to guess.
-  auto other = std::make_shared<ShapesList>(list);
+  auto other = std::make_shared<ShapesOnlySource>(list);
   const std::string p = std::string(higgs::kCodecPrefix) + "semantic_model.encoder.layers.";
   for (int l = 0; l < 12; ++l) {
     other->set_shape(fmt::format("{}{}.feed_forward.intermediate_dense.weight", p, l), {2048, 768});
